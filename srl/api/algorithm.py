@@ -1,0 +1,49 @@
+"""Algorithm contract: one update of a policy on one batch of samples.
+
+The loop an algorithm takes part in (inside the trainer worker)::
+
+    batch = sample stream -> trainer gathers segments  # dict of tensors, see srl.data.columns
+    stats = algorithm.step(batch)                      # gradients, optimizer; returns floats
+    parameter service <- policy.state_dict(), version += 1
+
+A batch holds whole segments: every column is shaped [T + 1, B, ...], where T is the
+experiment's `sample_length` and B the number of rows gathered. Row t of reward / terminated /
+truncated describes the transition from step t to t + 1; the last time row (t = T) carries only
+the observation and policy outputs to bootstrap from.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from srl.api.policy import Policy
+
+
+class AlgorithmConfig(BaseModel):
+    """Base of every algorithm's typed hyperparameters (each field documented on the field)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Algorithm(ABC):
+    """Updates `policy` from batches of samples."""
+
+    def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
+        self.policy = policy
+        self.config = config
+        self.total_env_steps = total_env_steps  # for schedules (learning-rate annealing)
+
+    @abstractmethod
+    def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
+        """One update on `batch`; `env_steps` = steps consumed so far. Return scalar stats."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the policy needed to resume (optimizer, schedules)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""

@@ -1,0 +1,60 @@
+"""Policy contract: batched acting in policy workers, analysis with gradients in trainers.
+
+The loop a policy takes part in::
+
+    policy worker:  out = policy.rollout(obs_batch)          # no grad, many actors' requests
+                    actions, out["log_prob"], ... -> actors -> stored in samples
+    parameter service:  trainer publishes policy.state_dict() with a version; policy workers
+                        load it with load_state_dict() when a newer version exists
+    trainer:        algorithm.step(batch) calls policy.analyze(obs, actions) with grad
+
+A `Policy` is a `torch.nn.Module`, so its parameters, devices and checkpoints are torch's.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Shape (per row, without the batch axis) and dtype of one array field."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+
+class Policy(torch.nn.Module, ABC):
+    """Maps a batch of observations to actions, and explains them when training."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    @abstractmethod
+    def rollout_fields(self) -> dict[str, FieldSpec]:
+        """The extra per-row outputs of `rollout` besides "action" (e.g. log_prob, value).
+
+        They travel back to the actor with the action and are stored in its samples.
+        """
+
+    @abstractmethod
+    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+        """Act on obs [B, ...]: return {"action": [B, ...], **rollout_fields}. Called without grad."""
+
+    @abstractmethod
+    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Training-side view of (obs, action) with grad, e.g. log_prob, entropy, value."""
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State value of obs [B, ...] -> [B]; actor-critic policies override it."""
+        raise NotImplementedError(f"{type(self).__name__} has no value head")

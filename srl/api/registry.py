@@ -1,0 +1,86 @@
+"""Registries: a user's own environment, policy, algorithm and experiment plug in by name.
+
+    from srl.api import registry
+
+    @registry.register_env("my-env")
+    def make_my_env(**kwargs) -> Environment | VectorEnv: ...
+
+    registry.register_algorithm("my-algo", MyAlgorithm, MyAlgorithmConfig)
+
+Registering happens at import time of the user's module; `srl run --module my_pkg.my_mod`
+(or the `SRL_MODULES` environment variable) imports it in every process before anything is built.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """A name that no registry entry matches; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """Name -> entry, with errors that list what is registered."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+
+    def add(self, name: str, entry: T) -> T:
+        self._entries[name] = entry
+        return entry
+
+    def get(self, name: str) -> T:
+        if name not in self._entries:
+            close = difflib.get_close_matches(name, self._entries, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UnknownNameError(
+                f"unknown {self.kind} {name!r}; registered: {', '.join(sorted(self._entries))}.{hint}"
+            )
+        return self._entries[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    algorithm_cls: type  # subclass of srl.api.algorithm.Algorithm
+    config_cls: type  # subclass of srl.api.algorithm.AlgorithmConfig
+
+
+envs: Registry[Callable[..., Any]] = Registry("environment")
+policies: Registry[Callable[..., Any]] = Registry("policy")
+algorithms: Registry[AlgorithmEntry] = Registry("algorithm")
+experiments: Registry[Callable[[], dict[str, Any]]] = Registry("experiment")
+
+
+def register_env(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a factory `(**kwargs) -> Environment | VectorEnv`."""
+    return lambda factory: envs.add(name, factory)
+
+
+def register_policy(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a factory `(observation_space, action_space, **kwargs) -> Policy`."""
+    return lambda factory: policies.add(name, factory)
+
+
+def register_algorithm(name: str, algorithm_cls: type, config_cls: type) -> None:
+    """Register an `Algorithm` subclass with its `AlgorithmConfig` subclass."""
+    algorithms.add(name, AlgorithmEntry(algorithm_cls, config_cls))
+
+
+def register_experiment(name: str) -> Callable[[Callable[[], dict[str, Any]]], Callable[[], dict[str, Any]]]:
+    """Decorate a function returning an experiment's config as a dict (overrides apply on top)."""
+    return lambda fn: experiments.add(name, fn)

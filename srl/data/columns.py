@@ -1,0 +1,21 @@
+"""Column names of samples, defined once. Every stream and algorithm uses these constants.
+
+A segment is a dict column -> array shaped [T + 1, rows, ...] (see srl.api.algorithm).
+"""
+
+OBS = "obs"  # observation at step t (float32 or the space's dtype)
+ACTION = "action"  # action taken at step t
+REWARD = "reward"  # reward of the transition t -> t + 1 (float32)
+TERMINATED = "terminated"  # the episode ended on t -> t + 1, no bootstrap (bool)
+TRUNCATED = "truncated"  # the episode was cut off on t -> t + 1, bootstrap (bool)
+POLICY_VERSION = "policy_version"  # parameter version that chose the action at t (int64)
+
+# Outputs that actor-critic policies add (Policy.rollout_fields):
+LOG_PROB = "log_prob"  # log-probability of the action at t under the acting policy (float32)
+VALUE = "value"  # value estimate of obs at t by the acting policy (float32)
+
+# Computed by the trainer, never sent:
+ADVANTAGE = "advantage"
+RETURN = "return"
+
+ENV_COLUMNS = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, POLICY_VERSION)
