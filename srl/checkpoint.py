@@ -1,0 +1,60 @@
+"""Checkpoints: the policy, the algorithm's state and counters, written atomically.
+
+Separate from parameter serving: the parameter service streams weights to actors many times a
+second; checkpoints are for resuming and evaluating, every `checkpoint_interval_s`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+LATEST = "latest.json"
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def params_sha256(module: torch.nn.Module) -> str:
+    """Hash of the policy's parameters and buffers, in state_dict order (bit-exact)."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save(run_dir: Path, version: int, env_steps: int, policy: torch.nn.Module, algorithm_state: dict) -> Path:
+    folder = checkpoint_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"ckpt-{version:08d}.pt"
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {"version": version, "env_steps": env_steps, "policy": policy.state_dict(), "algorithm": algorithm_state},
+        tmp,
+    )
+    os.replace(tmp, path)
+    meta = {"path": path.name, "version": version, "env_steps": env_steps}
+    (folder / (LATEST + ".tmp")).write_text(json.dumps(meta))
+    os.replace(folder / (LATEST + ".tmp"), folder / LATEST)
+    for old in sorted(folder.glob("ckpt-*.pt"))[:-3]:  # keep the last three
+        old.unlink()
+    return path
+
+
+def latest_meta(run_dir: Path) -> dict[str, Any] | None:
+    path = checkpoint_dir(run_dir) / LATEST
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def load_latest(run_dir: Path) -> dict[str, Any] | None:
+    meta = latest_meta(run_dir)
+    if meta is None:
+        return None
+    return torch.load(checkpoint_dir(run_dir) / meta["path"], map_location="cpu", weights_only=True)

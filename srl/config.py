@@ -1,0 +1,206 @@
+"""The experiment config: typed, each field documented once, validated in one place.
+
+`load_config(name, overrides)` = the registered experiment's dict + `key=value` overrides, checked
+field by field; every problem becomes one `ConfigError` that names the field and what is
+allowed, before any process starts. Cross-field checks that need the environment's spaces
+(rows per segment, batch sizes) live in `srl.graph`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
+
+from srl.api import registry
+from srl.api.algorithm import AlgorithmConfig
+
+
+class ConfigError(ValueError):
+    """Invalid experiment config; the message names the field and the allowed values."""
+
+
+class ExperimentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str = Field(description="Name of the experiment (shown in process titles and run dirs).")
+    seed: int = Field(1, description="Seed of envs, policy init and sampling; env i of actor a gets its own.")
+    run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp>.")
+    resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
+    launcher: Literal["inline", "local"] = Field(
+        "local", description="inline: every worker in this process (debugging); local: one process per worker."
+    )
+    modules: list[str] = Field(
+        default_factory=list, description="Python modules to import first (they register envs, algorithms...)."
+    )
+
+    env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the env factory.")
+    policy: str = Field("actor-critic-mlp", description="A registered policy name.")
+    policy_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the policy.")
+    algorithm: str = Field("ppo", description="A registered algorithm name; its hyperparameters go in `algo`.")
+    algo: SerializeAsAny[AlgorithmConfig] | dict[str, Any] = Field(
+        default_factory=dict, description="Hyperparameters of `algorithm` (its own typed config)."
+    )
+
+    num_actor_workers: int = Field(1, ge=1, description="Actor worker processes, each stepping a ring of envs.")
+    envs_per_actor: int = Field(16, ge=1, description="Environments in each actor's ring.")
+    ring_splits: int = Field(
+        2, ge=1, description="Groups the ring is split into: while one group waits for actions, the others step."
+    )
+    inference: Literal["policy_worker", "inline"] = Field(
+        "policy_worker", description="policy_worker: batched in policy workers; inline: in each actor, no round trip."
+    )
+    num_policy_workers: int = Field(1, ge=1, description="Policy worker processes (inference='policy_worker').")
+    sample_length: int = Field(32, ge=1, description="Env steps per trajectory segment sent to the trainer (T).")
+    batch_segments: int = Field(1, ge=1, description="Segments the trainer gathers for one update.")
+    max_policy_lag: int = Field(
+        2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."
+    )
+
+    total_env_steps: int = Field(1_000_000, ge=1, description="Stop after this many env steps (all actors).")
+    target_return: float | None = Field(
+        None, description="Stop once the mean return of the last 100 episodes reaches this."
+    )
+    time_limit_s: float | None = Field(None, gt=0, description="Stop after this many seconds of training.")
+
+    log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
+    checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
+    display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
+    heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
+
+    @model_validator(mode="after")
+    def _check_counts(self) -> "ExperimentConfig":
+        if self.envs_per_actor % self.ring_splits:
+            raise ValueError(
+                f"envs_per_actor ({self.envs_per_actor}) must be a multiple of ring_splits ({self.ring_splits})"
+            )
+        return self
+
+    @property
+    def envs_per_split(self) -> int:
+        return self.envs_per_actor // self.ring_splits
+
+    @property
+    def algo_config(self) -> AlgorithmConfig:
+        assert isinstance(self.algo, AlgorithmConfig), "load_config types `algo`"
+        return self.algo
+
+    def dump_yaml(self, path: Path) -> None:
+        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """["a=1", "algo.lr=3e-4"] -> {"a": 1, "algo": {"lr": 0.0003}}; values parsed as YAML scalars."""
+    tree: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        value = yaml.safe_load(text) if text else None
+        *parents, leaf = key.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is not a section")
+        node[leaf] = value
+    return tree
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def import_modules(names: list[str] | str) -> None:
+    """Import user modules that register their envs, policies, algorithms, experiments."""
+    for name in [names] if isinstance(names, str) else names:
+        for part in str(name).split(","):
+            if part.strip():
+                importlib.import_module(part.strip())
+
+
+def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
+    lines = []
+    for err in error.errors():
+        field = prefix + ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(model.model_fields)
+            lines.append(f"unknown field {field!r}; allowed fields: {allowed}")
+        else:
+            got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+            lines.append(f"field {field!r}: {err['msg']}{got}")
+    return "invalid config: " + "; ".join(lines)
+
+
+def build_config(values: dict[str, Any]) -> ExperimentConfig:
+    """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
+    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
+
+    import_modules(values.get("modules", []))
+    values = dict(values)
+    algo_values = values.pop("algo", {}) or {}
+    try:
+        config = ExperimentConfig.model_validate(values)
+    except ValidationError as e:
+        raise ConfigError(_format(e, "", ExperimentConfig)) from None
+    try:
+        entry = registry.algorithms.get(config.algorithm)
+    except registry.UnknownNameError as e:
+        raise ConfigError(f"field 'algorithm': {e}") from None
+    if isinstance(algo_values, AlgorithmConfig):
+        algo_values = algo_values.model_dump()
+    try:
+        config.algo = entry.config_cls.model_validate(algo_values)
+    except ValidationError as e:
+        raise ConfigError(_format(e, "algo.", entry.config_cls)) from None
+    for field, table in (("env", None), ("policy", registry.policies)):
+        if table is not None and getattr(config, field) not in table:
+            raise ConfigError(f"field {field!r}: {_unknown(table, getattr(config, field))}")
+    return config
+
+
+def _unknown(table: registry.Registry[Any], name: str) -> str:
+    try:
+        table.get(name)
+    except registry.UnknownNameError as e:
+        return str(e)
+    return ""
+
+
+def load_config(experiment: str, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Built-in or registered experiment by name, with `key=value` overrides applied."""
+    import srl.builtins  # noqa: F401
+
+    top = parse_overrides(overrides or [])
+    import_modules(top.get("modules", []))
+    if top.get("resume"):
+        base = load_saved_config(Path(str(top["resume"])))
+    else:
+        try:
+            base = registry.experiments.get(experiment)()
+        except registry.UnknownNameError as e:
+            raise ConfigError(str(e)) from None
+        base["experiment"] = experiment
+    config = build_config(_merge(base, top))
+    if config.run_dir is None:
+        config.run_dir = str(Path("runs") / f"{experiment}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return config
+
+
+def load_saved_config(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"field 'resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
+    return yaml.safe_load(path.read_text())

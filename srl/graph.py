@@ -1,0 +1,162 @@
+"""Build and check the dataflow of an experiment before any process starts; draw it.
+
+    actor i --inference slot (actor i, split s)--> policy worker (i mod P) --> actor i
+    actor i --segment slot (actor i, split s, k)--> trainer --params--> parameter service
+    parameter service --params--> policy workers (or actors, with inference=inline)
+    every worker --reports--> controller --stop--> every worker
+
+`build_graph` is the one place that turns a config into workers and streams; launchers only
+decide where each worker runs (placement), never what it is connected to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+
+from srl.api import registry
+from srl.api.policy import FieldSpec, Policy
+from srl.config import ConfigError, ExperimentConfig
+from srl.data import columns as C
+from srl.streams.control import Role
+from srl.streams.layout import ArraySpec, Layout
+
+SLOTS_PER_SPLIT = 2  # segment slots per ring split: one being filled while one is with the trainer
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    role: Role
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.role.title}:{self.index}"
+
+
+def space_spec(space: gym.Space) -> FieldSpec:
+    """Per-row shape and dtype of a space's values on the wire."""
+    if isinstance(space, gym.spaces.Discrete):
+        return FieldSpec((), np.int64)
+    if isinstance(space, gym.spaces.Box):
+        return FieldSpec(tuple(space.shape), np.float32)
+    raise ConfigError(f"unsupported space {space}: srl supports Box and Discrete spaces for now")
+
+
+def make_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
+    factory = registry.policies.get(config.policy)
+    return factory(observation_space, action_space, **config.policy_kwargs)
+
+
+@dataclass
+class Graph:
+    config: ExperimentConfig
+    agents: tuple[str, ...]
+    observation_space: gym.Space
+    action_space: gym.Space
+    policy_fields: dict[str, FieldSpec]
+    workers: list[WorkerSpec] = field(default_factory=list)
+
+    @property
+    def rows_per_split(self) -> int:
+        return self.config.envs_per_split * len(self.agents)
+
+    @property
+    def rows_per_batch(self) -> int:
+        return self.rows_per_split * self.config.batch_segments
+
+    def policy_worker_of(self, actor: int) -> int:
+        return actor % self.config.num_policy_workers
+
+    def actors_of(self, policy_worker: int) -> list[int]:
+        return [a for a in range(self.config.num_actor_workers) if self.policy_worker_of(a) == policy_worker]
+
+    def slot_fields(self) -> dict[str, FieldSpec]:
+        """What one inference slot row holds: obs, action and the policy's outputs."""
+        return {
+            C.OBS: space_spec(self.observation_space),
+            C.ACTION: space_spec(self.action_space),
+            **self.policy_fields,
+        }
+
+    def segment_fields(self) -> dict[str, FieldSpec]:
+        return {
+            **self.slot_fields(),
+            C.REWARD: FieldSpec((), np.float32),
+            C.TERMINATED: FieldSpec((), np.bool_),
+            C.TRUNCATED: FieldSpec((), np.bool_),
+            C.POLICY_VERSION: FieldSpec((), np.int64),
+        }
+
+    def actor_layout(self) -> Layout:
+        """One shared block per actor: its inference slots and its segment slots."""
+        rows, steps = self.rows_per_split, self.config.sample_length + 1
+        arrays: dict[str, ArraySpec] = {}
+        for s in range(self.config.ring_splits):
+            for name, spec in self.slot_fields().items():
+                arrays[f"infer.{s}.{name}"] = ArraySpec((rows, *spec.shape), spec.dtype)
+            arrays[f"infer.{s}.version"] = ArraySpec((1,), np.dtype(np.int64))
+            for k in range(SLOTS_PER_SPLIT):
+                for name, spec in self.segment_fields().items():
+                    arrays[f"sample.{s}.{k}.{name}"] = ArraySpec((steps, rows, *spec.shape), spec.dtype)
+        return Layout(arrays)
+
+    def block_layouts(self) -> dict[str, Layout]:
+        layout = self.actor_layout()
+        return {actor_block(a): layout for a in range(self.config.num_actor_workers)}
+
+    def describe(self) -> str:
+        c = self.config
+        lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
+        lines.append(f"  observation {self.observation_space}  action {self.action_space}")
+        for w in self.workers:
+            lines.append(f"  worker {w.name}")
+        infer = "inline in actors" if c.inference == "inline" else f"{c.num_policy_workers} policy worker(s)"
+        lines += [
+            f"  stream inference: {c.num_actor_workers} actor(s) x {c.ring_splits} split(s) x "
+            f"{self.rows_per_split} rows -> {infer}",
+            f"  stream samples: segments of {c.sample_length} steps x {self.rows_per_split} rows -> trainer "
+            f"(batch {c.batch_segments} segment(s) = {c.sample_length * self.rows_per_batch} steps)",
+            "  stream params: trainer -> params:0 -> " + ("actors" if c.inference == "inline" else "policy workers"),
+            "  stream control: every worker <-> controller",
+        ]
+        return "\n".join(lines)
+
+
+def actor_block(actor: int) -> str:
+    return f"actor{actor}"
+
+
+def sub_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    return {name[len(prefix) :]: a for name, a in arrays.items() if name.startswith(prefix)}
+
+
+def build_graph(config: ExperimentConfig) -> Graph:
+    """Workers and streams of `config`, with every cross-field check that needs the spaces."""
+    from srl.envs import describe_spaces
+
+    try:
+        agents, observation_space, action_space = describe_spaces(config.env, config.env_kwargs)
+    except registry.UnknownNameError as e:
+        raise ConfigError(f"field 'env': {e}") from None
+    space_spec(observation_space), space_spec(action_space)
+    try:
+        policy = make_policy(config, observation_space, action_space)
+    except registry.UnknownNameError as e:
+        raise ConfigError(f"field 'policy': {e}") from None
+    except TypeError as e:
+        raise ConfigError(f"field 'policy_kwargs': {e}") from None
+    graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields())
+    if config.inference == "policy_worker" and config.num_policy_workers > config.num_actor_workers:
+        raise ConfigError(
+            f"num_policy_workers ({config.num_policy_workers}) exceeds num_actor_workers "
+            f"({config.num_actor_workers}): each policy worker serves at least one actor"
+        )
+    workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.num_actor_workers)]
+    if config.inference == "policy_worker":
+        workers += [WorkerSpec(Role.POLICY, p) for p in range(config.num_policy_workers)]
+    workers += [WorkerSpec(Role.TRAINER, 0), WorkerSpec(Role.PARAMS, 0)]
+    graph.workers = workers
+    return graph

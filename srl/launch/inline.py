@@ -1,0 +1,46 @@
+"""The inline launcher: every worker's kernel in this one process, polled in turn.
+
+The same kernels and stream code as the local launcher, over in-process queues and memory:
+for debugging (one stack, breakpoints work) and for tests.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from srl.graph import Graph
+from srl.launch.monitor import RunMonitor
+from srl.launch.outputs import RunOutputs
+from srl.launch.shell import REPORT_INTERVAL_S
+from srl.streams.inline import InlineTransport
+from srl.workers.build import make_kernel
+
+
+def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
+    torch.set_num_threads(graph.config.torch_threads)
+    transport = InlineTransport()
+    kernels = [(spec, make_kernel(graph, spec, transport)) for spec in graph.workers]
+    outputs.start()
+    try:
+        for _, kernel in kernels:
+            kernel.start()
+        last_report = time.monotonic()
+        reason = None
+        while reason is None:
+            for _, kernel in kernels:
+                kernel.poll()
+            if time.monotonic() - last_report >= REPORT_INTERVAL_S:
+                for spec, kernel in kernels:
+                    monitor.on_report(spec.role, spec.index, kernel.report())
+                last_report = time.monotonic()
+                outputs.tick(monitor)
+                reason = monitor.stop_reason()
+        for spec, kernel in kernels:
+            finish = getattr(kernel, "finish", kernel.report)
+            monitor.on_report(spec.role, spec.index, finish(), final=True)
+        return reason
+    finally:
+        for _, kernel in kernels:
+            kernel.close()

@@ -1,0 +1,86 @@
+"""The controller's kernel: aggregates worker reports, decides when the run stops.
+
+Both launchers feed it the same reports (in-process for inline, over the control stream for
+local), so stopping rules and metrics are identical whatever the placement.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from srl.config import ExperimentConfig
+from srl.monitor.episodes import ReturnWindow
+from srl.streams.control import Role
+
+PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s")
+
+
+class RunMonitor:
+    def __init__(self, config: ExperimentConfig, start_env_steps: int = 0) -> None:
+        self.config = config
+        self.started_s = time.monotonic()
+        self.env_steps = start_env_steps
+        self.episodes = ReturnWindow(100)
+        self.trainer: dict[str, Any] = {}
+        self.updates = 0
+        self.segments_dropped = 0
+        self.final: dict[str, Any] = {}
+        self.busy_s: dict[str, float] = {}  # worker -> seconds in env / inference / training
+        self._last_steps, self._last_s = start_env_steps, self.started_s
+        self.last_report_s: dict[str, float] = {}
+        self.target_reached_s: float | None = None
+
+    def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
+        worker = f"{role.title}:{index}"
+        self.last_report_s[worker] = time.monotonic()
+        for key in PER_WORKER_TIMES:
+            if key in payload:
+                self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
+        if role == Role.ACTOR:
+            self.env_steps += payload["env_steps"]
+            self.episodes.add(payload["episode_returns"], payload["episode_lengths"])
+        elif role == Role.TRAINER:
+            self.updates += payload["updates"]
+            self.segments_dropped += payload["segments_dropped"]
+            if payload["updates"] or not self.trainer:
+                self.trainer = payload
+            if final:
+                self.final = payload
+
+    def metrics(self) -> dict[str, Any]:
+        now = time.monotonic()
+        rate = (self.env_steps - self._last_steps) / max(now - self._last_s, 1e-9)
+        self._last_steps, self._last_s = self.env_steps, now
+        losses = {k: v for k, v in self.trainer.items() if "/" in k}
+        return {
+            "env_steps": self.env_steps,
+            "env_steps_per_s": round(rate, 1),
+            "episode_return_mean": self.episodes.mean_return,
+            "episode_length_mean": self.episodes.mean_length,
+            "episodes": self.episodes.count,
+            "policy_version": self.trainer.get("policy_version", 0),
+            "policy_lag_mean": self.trainer.get("policy_lag_mean"),
+            "updates": self.updates,
+            "segments_dropped": self.segments_dropped,
+            **losses,
+        }
+
+    def stop_reason(self) -> str | None:
+        c = self.config
+        mean = self.episodes.mean_return
+        if c.target_return is not None and mean is not None and self.episodes.count >= 100 and mean >= c.target_return:
+            if self.target_reached_s is None:
+                self.target_reached_s = time.monotonic() - self.started_s
+            return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
+        if self.env_steps >= c.total_env_steps:
+            return f"total_env_steps {c.total_env_steps} reached"
+        if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:
+            return f"time_limit_s {c.time_limit_s} reached"
+        return None
+
+    def silent_workers(self, workers: list[str]) -> list[str]:
+        """Workers whose last report is older than the heartbeat timeout."""
+        now = time.monotonic()
+        limit = self.config.heartbeat_timeout_s
+        return [w for w in workers if now - self.last_report_s.get(w, self.started_s) > limit]

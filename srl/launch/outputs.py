@@ -1,0 +1,75 @@
+"""What a run leaves behind and shows: run directory, metrics, live display, summary."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from srl.config import ExperimentConfig
+from srl.launch.monitor import RunMonitor
+
+
+class WorkerFailed(RuntimeError):
+    """A worker raised, died or went silent; carries its traceback."""
+
+    def __init__(self, worker: str, detail: str) -> None:
+        super().__init__(f"worker {worker} failed:\n{detail.rstrip()}")
+        self.worker = worker
+        self.detail = detail
+
+
+class RunOutputs:
+    """Run directory with config.yaml, metrics.jsonl, TensorBoard events and summary.json."""
+
+    def __init__(self, config: ExperimentConfig, started_s: float) -> None:
+        self.config = config
+        self.started_s = started_s  # wall-clock time the command started (time.time())
+        self.run_dir = Path(str(config.run_dir))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        config.dump_yaml(self.run_dir / "config.yaml")
+        self.recorder: Any = None
+        self.display: Any = None
+        self._last_tick = 0.0
+
+    def start(self) -> None:
+        """Open the writers. Called after workers are forked: these own threads."""
+        from srl.monitor.display import LiveDisplay
+        from srl.monitor.recorder import Recorder
+
+        self.recorder = Recorder(self.run_dir, self.started_s)
+        enabled = self.config.display == "on" or (self.config.display == "auto" and sys.stdout.isatty())
+        self.display = LiveDisplay(self.config.experiment, enabled)
+        self.display.__enter__()
+
+    def tick(self, monitor: RunMonitor, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_tick >= self.config.log_interval_s:
+            self._last_tick = now
+            metrics = monitor.metrics()
+            self.recorder.write(metrics)
+            self.display.update({**metrics, "time_s": time.time() - self.started_s})
+
+    def finish(self, monitor: RunMonitor, reason: str, error: str | None) -> dict[str, Any]:
+        if self.recorder is not None:
+            self.tick(monitor, force=True)
+            self.display.__exit__(None, None, None)
+            self.recorder.close()
+        summary = {
+            "experiment": self.config.experiment,
+            "stop_reason": reason,
+            "error": error,
+            "env_steps": monitor.env_steps,
+            "wall_time_s": round(time.time() - self.started_s, 3),
+            "time_to_target_s": monitor.target_reached_s,
+            "episode_return_mean": monitor.episodes.mean_return,
+            "episodes": monitor.episodes.count,
+            "updates": monitor.updates,
+            "policy_version": monitor.final.get("policy_version"),
+            "params_sha256": monitor.final.get("params_sha256"),
+            "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary

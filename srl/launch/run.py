@@ -1,0 +1,51 @@
+"""Run an experiment: build and check the graph, then hand it to the chosen launcher."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from srl import checkpoint
+from srl.config import ExperimentConfig
+from srl.graph import build_graph
+from srl.launch.monitor import RunMonitor
+from srl.launch.outputs import RunOutputs, WorkerFailed
+
+LAUNCHERS = ("inline", "local")
+
+
+def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> int:
+    """Train; return the process exit code (0 done, 1 a worker failed, 130 interrupted)."""
+    import torch
+
+    torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
+    console = Console(stderr=True)
+    graph = build_graph(config)  # every check that can fail does so before anything starts
+    started_s = time.time() if started_s is None else started_s
+    if config.resume:
+        config.run_dir = config.resume
+    resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
+    outputs = RunOutputs(config, started_s)
+    monitor = RunMonitor(config, start_env_steps=resumed["env_steps"] if resumed else 0)
+    console.print(f"[bold]srl[/] {config.experiment}: launcher={config.launcher} run_dir={outputs.run_dir}")
+    if config.launcher == "inline":
+        from srl.launch.inline import run_inline as launch
+    else:
+        from srl.launch.local import run_local as launch
+    error, code = None, 0
+    try:
+        reason = launch(graph, outputs, monitor)
+        code = 130 if reason == "interrupted" else 0
+    except WorkerFailed as failure:
+        reason, error, code = "worker failed", str(failure), 1
+    except KeyboardInterrupt:
+        reason, code = "interrupted", 130
+    summary = outputs.finish(monitor, reason, error)
+    if error:
+        console.print(f"[bold red]run failed[/]: {error}")
+    console.print(
+        f"stopped: {reason}; env_steps={summary['env_steps']} "
+        f"return(last 100)={summary['episode_return_mean']} wall={summary['wall_time_s']} s"
+    )
+    return code

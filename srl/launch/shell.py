@@ -1,0 +1,70 @@
+"""The worker shell: the loop, transport, reports and stop around any kernel, in its own process.
+
+A kernel offers `start()`, `poll() -> bool` (did work), `report() -> dict`, optional
+`finish() -> dict` and `close()`; `receivers` are what it waits on when idle. The shell never
+spins: with nothing to do it blocks on the kernel's sockets and the stop signal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+REPORT_INTERVAL_S = 0.5
+IDLE_WAIT_S = 0.1
+
+
+def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | None = None) -> None:
+    """Poll until the controller says stop (or the parent vanished); report periodically."""
+    receivers = kernel.receivers + link.receivers
+    kernel.start()
+    last_report = time.monotonic()
+    while not link.poll_stop():
+        if not kernel.poll():
+            transport.wait(receivers, IDLE_WAIT_S)
+        now = time.monotonic()
+        if now - last_report >= REPORT_INTERVAL_S:
+            link.send(Kind.REPORT, kernel.report())
+            last_report = now
+            if parent_pid is not None and os.getppid() != parent_pid:
+                raise RuntimeError("the controller process is gone")
+    finish = getattr(kernel, "finish", kernel.report)
+    link.send(Kind.FINAL, finish())
+
+
+def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int) -> None:
+    """Entry point of a worker process (forked by the local launcher)."""
+    import setproctitle
+    import torch
+
+    from srl.streams.control import WorkerLink
+    from srl.streams.local import LocalTransport
+    from srl.workers.build import make_kernel
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
+    torch.set_num_threads(graph.config.torch_threads)
+    transport = LocalTransport(run_id, ipc_dir)
+    link = WorkerLink(transport, spec.role, spec.index)
+    kernel, code = None, 0
+    try:
+        kernel = make_kernel(graph, spec, transport)
+        run_kernel_loop(kernel, link, transport, parent_pid)
+    except BaseException:
+        link.send(Kind.ERROR, {"traceback": traceback.format_exc()})
+        code = 1
+    finally:
+        try:
+            if kernel is not None:
+                kernel.close()
+        finally:
+            transport.close()
+            os._exit(code)  # skip atexit handlers inherited from the controller through fork
+
+
+from srl.streams.control import Kind  # noqa: E402  (kept light: the shell module is imported early)

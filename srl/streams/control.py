@@ -1,0 +1,61 @@
+"""Control stream: workers report to the controller; the controller tells them to stop.
+
+worker -> controller: (kind, role, index) + one JSON frame. JSON, not pickle: it cannot run code.
+controller -> workers: (STOP,) broadcast.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import IntEnum
+from typing import Any
+
+from srl.streams.transport import Message, Receiver, Transport
+
+CONTROLLER_IN = "controller.in"
+CONTROL_OUT = "control.out"
+STOP = 1
+
+
+class Kind(IntEnum):
+    REPORT = 1  # periodic stats; doubles as the heartbeat
+    ERROR = 2  # the worker failed; payload {"traceback": str}
+    FINAL = 3  # last report before a clean exit
+
+
+class Role(IntEnum):
+    ACTOR = 0
+    POLICY = 1
+    TRAINER = 2
+    PARAMS = 3
+
+    @property
+    def title(self) -> str:
+        return {0: "actor", 1: "policy", 2: "trainer", 3: "params"}[int(self)]
+
+
+class WorkerLink:
+    """A worker's end of the control stream."""
+
+    def __init__(self, transport: Transport, role: Role, index: int) -> None:
+        self.role, self.index = role, index
+        self._out = transport.sender(CONTROLLER_IN)
+        self._stop = transport.subscriber(CONTROL_OUT)
+        self.receivers: list[Receiver] = [self._stop]
+        self.stopping = False
+
+    def send(self, kind: Kind, payload: dict[str, Any]) -> None:
+        self._out.send((kind, self.role, self.index), [json.dumps(payload).encode()])
+
+    def poll_stop(self) -> bool:
+        if any(m.header[0] == STOP for m in self._stop.recv_all()):
+            self.stopping = True
+        return self.stopping
+
+
+def decode_report(message: Message) -> tuple[Kind, Role, int, dict[str, Any]]:
+    kind, role, index = message.header[:3]
+    payload = json.loads(bytes(message.frames[0])) if message.frames else {}
+    if not isinstance(payload, dict):
+        raise ValueError("report payload is not a JSON object")
+    return Kind(kind), Role(role), index, payload

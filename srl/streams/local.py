@@ -1,0 +1,148 @@
+"""One-machine backend: arrays in POSIX shared memory, signals over ZeroMQ ipc sockets.
+
+The launcher creates every shared-memory block (`SharedBlocks`) before any worker starts and
+unlinks them all at exit, whatever way the run ends; workers only attach. Messages carry slot
+indices, so a signal is a 16-64 byte header and the payload never moves.
+"""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import shared_memory
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import zmq
+
+from srl.streams.layout import Layout
+from srl.streams.transport import Message, Receiver, Sender, Transport, decode_header, encode_header
+
+
+def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
+    return memoryview(np.ascontiguousarray(f)).cast("B") if isinstance(f, np.ndarray) else f
+
+
+class _ZmqReceiver(Receiver):
+    def __init__(self, socket: zmq.Socket) -> None:
+        self.socket = socket
+
+    def recv_all(self, limit: int = 1 << 30) -> list[Message]:
+        out = []
+        while len(out) < limit:
+            try:
+                parts = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            out.append(Message(decode_header(parts[0]), parts[1:]))
+        return out
+
+
+class _ZmqSender(Sender):
+    def __init__(self, socket: zmq.Socket) -> None:
+        self.socket = socket
+
+    def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
+        self.socket.send_multipart([encode_header(header), *(_frame(f) for f in frames)], copy=len(frames) == 0)
+
+
+def shm_name(run_id: str, block: str) -> str:
+    return f"srl_{run_id}_{block}".replace("/", "_").replace(".", "_")
+
+
+class SharedBlocks:
+    """Owner of a run's shared-memory blocks: created up front, unlinked exactly once."""
+
+    def __init__(self, run_id: str, layouts: dict[str, Layout]) -> None:
+        self.blocks: list[shared_memory.SharedMemory] = []
+        try:
+            for block, layout in layouts.items():
+                self.blocks.append(
+                    shared_memory.SharedMemory(shm_name(run_id, block), create=True, size=layout.nbytes)
+                )
+        except BaseException:
+            self.unlink()
+            raise
+
+    def unlink(self) -> None:
+        for shm in self.blocks:
+            shm.close()
+            try:
+                shm.unlink()
+            except FileNotFoundError:
+                pass
+        self.blocks.clear()
+
+
+class LocalTransport(Transport):
+    def __init__(self, run_id: str, ipc_dir: Path) -> None:
+        self.run_id = run_id
+        self.ipc_dir = ipc_dir
+        self.context = zmq.Context()
+        self._sockets: list[zmq.Socket] = []
+        self._shms: list[shared_memory.SharedMemory] = []
+        self._publishers: dict[str, _ZmqSender] = {}
+
+    def _address(self, name: str) -> str:
+        return f"ipc://{self.ipc_dir / name}"
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        socket = self.context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        self._sockets.append(socket)
+        return socket
+
+    def receiver(self, name: str) -> Receiver:
+        socket = self._socket(zmq.PULL)
+        socket.setsockopt(zmq.RCVHWM, 0)
+        socket.bind(self._address(name))
+        return _ZmqReceiver(socket)
+
+    def sender(self, name: str) -> Sender:
+        socket = self._socket(zmq.PUSH)
+        socket.setsockopt(zmq.SNDHWM, 0)  # bounded by the slots in flight, never by the socket
+        socket.connect(self._address(name))
+        return _ZmqSender(socket)
+
+    def publisher(self, name: str) -> Sender:
+        if name not in self._publishers:
+            socket = self._socket(zmq.PUB)
+            socket.bind(self._address(name))
+            self._publishers[name] = _ZmqSender(socket)
+        return self._publishers[name]
+
+    def subscriber(self, name: str) -> Receiver:
+        socket = self._socket(zmq.SUB)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.connect(self._address(name))
+        return _ZmqReceiver(socket)
+
+    def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
+        shm = shared_memory.SharedMemory(shm_name(self.run_id, name))
+        self._shms.append(shm)
+        return layout.views(shm.buf)
+
+    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
+        poller = zmq.Poller()
+        for receiver in receivers:
+            assert isinstance(receiver, _ZmqReceiver)
+            poller.register(receiver.socket, zmq.POLLIN)
+        poller.poll(max(0, int(timeout_s * 1000)))
+
+    def close(self) -> None:
+        for socket in self._sockets:
+            socket.close(linger=0)
+        self._sockets.clear()
+        self.context.term()
+        for shm in self._shms:
+            try:
+                shm.close()
+            except BufferError:  # a numpy view is still alive; the OS frees the mapping at exit
+                pass
+        self._shms.clear()
+
+
+def make_ipc_dir(run_id: str) -> Path:
+    path = Path(os.environ.get("SRL_IPC_DIR", "/tmp")) / f"srl-{run_id}"
+    path.mkdir(parents=True, exist_ok=False)
+    return path

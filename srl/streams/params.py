@@ -1,0 +1,71 @@
+"""Parameter stream: the trainer publishes versioned weights through the parameter service.
+
+    trainer --PUBLISH(version, raw tensors)--> parameter service --(version, tensors)--> subscribers
+    subscriber --WANT--> parameter service   (on start, until it has a version: late joiners)
+
+Tensors travel as raw buffers in the policy's `state_dict()` order; both ends build the same
+policy, so names, shapes and dtypes are known and checked, never sent or unpickled.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from srl.streams.transport import Receiver, Transport
+
+SERVICE_IN = "params.in"
+SERVICE_OUT = "params.out"
+PUBLISH, WANT = 1, 2
+WANT_RETRY_S = 0.2
+
+
+def state_frames(module: torch.nn.Module) -> list[np.ndarray]:
+    return [t.detach().cpu().contiguous().numpy() for t in module.state_dict().values()]
+
+
+def load_frames(module: torch.nn.Module, frames: list) -> None:
+    """Copy raw frames into `module`'s state, checking each size against the local tensor."""
+    state = module.state_dict()
+    if len(frames) != len(state):
+        raise ValueError(f"parameter message has {len(frames)} tensors, the policy has {len(state)}")
+    with torch.no_grad():
+        for (name, tensor), frame in zip(state.items(), frames):
+            data = np.frombuffer(frame, dtype=np.dtype(str(tensor.dtype).removeprefix("torch.")))
+            if data.size != tensor.numel():
+                raise ValueError(f"parameter {name!r}: got {data.size} values, expected {tensor.numel()}")
+            tensor.copy_(torch.from_numpy(data.reshape(tensor.shape).copy()))  # frames are read-only
+
+
+class ParamPublisher:
+    def __init__(self, transport: Transport) -> None:
+        self._out = transport.sender(SERVICE_IN)
+
+    def publish(self, version: int, module: torch.nn.Module) -> None:
+        self._out.send((PUBLISH, version), state_frames(module))
+
+
+class ParamSubscriber:
+    """Holds the newest version seen; `poll` loads it into the policy when it is newer."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._in = transport.subscriber(SERVICE_OUT)
+        self._want = transport.sender(SERVICE_IN)
+        self.version = -1
+        self._last_want_s = 0.0
+        self.receivers: list[Receiver] = [self._in]
+
+    def poll(self, module: torch.nn.Module) -> bool:
+        """Load the newest waiting version into `module`; True if it changed."""
+        messages = self._in.recv_all()
+        newest = max(messages, key=lambda m: m.header[0], default=None)
+        if newest is not None and newest.header[0] > self.version:
+            load_frames(module, newest.frames)
+            self.version = newest.header[0]
+            return True
+        if self.version < 0 and time.monotonic() - self._last_want_s > WANT_RETRY_S:
+            self._want.send((WANT, 0))
+            self._last_want_s = time.monotonic()
+        return False

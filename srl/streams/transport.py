@@ -1,0 +1,82 @@
+"""Transport: how a worker's streams signal each other and where their arrays live.
+
+Every stream (inference, samples, parameters, control) is written once against this interface;
+a backend decides the rest:
+
+| backend | arrays | signals | used by |
+| --- | --- | --- | --- |
+| `InlineTransport` | process memory | in-process queues | launcher=inline (one process) |
+| `LocalTransport` | POSIX shared memory | ZeroMQ ipc | launcher=local (one process per worker) |
+
+A *message* is a header of small integers plus optional raw byte frames (arrays). Headers are
+int64 vectors and frames are raw buffers: nothing received is ever unpickled.
+
+Patterns: `receiver(name)` / `sender(name)` are many-to-one queues (the receiver owns the
+name); `publisher(name)` / `subscriber(name)` broadcast to every current subscriber, and a
+subscriber that joins late misses earlier messages (ask again, see srl.streams.params).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from srl.streams.layout import Layout
+
+
+@dataclass
+class Message:
+    header: tuple[int, ...]
+    frames: list[bytes | memoryview] = field(default_factory=list)
+
+
+def encode_header(header: Sequence[int]) -> bytes:
+    return np.asarray(header, dtype=np.int64).tobytes()
+
+
+def decode_header(raw: bytes | memoryview) -> tuple[int, ...]:
+    if len(raw) % 8 or len(raw) == 0 or len(raw) > 8 * 64:
+        raise ValueError(f"malformed message header of {len(raw)} bytes")
+    return tuple(int(x) for x in np.frombuffer(raw, dtype=np.int64))
+
+
+class Receiver(ABC):
+    @abstractmethod
+    def recv_all(self, limit: int = 1 << 30) -> list[Message]:
+        """Every message waiting now (up to `limit`), without blocking."""
+
+
+class Sender(ABC):
+    @abstractmethod
+    def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
+        """Queue one message; never blocks on the receiver's progress for small messages."""
+
+
+class Transport(ABC):
+    """One per process; creates stream endpoints and shared arrays by name."""
+
+    @abstractmethod
+    def receiver(self, name: str) -> Receiver: ...
+
+    @abstractmethod
+    def sender(self, name: str) -> Sender: ...
+
+    @abstractmethod
+    def publisher(self, name: str) -> Sender: ...
+
+    @abstractmethod
+    def subscriber(self, name: str) -> Receiver: ...
+
+    @abstractmethod
+    def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
+        """The arrays of block `name` (created by the launcher before workers start)."""
+
+    @abstractmethod
+    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
+        """Block until one of `receivers` has a message or `timeout_s` passes (no spinning)."""
+
+    def close(self) -> None:
+        """Close sockets and detach from shared memory."""

@@ -1,0 +1,151 @@
+"""Actor worker kernel: steps a ring of environment groups and records trajectory segments.
+
+The ring is split into groups (`ring_splits`); each group has its own inference slot, so while
+some groups wait for actions the others step. For one group the cycle is::
+
+    reply (actions for obs t) -> record row t -> step envs -> write obs t+1 -> request -> ...
+
+Row T of a full segment is also row 0 of the next one (the bootstrap observation), so a
+segment is sent as soon as row T is recorded and the next one starts from the same slot data.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import numpy as np
+
+from srl.api.env import VectorEnv
+from srl.data import columns as C
+from srl.streams.inference import Slot
+from srl.streams.samples import SampleProducer
+from srl.streams.transport import Receiver
+
+
+class InferencePort(Protocol):
+    receivers: list[Receiver]
+
+    def request(self, split: int) -> None: ...
+
+    def ready(self) -> list[int]: ...
+
+
+class ActorKernel:
+    def __init__(
+        self,
+        envs: list[VectorEnv],
+        inference: InferencePort,
+        samples: SampleProducer,
+        infer_slots: list[Slot],
+        sample_length: int,
+        seeds: list[int],
+    ) -> None:
+        self.envs = envs
+        self.inference = inference
+        self.samples = samples
+        self.infer_slots = infer_slots
+        self.T = sample_length
+        self.seeds = seeds  # reset seed of each group (env i of the group gets seed + i)
+        self.slot_columns = [k for k in infer_slots[0] if k != "version"]
+        splits = len(envs)
+        self.t = [0] * splits  # next row to record, per group
+        self.current: list[int | None] = [None] * splits  # segment slot being filled, per group
+        self.blocked: set[int] = set()  # groups waiting for the trainer to free a segment slot
+        self.running_return = [np.zeros(e.num_rows, np.float64) for e in envs]
+        self.running_length = [np.zeros(e.num_rows, np.int64) for e in envs]
+        self.finished_returns: list[float] = []
+        self.finished_lengths: list[int] = []
+        self.env_steps = 0  # env steps since the last report
+        self.env_time_s = 0.0
+
+    @property
+    def receivers(self) -> list[Receiver]:
+        return self.inference.receivers + self.samples.receivers
+
+    def start(self) -> None:
+        for s, env in enumerate(self.envs):
+            self.infer_slots[s][C.OBS][:] = env.reset(seed=self.seeds[s])
+            if not self._next_segment(s):
+                raise RuntimeError("no free segment slot at start")
+            self.inference.request(s)
+
+    def poll(self) -> bool:
+        did = False
+        for s in list(self.blocked):
+            if self._next_segment(s):
+                self._step(s)
+                did = True
+        for s in self.inference.ready():
+            self._on_action(s)
+            did = True
+        return did
+
+    def _segment(self, s: int) -> dict[str, np.ndarray]:
+        return self.samples.slots[(s, self.current[s])]
+
+    def _record(self, s: int) -> None:
+        """Copy obs, action, policy outputs and version of group s into row t of its segment."""
+        segment, slot, t = self._segment(s), self.infer_slots[s], self.t[s]
+        for name in self.slot_columns:
+            segment[name][t] = slot[name]
+        segment[C.POLICY_VERSION][t] = slot["version"][0]
+
+    def _on_action(self, s: int) -> None:
+        self._record(s)
+        if self.t[s] == self.T:
+            self.samples.send(s, self.current[s])
+            self.current[s] = None
+            if not self._next_segment(s):
+                return
+        self._step(s)
+
+    def _next_segment(self, s: int) -> bool:
+        slot = self.samples.acquire(s)
+        if slot is None:
+            self.blocked.add(s)
+            return False
+        self.blocked.discard(s)
+        first = self.current[s] is None and self.t[s] == self.T
+        self.current[s], self.t[s] = slot, 0
+        if first:  # row 0 of the new segment = the bootstrap row T just sent
+            self._record(s)
+        return True
+
+    def _step(self, s: int) -> None:
+        env, slot, t = self.envs[s], self.infer_slots[s], self.t[s]
+        started = time.perf_counter()
+        out = env.step(slot[C.ACTION])
+        self.env_time_s += time.perf_counter() - started
+        segment = self._segment(s)
+        segment[C.REWARD][t] = out.reward
+        segment[C.TERMINATED][t] = out.terminated
+        segment[C.TRUNCATED][t] = out.truncated
+        self._count_episodes(s, out.reward, out.terminated | out.truncated)
+        slot[C.OBS][:] = out.obs
+        self.t[s] = t + 1
+        self.env_steps += env.num_envs
+        self.inference.request(s)
+
+    def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray) -> None:
+        self.running_return[s] += reward
+        self.running_length[s] += 1
+        if done.any():
+            self.finished_returns += self.running_return[s][done].tolist()
+            self.finished_lengths += self.running_length[s][done].tolist()
+            self.running_return[s][done] = 0.0
+            self.running_length[s][done] = 0
+
+    def report(self) -> dict:
+        out = {
+            "env_steps": self.env_steps,
+            "episode_returns": self.finished_returns,
+            "episode_lengths": self.finished_lengths,
+            "env_time_s": round(self.env_time_s, 4),
+        }
+        self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
+        return out
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,96 @@
+"""Build one worker's kernel, wired to its streams, from the graph. Every launcher calls this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from srl.api import registry
+from srl.envs import make_vector_env
+from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
+from srl.streams.control import Role
+from srl.streams.inference import InferenceClient, InferenceServer, LocalInferenceClient, Slot
+from srl.streams.params import ParamPublisher, ParamSubscriber
+from srl.streams.samples import SampleConsumer, SampleProducer, Segment
+from srl.streams.transport import Transport
+from srl.workers.actor import ActorKernel
+from srl.workers.params import ParamServiceKernel
+from srl.workers.policy import Acting, PolicyWorkerKernel
+from srl.workers.trainer import TrainerKernel
+
+
+def _actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
+    arrays = transport.arrays(actor_block(actor), graph.actor_layout())
+    c = graph.config
+    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(c.ring_splits)]
+    segments = {
+        (s, k): sub_arrays(arrays, f"sample.{s}.{k}.")
+        for s in range(c.ring_splits)
+        for k in range(_slots(arrays, s))
+    }
+    return infer, segments
+
+
+def _slots(arrays: dict[str, Any], split: int) -> int:
+    return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
+
+
+def _policy(graph: Graph) -> torch.nn.Module:
+    torch.manual_seed(graph.config.seed)  # same initial weights in every launcher
+    return make_policy(graph.config, graph.observation_space, graph.action_space)
+
+
+def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
+    c = graph.config
+    infer, segments = _actor_arrays(graph, transport, actor)
+    groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
+    envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split) for g in groups]
+    if c.inference == "inline":
+        acting = Acting(_policy(graph), ParamSubscriber(transport))
+        port: Any = LocalInferenceClient(acting, infer)
+    else:
+        port = InferenceClient(transport, actor, graph.policy_worker_of(actor))
+    seeds = [c.seed * 1_000_003 + g * c.envs_per_split for g in groups]
+    return ActorKernel(envs, port, SampleProducer(transport, actor, segments), infer, c.sample_length, seeds)
+
+
+def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
+    c = graph.config
+    if spec.role == Role.ACTOR:
+        return make_actor(graph, transport, spec.index)
+    if spec.role == Role.POLICY:
+        actors = graph.actors_of(spec.index)
+        slots = {}
+        for a in actors:
+            infer, _ = _actor_arrays(graph, transport, a)
+            slots.update({(a, s): slot for s, slot in enumerate(infer)})
+        acting = Acting(_policy(graph), ParamSubscriber(transport))
+        return PolicyWorkerKernel(acting, InferenceServer(transport, spec.index, actors), slots)
+    if spec.role == Role.TRAINER:
+        segments = {}
+        for a in range(c.num_actor_workers):
+            _, actor_segments = _actor_arrays(graph, transport, a)
+            segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
+        policy = _policy(graph)
+        entry = registry.algorithms.get(c.algorithm)
+        algorithm = entry.algorithm_cls(policy, c.algo_config, c.total_env_steps)
+        return TrainerKernel(
+            policy,
+            algorithm,
+            SampleConsumer(transport, segments),
+            ParamPublisher(transport),
+            fields=graph.segment_fields(),
+            sample_length=c.sample_length,
+            batch_segments=c.batch_segments,
+            rows_per_segment=graph.rows_per_split,
+            num_agents=len(graph.agents),
+            max_policy_lag=c.max_policy_lag,
+            run_dir=Path(str(c.run_dir)),
+            checkpoint_interval_s=c.checkpoint_interval_s,
+            resume=c.resume is not None,
+        )
+    if spec.role == Role.PARAMS:
+        return ParamServiceKernel(transport)
+    raise ValueError(f"unknown role {spec.role}")

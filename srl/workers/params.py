@@ -1,0 +1,50 @@
+"""Parameter service kernel: keeps the newest versioned weights and serves every subscriber.
+
+Policy workers (and inline-inference actors) never talk to the trainer: the service decouples
+them, answers late joiners and restarted workers with the current version, and is the one
+place that a remote subscriber (another node) needs to reach.
+"""
+
+from __future__ import annotations
+
+from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT
+from srl.streams.transport import Message, Receiver, Transport
+
+
+class ParamServiceKernel:
+    def __init__(self, transport: Transport) -> None:
+        self._in = transport.receiver(SERVICE_IN)
+        self._out = transport.publisher(SERVICE_OUT)
+        self.latest: Message | None = None
+        self.published = 0
+
+    @property
+    def receivers(self) -> list[Receiver]:
+        return [self._in]
+
+    @property
+    def version(self) -> int:
+        return self.latest.header[1] if self.latest else -1
+
+    def start(self) -> None:
+        pass
+
+    def poll(self) -> bool:
+        messages = self._in.recv_all()
+        wanted = False
+        newest = self.latest
+        for message in messages:
+            if message.header[0] == PUBLISH and (newest is None or message.header[1] > newest.header[1]):
+                newest = message
+            wanted |= message.header[0] == WANT
+        if newest is not None and (newest is not self.latest or wanted):
+            self.latest = newest
+            self._out.send((newest.header[1],), newest.frames)
+            self.published += 1
+        return bool(messages)
+
+    def report(self) -> dict:
+        return {"params_version": self.version, "publishes": self.published}
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,130 @@
+"""Trainer worker kernel: gathers segments into a batch, updates, publishes a new version.
+
+Segments acted by a policy more than `max_policy_lag` versions older than the trainer's are
+dropped (and counted); the rest are copied into a preallocated batch and their slots released
+at once, so actors refill them while the trainer computes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from srl import checkpoint
+from srl.api.algorithm import Algorithm
+from srl.api.policy import FieldSpec, Policy
+from srl.data import columns as C
+from srl.streams.params import ParamPublisher
+from srl.streams.samples import SampleConsumer
+from srl.streams.transport import Receiver
+
+
+class TrainerKernel:
+    def __init__(
+        self,
+        policy: Policy,
+        algorithm: Algorithm,
+        samples: SampleConsumer,
+        params: ParamPublisher,
+        fields: dict[str, FieldSpec],
+        sample_length: int,
+        batch_segments: int,
+        rows_per_segment: int,
+        num_agents: int,
+        max_policy_lag: int,
+        run_dir: Path,
+        checkpoint_interval_s: float,
+        resume: bool = False,
+    ) -> None:
+        self.policy, self.algorithm = policy, algorithm
+        self.samples, self.params = samples, params
+        self.batch_segments, self.rows = batch_segments, rows_per_segment
+        self.num_agents = num_agents
+        self.max_policy_lag = max_policy_lag
+        self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
+        steps, width = sample_length + 1, batch_segments * rows_per_segment
+        self.batch = {n: np.zeros((steps, width, *f.shape), f.dtype) for n, f in fields.items()}
+        self.tensors = {n: torch.from_numpy(a) for n, a in self.batch.items()}  # share memory
+        self.filled = 0
+        self.version = 0
+        self.env_steps = 0  # env steps consumed by updates (drives schedules)
+        self._reset_stats()
+        self._last_checkpoint_s = time.monotonic()
+        resumed = checkpoint.load_latest(run_dir) if resume else None
+        if resumed is not None:
+            policy.load_state_dict(resumed["policy"])
+            algorithm.load_state_dict(resumed["algorithm"])
+            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
+
+    def _reset_stats(self) -> None:
+        self.updates, self.dropped, self.lag_sum, self.lag_count, self.train_time_s = 0, 0, 0, 0, 0.0
+        self.stats: dict[str, float] = {}
+
+    @property
+    def receivers(self) -> list[Receiver]:
+        return self.samples.receivers
+
+    def start(self) -> None:
+        self.params.publish(self.version, self.policy)
+
+    def poll(self) -> bool:
+        refs = self.samples.poll(limit=self.batch_segments - self.filled)
+        for ref in refs:
+            self._take(self.samples.segment(ref))
+            self.samples.release(ref)
+            if self.filled == self.batch_segments:
+                self._update()
+        if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
+            self.save_checkpoint()
+        return bool(refs)
+
+    def _take(self, segment: dict[str, np.ndarray]) -> None:
+        versions = segment[C.POLICY_VERSION][:-1]
+        lag = self.version - versions
+        if int(lag.max()) > self.max_policy_lag:
+            self.dropped += 1
+            return
+        self.lag_sum += int(lag.sum())
+        self.lag_count += lag.size
+        cols = slice(self.filled * self.rows, (self.filled + 1) * self.rows)
+        for name, array in self.batch.items():
+            array[:, cols] = segment[name]
+        self.filled += 1
+
+    def _update(self) -> None:
+        started = time.perf_counter()
+        steps = (self.batch[C.REWARD].shape[0] - 1) * self.batch[C.REWARD].shape[1] // self.num_agents
+        self.env_steps += steps
+        self.stats = self.algorithm.step(self.tensors, self.env_steps)
+        self.version += 1
+        self.params.publish(self.version, self.policy)
+        self.filled = 0
+        self.updates += 1
+        self.train_time_s += time.perf_counter() - started
+
+    def save_checkpoint(self) -> None:
+        checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict())
+        self._last_checkpoint_s = time.monotonic()
+
+    def report(self) -> dict:
+        out = {
+            "policy_version": self.version,
+            "trained_env_steps": self.env_steps,
+            "updates": self.updates,
+            "segments_dropped": self.dropped,
+            "policy_lag_mean": self.lag_sum / self.lag_count if self.lag_count else None,
+            "train_time_s": round(self.train_time_s, 4),
+            **self.stats,
+        }
+        self._reset_stats()
+        return out
+
+    def finish(self) -> dict:
+        self.save_checkpoint()
+        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,47 @@
+"""Shared fixtures: every test must leave no srl worker process and no shared memory behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+
+def srl_processes() -> list[psutil.Process]:
+    out = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if cmdline and cmdline[0].startswith("srl:"):
+            out.append(proc)
+    return out
+
+
+def srl_shm() -> list[str]:
+    return sorted(p.name for p in Path("/dev/shm").glob("srl_*"))
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    shm_before = set(srl_shm())
+    yield
+    deadline = time.monotonic() + 10
+    while srl_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leaked = [(p.pid, p.info["cmdline"][0]) for p in srl_processes()]
+    for p in srl_processes():
+        p.kill()
+    assert not leaked, f"worker processes left running: {leaked}"
+    new_shm = set(srl_shm()) - shm_before
+    assert not new_shm, f"shared memory left behind: {sorted(new_shm)}"
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return tmp_path / "run"
+
+
+def pytest_configure(config):
+    os.environ.setdefault("SRL_IPC_DIR", "/tmp")
