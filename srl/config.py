@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from srl.api import registry
 from srl.api.algorithm import AlgorithmConfig
@@ -74,6 +74,11 @@ class ExperimentConfig(BaseModel):
     heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
 
+    @field_validator("modules", mode="before")
+    @classmethod
+    def _split_modules(cls, value: Any) -> Any:
+        return [m.strip() for m in value.split(",") if m.strip()] if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _check_counts(self) -> "ExperimentConfig":
         if self.envs_per_actor % self.ring_splits:
@@ -95,6 +100,9 @@ class ExperimentConfig(BaseModel):
         path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
+_WORDS = {"on", "off", "yes", "no", "y", "n"}
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """["a=1", "algo.lr=3e-4"] -> {"a": 1, "algo": {"lr": 0.0003}}; values parsed as YAML scalars."""
     tree: dict[str, Any] = {}
@@ -102,7 +110,8 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not of the form key=value")
-        value = yaml.safe_load(text) if text else None
+        # YAML 1.1 reads on/off/yes/no as booleans; only true/false are booleans here
+        value = text if text.lower() in _WORDS else (yaml.safe_load(text) if text else None)
         *parents, leaf = key.split(".")
         node = tree
         for part in parents:

@@ -10,11 +10,17 @@ import psutil
 import pytest
 
 
-def srl_processes() -> list[psutil.Process]:
+def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:
+    """srl workers started by this test: our descendants, or orphans born since `since_s`
+    (a worker whose controller died is re-parented). Other runs on the machine are not ours."""
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
     out = []
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in psutil.process_iter(["cmdline", "ppid", "create_time"]):
         cmdline = proc.info["cmdline"] or []
-        if cmdline and cmdline[0].startswith("srl:"):
+        if not (cmdline and cmdline[0].startswith("srl:")):
+            continue
+        orphan = proc.info["ppid"] == 1 and proc.info["create_time"] >= since_s
+        if proc.pid in mine or orphan:
             out.append(proc)
     return out
 
@@ -26,12 +32,13 @@ def srl_shm() -> list[str]:
 @pytest.fixture(autouse=True)
 def no_leaks():
     shm_before = set(srl_shm())
+    started_s = time.time() - 1
     yield
     deadline = time.monotonic() + 10
-    while srl_processes() and time.monotonic() < deadline:
+    while srl_processes(started_s) and time.monotonic() < deadline:
         time.sleep(0.1)
-    leaked = [(p.pid, p.info["cmdline"][0]) for p in srl_processes()]
-    for p in srl_processes():
+    leaked = [(p.pid, p.info["cmdline"][0]) for p in srl_processes(started_s)]
+    for p in srl_processes(started_s):
         p.kill()
     assert not leaked, f"worker processes left running: {leaked}"
     new_shm = set(srl_shm()) - shm_before
