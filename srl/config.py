@@ -196,6 +196,7 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     import_modules(top.get("modules", []))
     if top.get("resume"):
         base = load_saved_config(Path(str(top["resume"])))
+        base["run_dir"] = str(top["resume"])  # a resumed run goes on writing where it was
     else:
         try:
             base = registry.experiments.get(experiment)()

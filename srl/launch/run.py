@@ -23,8 +23,6 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     console = Console(stderr=True)
     graph = build_graph(config)  # every check that can fail does so before anything starts
     started_s = time.time() if started_s is None else started_s
-    if config.resume:
-        config.run_dir = config.resume
     resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
     outputs = RunOutputs(config, started_s)
     monitor = RunMonitor(config, start_env_steps=resumed["env_steps"] if resumed else 0)

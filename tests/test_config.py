@@ -1,0 +1,82 @@
+"""Bad config gets one clear error naming the field and what is allowed, before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from srl.config import ConfigError, load_config, parse_overrides
+
+
+def error_of(*overrides: str, experiment: str = "cartpole-ppo") -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(experiment, list(overrides))
+    return str(info.value)
+
+
+def test_unknown_key_names_it_and_lists_the_allowed_fields():
+    message = error_of("num_actors=2")
+    assert "unknown field 'num_actors'" in message and "num_actor_workers" in message
+
+
+def test_wrong_type_names_the_field_and_the_value():
+    message = error_of("num_actor_workers=two")
+    assert "'num_actor_workers'" in message and "'two'" in message
+
+
+def test_literal_lists_the_allowed_values():
+    message = error_of("launcher=slurm")
+    assert "'launcher'" in message and "'inline'" in message and "'local'" in message
+
+
+def test_inconsistent_counts():
+    assert "ring_splits" in error_of("envs_per_actor=10", "ring_splits=3")
+
+
+def test_algorithm_hyperparameters_are_typed_and_checked():
+    assert "'algo.lr'" in error_of("algo.lr=-1")
+    message = error_of("algo.learning_rate=1e-3")
+    assert "unknown field 'algo.learning_rate'" in message and "lr" in message
+
+
+def test_unknown_names_list_what_is_registered():
+    assert "cartpole-ppo" in error_of(experiment="cartpole-ppp")
+    assert "ppo" in error_of("algorithm=ppx")
+
+
+def test_graph_checks_need_the_spaces():
+    from srl.graph import build_graph
+
+    with pytest.raises(ConfigError, match="num_policy_workers"):
+        build_graph(load_config("cartpole-ppo", ["num_policy_workers=3"]))
+    with pytest.raises(ConfigError, match="field 'env'"):
+        build_graph(load_config("cartpole-ppo", ["env=NoSuchEnv-v0"]))
+
+
+def test_overrides_parse_as_yaml_scalars():
+    assert parse_overrides(["a=1", "b=0.5", "c=null", "d.e=x", "f=off", "g=true"]) == {
+        "a": 1, "b": 0.5, "c": None, "d": {"e": "x"}, "f": "off", "g": True,
+    }
+
+
+def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):
+    run_dir = tmp_path / "never"
+    proc = subprocess.run(
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launcher=slurm", f"run_dir={run_dir}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "'launcher'" in proc.stderr
+    assert not run_dir.exists()
+
+
+def test_resolved_config_is_saved_and_reloads(tmp_path):
+    config = load_config("cartpole-ppo", ["seed=5", f"run_dir={tmp_path}"])
+    config.dump_yaml(tmp_path / "config.yaml")
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert saved["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
+    again = load_config("ignored", [f"resume={tmp_path}"])
+    assert again.seed == 5 and again.algo_config == config.algo_config
