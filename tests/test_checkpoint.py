@@ -1,0 +1,45 @@
+"""Checkpoints at an interval and at exit; resume from a run directory; eval of the saved policy."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from srl import checkpoint
+from srl.config import load_config
+from srl.launch.run import run_experiment
+
+
+def summary_of(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_resume_continues_version_steps_and_optimizer(run_dir):
+    base = ["launcher=inline", "target_return=null", f"run_dir={run_dir}", "display=off", "checkpoint_interval_s=0.5"]
+    assert run_experiment(load_config("cartpole-ppo", [*base, "total_env_steps=6000"])) == 0
+    first = summary_of(run_dir)
+    meta = checkpoint.latest_meta(run_dir)
+    assert meta["version"] == first["policy_version"] > 0
+    state = checkpoint.load_latest(run_dir)
+    assert state["algorithm"]["optimizer"]["state"], "optimizer moments are saved"
+    policy_hash = first["params_sha256"]
+
+    resumed = load_config("cartpole-ppo", [f"resume={run_dir}", "total_env_steps=12000"])
+    assert str(resumed.run_dir) == str(run_dir)
+    assert run_experiment(resumed) == 0
+    second = summary_of(run_dir)
+    assert second["policy_version"] > first["policy_version"]
+    assert second["env_steps"] >= 12000
+    assert second["params_sha256"] != policy_hash
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert max(x["env_steps"] for x in lines) >= 12000
+
+
+def test_params_hash_is_bit_exact():
+    a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    b.load_state_dict(a.state_dict())
+    assert checkpoint.params_sha256(a) == checkpoint.params_sha256(b)
+    with torch.no_grad():
+        b.bias[0] += 1e-7
+    assert checkpoint.params_sha256(a) != checkpoint.params_sha256(b)

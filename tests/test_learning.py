@@ -1,0 +1,34 @@
+"""Learning tests with real thresholds: CartPole to a mean-100 return of 475, in both launchers.
+
+Budgets are in env steps, not seconds, with fixed seeds (CI machines drift by 25% or more)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from srl.config import load_config
+from srl.evaluate import evaluate_run
+from srl.launch.run import run_experiment
+
+BUDGET_ENV_STEPS = 400_000
+
+
+@pytest.mark.parametrize("launcher", ["local", "inline"])
+def test_cartpole_ppo_reaches_475(launcher, run_dir):
+    config = load_config(
+        "cartpole-ppo",
+        [f"launcher={launcher}", "seed=1", f"total_env_steps={BUDGET_ENV_STEPS}", f"run_dir={run_dir}", "display=off"],
+    )
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["episode_return_mean"] >= 475, summary
+    assert summary["stop_reason"].startswith("target_return"), summary
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all(b["time_s"] - a["time_s"] <= 2.5 for a, b in zip(lines, lines[1:])), "a report every 2 s at most"
+    assert {"env_steps", "time_s", "episode_return_mean"} <= set(lines[-1])
+    assert list((run_dir / "tb").glob("events.out.tfevents.*")), "TensorBoard events"
+
+    result = evaluate_run(run_dir, episodes=5, seed=0)
+    assert result["return_mean"] >= 400, result  # the saved policy plays well without exploration
