@@ -1,0 +1,139 @@
+"""Building environments by name: srl's registry first, then any Gymnasium id.
+
+    venv = make_vector_env("CartPole-v1", {}, num_envs=16, env_index_offset=0)
+    venv = make_vector_env("counting", {"episode_length": 5}, num_envs=4, env_index_offset=8)
+    venv = make_vector_env("pettingzoo", {"module": "pettingzoo.butterfly.pistonball_v6"}, 2, 0)
+
+Registered here: "counting" (`srl.envs.counting.CountingEnv`), "gymnasium" (kwargs `id` plus the
+rest for `gymnasium.make`) and "pettingzoo" (kwargs `module` naming a PettingZoo env module plus
+the rest for its `parallel_env()`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from srl.api import registry
+from srl.api.env import Environment, VectorEnv
+from srl.envs.counting import CountingEnv, check_counts
+from srl.envs.gym_env import GymEnvironment, GymVectorEnv
+from srl.envs.pettingzoo_env import PettingZooEnvironment, make_pettingzoo_env
+from srl.envs.vector import SerialVectorEnv
+
+__all__ = [
+    "CountingEnv",
+    "GymEnvironment",
+    "GymVectorEnv",
+    "PettingZooEnvironment",
+    "SerialVectorEnv",
+    "check_counts",
+    "describe_spaces",
+    "make_vector_env",
+]
+
+
+@registry.register_env("gymnasium")
+def gymnasium_env(id: str, num_envs: int | None = None, **kwargs: Any) -> Environment | VectorEnv:
+    """`gymnasium.make(id, **kwargs)`: a `GymVectorEnv` of `num_envs` envs, or one `GymEnvironment`."""
+    if num_envs is None:
+        return GymEnvironment(gym.make(id, **kwargs))
+    return GymVectorEnv.make(id, num_envs, **kwargs)
+
+
+registry.register_env("pettingzoo")(make_pettingzoo_env)
+
+
+def _keyword_params(factory: Callable[..., Any]) -> set[str]:
+    """Parameters `factory` names explicitly and accepts by keyword (not **kwargs)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in params if p.kind in kinds}
+
+
+def _is_gymnasium_id(name: str) -> bool:
+    return name in gym.envs.registry or ":" in name  # "module:EnvId" makes gymnasium import module
+
+
+def make_vector_env(
+    name: str, kwargs: Mapping[str, Any] | None, num_envs: int, env_index_offset: int = 0
+) -> VectorEnv:
+    """Build `num_envs` environments called `name` as one `VectorEnv`.
+
+    `name` is looked up in `srl.api.registry.envs` first. A factory that names a `num_envs`
+    parameter builds the whole batch itself: it gets `num_envs` (and `env_index_offset` if it
+    names that too) and must return a `VectorEnv` of `num_envs` envs. Any other factory is
+    called once per env, with `env_id=env_index_offset + i` if it names an `env_id` parameter;
+    the `Environment`s it returns are wrapped in a `SerialVectorEnv` (a factory that returns a
+    `VectorEnv` this way must return one of exactly `num_envs` envs, when called once).
+
+    Otherwise a Gymnasium id (registered in `gymnasium.envs.registry`, or "module:EnvId")
+    gives a `GymVectorEnv` of `gymnasium.make(name, **kwargs)` envs. Else `UnknownNameError`.
+    """
+    kwargs = dict(kwargs or {})
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if name in registry.envs:
+        factory = registry.envs.get(name)
+        params = _keyword_params(factory)
+        reserved = [k for k in ("num_envs", "env_index_offset", "env_id") if k in kwargs and k in params]
+        if reserved:
+            raise ValueError(
+                f"env {name!r}: {', '.join(reserved)} set by make_vector_env; remove it from the kwargs"
+            )
+        if "num_envs" in params:
+            extra = {"env_index_offset": env_index_offset} if "env_index_offset" in params else {}
+            venv = factory(**kwargs, num_envs=num_envs, **extra)
+            if not isinstance(venv, VectorEnv) or venv.num_envs != num_envs:
+                raise TypeError(
+                    f"env factory {name!r} was given num_envs={num_envs} and returned {venv!r}, "
+                    f"not a VectorEnv of {num_envs} envs"
+                )
+            return venv
+        envs: list[Any] = []
+        for i in range(num_envs):
+            extra = {"env_id": env_index_offset + i} if "env_id" in params else {}
+            built = factory(**kwargs, **extra)
+            if isinstance(built, VectorEnv):
+                if i == 0 and built.num_envs == num_envs:
+                    return built
+                for env in envs + [built]:
+                    env.close()
+                raise TypeError(
+                    f"env factory {name!r} returned a VectorEnv of {built.num_envs} envs but {num_envs} are "
+                    "wanted: give the factory a num_envs parameter"
+                )
+            if not isinstance(built, Environment):
+                raise TypeError(
+                    f"env factory {name!r} returned {type(built).__name__}, not an Environment or a VectorEnv"
+                )
+            envs.append(built)
+        return SerialVectorEnv(envs)
+    if _is_gymnasium_id(name):
+        return GymVectorEnv.make(name, num_envs, **kwargs)
+    close = difflib.get_close_matches(name, [*registry.envs.names(), *gym.envs.registry], n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise registry.UnknownNameError(
+        f"unknown environment {name!r}: registered srl environments are "
+        f"{', '.join(registry.envs.names())}, and any Gymnasium id is accepted too (e.g. 'CartPole-v1', "
+        f"or 'module:EnvId'; import the package that registers it first, e.g. with --module).{hint}"
+    )
+
+
+def describe_spaces(
+    name: str, kwargs: Mapping[str, Any] | None
+) -> tuple[tuple[str, ...], gym.Space, gym.Space]:
+    """(agents, observation_space, action_space) of env `name`, as its `VectorEnv` reports them
+    (Box observations as float32); builds one env and closes it."""
+    venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0)
+    try:
+        return venv.agents, venv.observation_space, venv.action_space
+    finally:
+        venv.close()

@@ -1,0 +1,123 @@
+"""Gymnasium single-agent environments: a fast `GymVectorEnv` and the dict adapter `GymEnvironment`.
+
+`GymVectorEnv` is the hot path for Gymnasium ids: it steps the gymnasium envs directly and
+writes into preallocated arrays (no per-step dicts). It does its own same-step auto-reset
+(calling `env.reset()` when an episode ends) and does not use gymnasium's vector autoreset.
+Its single agent is named "agent"; rows = envs. Observation dtypes and done flags follow
+`srl.envs.vector` (Box -> float32, Discrete -> int64; truncated = truncated and not terminated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
+from srl.envs.vector import check_actions, obs_array_spec
+
+AGENT = "agent"
+
+
+class GymEnvironment(Environment):
+    """One gymnasium env as an `Environment` with the single agent "agent" (observations as given)."""
+
+    def __init__(self, env: gym.Env, agent: str = AGENT) -> None:
+        self.env = env
+        self.agent = agent
+        self.agents = (agent,)
+        self.observation_spaces = {agent: env.observation_space}
+        self.action_spaces = {agent: env.action_space}
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        obs, _ = self.env.reset(seed=seed)
+        return {self.agent: obs}
+
+    def step(self, actions: Mapping[str, Any]) -> EnvStep:
+        a = self.agent
+        obs, reward, terminated, truncated, info = self.env.step(actions[a])
+        return EnvStep(
+            obs={a: obs},
+            reward={a: float(reward)},
+            terminated={a: bool(terminated)},
+            truncated={a: bool(truncated)},
+            info={a: info},
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class GymVectorEnv(VectorEnv):
+    """`envs` (single-agent gymnasium envs with equal spaces) as a `VectorEnv`; row i = env i.
+
+    `reset(seed)` resets env i with seed + i; later auto-resets pass no seed, so each env's
+    own random stream continues. The returned arrays are reused by the next call: copy to keep.
+    """
+
+    agents = (AGENT,)
+
+    def __init__(self, envs: Sequence[gym.Env]) -> None:
+        if len(envs) == 0:
+            raise ValueError("GymVectorEnv needs at least one environment")
+        self.envs = list(envs)
+        obs_space, act_space = self.envs[0].observation_space, self.envs[0].action_space
+        for i, env in enumerate(self.envs):
+            if env.observation_space != obs_space or env.action_space != act_space:
+                raise ValueError(
+                    f"GymVectorEnv needs equal spaces in every env: env 0 has observation space "
+                    f"{obs_space} and action space {act_space}, env {i} has {env.observation_space} "
+                    f"and {env.action_space}"
+                )
+        shape, dtype, self.observation_space = obs_array_spec(obs_space)
+        self.action_space = act_space
+        self.num_envs = n = len(self.envs)
+        self._discrete_actions = isinstance(act_space, gym.spaces.Discrete)
+        self._obs = np.zeros((n, *shape), dtype=dtype)
+        self._reward = np.zeros(n, dtype=np.float32)
+        self._terminated = np.zeros(n, dtype=bool)
+        self._truncated = np.zeros(n, dtype=bool)
+        self._result = VectorStep(self._obs, self._reward, self._terminated, self._truncated)
+
+    @classmethod
+    def make(cls, id: str, num_envs: int, **kwargs: Any) -> GymVectorEnv:
+        """`num_envs` envs from `gymnasium.make(id, **kwargs)`."""
+        return cls([gym.make(id, **kwargs) for _ in range(num_envs)])
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        obs = self._obs
+        for i, env in enumerate(self.envs):
+            obs[i] = env.reset(seed=None if seed is None else seed + i)[0]
+        self._reward[:] = 0.0
+        self._terminated[:] = False
+        self._truncated[:] = False
+        return obs
+
+    def step(self, actions: np.ndarray) -> VectorStep:
+        acts = check_actions(actions, self.num_envs, self._discrete_actions)
+        observations = []
+        rewards = []
+        ends = []  # (row, terminated, truncated) of the few envs whose episode ended
+        for env, action in zip(self.envs, acts):
+            o, r, te, tr, _ = env.step(action)
+            if te or tr:
+                ends.append((len(observations), te, tr))
+                o = env.reset()[0]
+            observations.append(o)
+            rewards.append(r)
+        # One bulk write per array is cheaper than writing row by row.
+        self._obs[:] = observations
+        self._reward[:] = rewards
+        terminated, truncated = self._terminated, self._truncated
+        terminated.fill(False)
+        truncated.fill(False)
+        for row, te, tr in ends:
+            terminated[row] = te
+            truncated[row] = tr and not te
+        return self._result
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,178 @@
+"""`SerialVectorEnv`: a list of `Environment`s stepped one after another as one `VectorEnv`.
+
+Rows are env-major: row = env_index * num_agents + agent_index. Every agent of every env must
+share one observation space and one action space (a policy acts on all rows at once).
+
+Observation arrays: Box observations are stored as float32 (the reported `observation_space`
+is the float32 version of the env's Box); Discrete observations as int64 scalars per row;
+MultiDiscrete / MultiBinary keep their space's dtype. Other spaces (Dict, Tuple, ...) are
+refused: flatten them first (e.g. `gymnasium.wrappers.FlattenObservation`).
+
+Done flags per row (the rules every `VectorEnv` in `srl.envs` follows):
+
+* terminated[row] = that agent reported terminated on this step;
+* truncated[row] = that agent reported truncated and not terminated on this step (a row is
+  never both);
+* an env's episode is over once every agent has reported terminated or truncated on this step
+  or an earlier step of the episode (agents may finish at different steps). On the step it is
+  over, every row of that env is done: a row whose agent reports neither flag on that step
+  (because it finished earlier and the env does not repeat its flag) is marked truncated.
+  That same step returns the next episode's first observations (same-step auto-reset).
+
+An agent that finished earlier than others keeps its last observation in its row (unless the
+env keeps sending one) and gets reward 0 when the env reports none for it.
+
+The arrays of a returned `VectorStep` (and the array `reset` returns) are preallocated once
+and overwritten by the next `step` / `reset`: the caller copies what it keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from srl.api.env import Environment, VectorEnv, VectorStep
+
+
+def obs_array_spec(space: gym.Space) -> tuple[tuple[int, ...], np.dtype, gym.Space]:
+    """(per-row shape, dtype, reported space) of the arrays holding observations of `space`."""
+    if isinstance(space, gym.spaces.Box):
+        with np.errstate(over="ignore"):
+            low = np.asarray(space.low, dtype=np.float32)
+            high = np.asarray(space.high, dtype=np.float32)
+        if space.dtype == np.float32:
+            reported: gym.Space = space
+        else:
+            reported = gym.spaces.Box(low=low, high=high, shape=space.shape, dtype=np.float32)
+        return tuple(space.shape), np.dtype(np.float32), reported
+    if isinstance(space, gym.spaces.Discrete):
+        return (), np.dtype(np.int64), space
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return tuple(space.shape), np.dtype(space.dtype), space
+    raise ValueError(
+        f"observation space {space} is not supported by vector envs: use Box, Discrete, "
+        "MultiDiscrete or MultiBinary (flatten Dict/Tuple spaces, e.g. with "
+        "gymnasium.wrappers.FlattenObservation)"
+    )
+
+
+def check_actions(actions: Any, num_rows: int, discrete: bool) -> Any:
+    """Validate actions [rows, ...]; Discrete actions come back as a list of Python ints."""
+    actions = np.asarray(actions)
+    if actions.shape[:1] != (num_rows,):
+        raise ValueError(f"expected actions shaped [{num_rows}, ...] (one per row), got {actions.shape}")
+    if discrete:
+        return actions.reshape(num_rows).tolist()
+    return actions
+
+
+def shared_spaces(envs: Sequence[Any], agents: tuple[str, ...]) -> tuple[gym.Space, gym.Space]:
+    """The one observation space and one action space that every agent of every env shares."""
+    first = envs[0]
+    obs_space = first.observation_spaces[agents[0]]
+    act_space = first.action_spaces[agents[0]]
+    for i, env in enumerate(envs):
+        for agent in agents:
+            o, a = env.observation_spaces[agent], env.action_spaces[agent]
+            if o != obs_space:
+                raise ValueError(
+                    "SerialVectorEnv needs all agents to share one observation space: agent "
+                    f"{agents[0]!r} of env 0 has {obs_space} but agent {agent!r} of env {i} has {o}"
+                )
+            if a != act_space:
+                raise ValueError(
+                    "SerialVectorEnv needs all agents to share one action space: agent "
+                    f"{agents[0]!r} of env 0 has {act_space} but agent {agent!r} of env {i} has {a}"
+                )
+    return obs_space, act_space
+
+
+class SerialVectorEnv(VectorEnv):
+    """Steps `envs` (all with the same agents and spaces) serially; see the module doc for rows,
+    dtypes and done flags. Env i is reset with seed + i by `reset(seed)`."""
+
+    def __init__(self, envs: Sequence[Environment]) -> None:
+        if len(envs) == 0:
+            raise ValueError("SerialVectorEnv needs at least one environment")
+        self.envs = list(envs)
+        self.agents = tuple(self.envs[0].agents)
+        if not self.agents:
+            raise ValueError("SerialVectorEnv: the environments have no agents")
+        for i, env in enumerate(self.envs):
+            if tuple(env.agents) != self.agents:
+                raise ValueError(
+                    f"SerialVectorEnv needs the same agents in every env: env 0 has {self.agents}, "
+                    f"env {i} has {tuple(env.agents)}"
+                )
+        obs_space, self.action_space = shared_spaces(self.envs, self.agents)
+        shape, dtype, self.observation_space = obs_array_spec(obs_space)
+        self.num_envs = len(self.envs)
+        self._num_agents = len(self.agents)
+        self._discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
+        rows = self.num_envs * self._num_agents
+        self._obs = np.zeros((rows, *shape), dtype=dtype)
+        self._reward = np.zeros(rows, dtype=np.float32)
+        self._terminated = np.zeros(rows, dtype=bool)
+        self._truncated = np.zeros(rows, dtype=bool)
+        self._finished = np.zeros((self.num_envs, self._num_agents), dtype=bool)
+        self._result = VectorStep(self._obs, self._reward, self._terminated, self._truncated)
+
+    def _write_reset(self, e: int, obs: dict[str, Any]) -> None:
+        base = e * self._num_agents
+        for j, agent in enumerate(self.agents):
+            if agent not in obs:
+                raise ValueError(
+                    f"env {e} ({type(self.envs[e]).__name__}).reset() returned no observation "
+                    f"for agent {agent!r}"
+                )
+            self._obs[base + j] = obs[agent]
+        self._finished[e] = False
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        for e, env in enumerate(self.envs):
+            self._write_reset(e, env.reset(seed=None if seed is None else seed + e))
+        self._reward[:] = 0.0
+        self._terminated[:] = False
+        self._truncated[:] = False
+        return self._obs
+
+    def step(self, actions: np.ndarray) -> VectorStep:
+        na = self._num_agents
+        acts = check_actions(actions, self.num_envs * na, self._discrete_actions)
+        obs, reward, term, trunc = self._obs, self._reward, self._terminated, self._truncated
+        agents = self.agents
+        for e, env in enumerate(self.envs):
+            base = e * na
+            st = env.step({agent: acts[base + j] for j, agent in enumerate(agents)})
+            finished = self._finished[e]
+            reported = [False] * na
+            for j, agent in enumerate(agents):
+                row = base + j
+                te = bool(st.terminated.get(agent, False))
+                tr = bool(st.truncated.get(agent, False)) and not te
+                o = st.obs.get(agent)
+                if o is not None:
+                    obs[row] = o
+                elif not finished[j] and not (te or tr):
+                    raise ValueError(
+                        f"env {e} ({type(env).__name__}).step() returned no observation for "
+                        f"agent {agent!r}, which has not finished its episode"
+                    )
+                reward[row] = st.reward.get(agent, 0.0)
+                term[row] = te
+                trunc[row] = tr
+                reported[j] = te or tr
+            finished |= reported
+            if finished.all():
+                for j in range(na):
+                    if not reported[j]:
+                        trunc[base + j] = True
+                self._write_reset(e, env.reset())
+        return self._result
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
