@@ -44,6 +44,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_config_doc(args: argparse.Namespace) -> int:
+    from srl.config import config_reference
+
+    print(config_reference())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="srl", description="Reinforcement learning as a dataflow of workers.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("experiment")
     graph.add_argument("overrides", nargs="*")
     graph.set_defaults(fn=_cmd_graph)
+    sub.add_parser("config-doc", help="print the config reference (docs/config.md)").set_defaults(fn=_cmd_config_doc)
     sub.add_parser("list", help="list registered experiments, algorithms, policies, envs").set_defaults(fn=_cmd_list)
     return parser
 

@@ -214,3 +214,23 @@ def load_saved_config(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"field 'resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
     return yaml.safe_load(path.read_text())
+
+
+def config_reference() -> str:
+    """docs/config.md: every field of the experiment config and of each registered algorithm."""
+    import srl.builtins  # noqa: F401
+
+    def table(model: type[BaseModel]) -> list[str]:
+        rows = ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
+        for name, f in model.model_fields.items():
+            kind = f.annotation.__name__ if isinstance(f.annotation, type) else str(f.annotation)
+            kind = kind.replace("typing.", "").replace("srl.api.algorithm.", "").replace("|", "\\|")
+            default = "(required)" if f.is_required() else repr(f.get_default(call_default_factory=True))
+            rows.append(f"| `{name}` | `{kind}` | `{default}` | {f.description or ''} |")
+        return rows
+
+    lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
+    lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
+    for name in registry.algorithms.names():
+        lines += [f"## `algo.*` for `algorithm={name}`", "", *table(registry.algorithms.get(name).config_cls), ""]
+    return "\n".join(lines)

@@ -80,3 +80,12 @@ def test_resolved_config_is_saved_and_reloads(tmp_path):
     assert saved["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
     again = load_config("ignored", [f"resume={tmp_path}"])
     assert again.seed == 5 and again.algo_config == config.algo_config
+
+
+def test_config_reference_in_docs_is_current():
+    from pathlib import Path
+
+    from srl.config import config_reference
+
+    doc = Path(__file__).parent.parent / "docs" / "config.md"
+    assert doc.read_text().strip() == config_reference().strip(), "regenerate: srl config-doc > docs/config.md"
