@@ -1,0 +1,6 @@
+"""Built-in algorithms; importing this package registers them (see srl.api.registry)."""
+
+from srl.algos.gae import compute_gae
+from srl.algos.ppo import PPO, PPOConfig
+
+__all__ = ["PPO", "PPOConfig", "compute_gae"]

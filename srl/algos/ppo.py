@@ -1,0 +1,215 @@
+"""Proximal Policy Optimization (Schulman et al., 2017) with GAE, for actor-critic policies.
+
+One `step` = GAE on the batch with the behaviour policy's stored values, then `epochs` passes
+over the T * B transitions in `num_minibatches` shuffled minibatches, each an Adam step on
+
+    loss = clipped surrogate + value_coef * (clipped) value loss - entropy_coef * entropy
+
+The policy must implement `analyze(obs, action) -> {"log_prob", "entropy", "value"}` and emit
+"log_prob" and "value" from `rollout` (e.g. srl.models.ActorCriticMLP). Samples may come from
+older parameter versions than the one being trained; the stored log_prob is the behaviour
+policy's, so the importance ratio and its clipping account for that staleness.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from srl.algos.gae import compute_gae
+from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.policy import Policy
+from srl.api.registry import register_algorithm
+from srl.data.columns import ACTION, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+
+STAT_NAMES = (
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "losses/approx_kl",
+    "losses/clipfrac",
+)
+
+
+class PPOConfig(AlgorithmConfig):
+    """PPO hyperparameters. The defaults suit small classic-control tasks (CartPole)."""
+
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate (the initial one if anneal_lr).")
+    anneal_lr: bool = Field(True, description="Decay the learning rate linearly to 0 over total_env_steps.")
+    gamma: float = Field(0.98, ge=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda: 0 = one-step TD, 1 = Monte Carlo.")
+    clip_coef: float = Field(
+        0.2, gt=0, description="Probability ratios are clipped to [1 - clip_coef, 1 + clip_coef]."
+    )
+    clip_value: bool = Field(
+        True,
+        description="Clip the value prediction to within value_clip_coef of the stored behaviour "
+        "value and take the larger of the clipped and unclipped squared errors.",
+    )
+    value_clip_coef: float = Field(
+        0.2,
+        gt=0,
+        description="Half-width of the value clipping range, in return units (not relative, so "
+        "scale it with the rewards); used only if clip_value.",
+    )
+    value_coef: float = Field(0.5, ge=0, description="Weight of the value loss (0.5 * mean squared error).")
+    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
+    normalize_advantage: bool = Field(
+        True, description="Normalize advantages to zero mean, unit std within each minibatch."
+    )
+    epochs: int = Field(
+        10,
+        ge=1,
+        description="Passes over each batch. With num_minibatches=1 this is the number of full-batch "
+        "gradient steps per batch: more passes squeeze more out of each sample, but the clipped "
+        "objective stops most of the gain once ratios leave [1 - clip, 1 + clip], and stale data "
+        "grows; 10 is the common middle. Small batches on easy tasks (CartPole, 256 transitions "
+        "per batch) reach the 500 cap faster with 20.",
+    )
+    num_minibatches: int = Field(1, ge=1, description="Shuffled minibatches per epoch (T * B split evenly).")
+    max_grad_norm: float | None = Field(
+        0.5, gt=0, description="Clip the global gradient norm to this; None disables clipping."
+    )
+    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
+
+
+class PPO(Algorithm):
+    """Clipped-surrogate PPO; owns an Adam optimizer over the policy's parameters."""
+
+    config: PPOConfig
+
+    def __init__(self, policy: Policy, config: PPOConfig, total_env_steps: int) -> None:
+        if not isinstance(config, PPOConfig):
+            raise TypeError(f"PPO needs a PPOConfig, got {type(config).__name__}")
+        missing = {LOG_PROB, VALUE} - set(policy.rollout_fields())
+        if missing:
+            raise TypeError(f"PPO needs a policy whose rollout emits {sorted(missing)} (an actor-critic)")
+        if config.anneal_lr and total_env_steps <= 0:
+            raise ValueError(f"anneal_lr needs total_env_steps > 0, got {total_env_steps}")
+        super().__init__(policy, config, total_env_steps)
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.optimizer = _adam(self.params, lr=config.lr, eps=config.adam_eps)
+
+    def learning_rate(self, env_steps: int) -> float:
+        if not self.config.anneal_lr:
+            return self.config.lr
+        return self.config.lr * max(0.0, 1.0 - env_steps / self.total_env_steps)
+
+    def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
+        """One PPO update on a [T + 1, B] batch (columns of srl.data.columns).
+
+        Stats: "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl" and
+        "losses/clipfrac" are means over all minibatch updates of this step, each measured before
+        its gradient step; "charts/learning_rate" is the rate used; "losses/explained_variance"
+        compares the stored values with the GAE returns (nan when the returns are constant).
+        """
+        cfg = self.config
+        lr = self.learning_rate(env_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+        device = self.params[0].device
+        needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE)
+        batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
+        with torch.no_grad():
+            advantage, returns = compute_gae(
+                batch[REWARD], batch[VALUE], batch[TERMINATED], batch[TRUNCATED], cfg.gamma, cfg.gae_lambda
+            )
+        steps = advantage.shape[0]  # T; row T only served to bootstrap
+
+        def flat(x: torch.Tensor) -> torch.Tensor:  # [T + 1, B, ...] -> [T * B, ...]
+            return x[:steps].flatten(0, 1)
+
+        data = (
+            flat(batch[OBS]),
+            flat(batch[ACTION]),
+            flat(batch[LOG_PROB]).float(),
+            flat(batch[VALUE]).float(),
+            advantage.flatten(),
+            returns.flatten(),
+        )
+        n = data[-1].shape[0]
+        if cfg.num_minibatches > n:
+            raise ValueError(f"num_minibatches={cfg.num_minibatches} exceeds the batch's {n} transitions")
+
+        totals = torch.zeros(len(STAT_NAMES), device=device)
+        for _ in range(cfg.epochs):
+            if cfg.num_minibatches == 1:
+                totals += self._update(*data)
+            else:
+                for idx in torch.randperm(n, device=device).tensor_split(cfg.num_minibatches):
+                    totals += self._update(*(x[idx] for x in data))
+
+        stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * cfg.num_minibatches)).tolist()))
+        stats["charts/learning_rate"] = lr
+        stats["losses/explained_variance"] = _explained_variance(data[3], data[5])
+        return stats
+
+    def _update(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        old_value: torch.Tensor,
+        advantage: torch.Tensor,
+        returns: torch.Tensor,
+    ) -> torch.Tensor:
+        """One gradient step on a minibatch; returns its stats (detached, in STAT_NAMES order)."""
+        cfg = self.config
+        out = self.policy.analyze(obs, action)
+        log_ratio = out[LOG_PROB] - old_log_prob
+        ratio = log_ratio.exp()
+
+        if cfg.normalize_advantage and advantage.numel() > 1:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        clipped_ratio = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
+        policy_loss = torch.max(-advantage * ratio, -advantage * clipped_ratio).mean()
+
+        value = out[VALUE]
+        value_error = (value - returns).square()
+        if cfg.clip_value:
+            clipped = old_value + (value - old_value).clamp(-cfg.value_clip_coef, cfg.value_clip_coef)
+            value_error = torch.max(value_error, (clipped - returns).square())
+        value_loss = 0.5 * value_error.mean()
+
+        entropy = out["entropy"].mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
+        self.optimizer.step()
+
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, low-variance KL(old || new)
+            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+            return torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def _adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
+    """Fused Adam (one kernel over all parameters; ~3x faster than foreach for a 64x64 MLP on
+    CPU) where this torch build supports it for the parameters' device, else foreach Adam."""
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
+
+
+def _explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var[target - prediction] / Var[target]; nan when the targets are constant."""
+    var = target.var()
+    if var.item() == 0.0:
+        return float("nan")
+    return (1.0 - (target - prediction).var() / var).item()
+
+
+register_algorithm("ppo", PPO, PPOConfig)

@@ -1,0 +1,171 @@
+"""Actor-critic MLP for flat (Box) observations and Discrete or Box actions.
+
+Two separate tanh MLPs: the actor maps the flattened observation to logits (Discrete) or to the
+mean of a diagonal Gaussian (Box, with a state-independent log-std parameter); the critic maps it
+to a scalar value. `rollout` is the inference hot path (batches of 8..256 rows in a policy
+worker), so it avoids `torch.distributions` (several times the cost of the network itself on
+small batches) and computes samples and log-probabilities with a handful of plain tensor ops.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from srl.api.policy import FieldSpec, Policy
+from srl.api.registry import register_policy
+from srl.data import columns
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return torch.addmm(layer.bias, x, layer.weight.t())
+
+
+class ActorCriticMLP(Policy):
+    """Separate actor and critic tanh MLPs over the flattened observation.
+
+    Actions: Discrete -> int64 [B] (offset by the space's `start`); Box -> float32 [B, *shape],
+    sampled from N(mean, exp(log_std)^2) and returned unclipped (the environment side clips).
+
+    Layout: the two MLPs have the same hidden sizes, so their hidden layers are stored stacked
+    (`hidden_weight[k]` is [2, in, out], index 0 = actor, 1 = critic) and evaluated with one
+    `baddbmm` per layer; the networks share no weights. On small batches the cost is per-op
+    overhead, and this halves the op count of rollout and analyze compared with two
+    nn.Sequential(Linear, Tanh, ...) stacks. The output layers are ordinary `actor_head` and
+    `critic_head` Linear modules.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden_sizes: Sequence[int] = (64, 64),
+    ) -> None:
+        super().__init__(observation_space, action_space)
+        if not isinstance(observation_space, gym.spaces.Box):
+            raise TypeError(
+                f"ActorCriticMLP needs a Box observation space, got {type(observation_space).__name__}"
+            )
+        hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        if any(h <= 0 for h in hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive, got {hidden_sizes}")
+        self.hidden_sizes = hidden_sizes
+
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.discrete = True
+            self.action_start = int(action_space.start)
+            self.action_shape: tuple[int, ...] = ()
+            head_dim = int(action_space.n)
+        elif isinstance(action_space, gym.spaces.Box):
+            self.discrete = False
+            self.action_start = 0
+            self.action_shape = tuple(action_space.shape)
+            head_dim = int(np.prod(self.action_shape))
+        else:
+            raise TypeError(
+                f"ActorCriticMLP needs a Discrete or Box action space, got {type(action_space).__name__}"
+            )
+
+        self.obs_dim = int(np.prod(observation_space.shape))
+        dims = (self.obs_dim, *hidden_sizes)
+        self.hidden_weight = nn.ParameterList()
+        self.hidden_bias = nn.ParameterList()
+        for in_dim, out_dim in zip(dims[:-1], dims[1:]):
+            weight = torch.empty(2, in_dim, out_dim)
+            for net in range(2):  # the actor's and the critic's layer, each orthogonal
+                nn.init.orthogonal_(weight[net], math.sqrt(2.0))
+            self.hidden_weight.append(nn.Parameter(weight))
+            self.hidden_bias.append(nn.Parameter(torch.zeros(2, 1, out_dim)))
+        self.actor_head = _orthogonal_linear(dims[-1], head_dim, gain=0.01)
+        self.critic_head = _orthogonal_linear(dims[-1], 1, gain=1.0)
+        # Gaussian log-std, shared by all states; absent for Discrete actions.
+        self.log_std = None if self.discrete else nn.Parameter(torch.zeros(head_dim))
+
+    # -- contract ---------------------------------------------------------------------------------
+
+    def rollout_fields(self) -> dict[str, FieldSpec]:
+        return {
+            columns.LOG_PROB: FieldSpec((), np.float32),
+            columns.VALUE: FieldSpec((), np.float32),
+        }
+
+    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+        head, value = self._forward(obs)
+        if self.discrete:
+            log_probs = torch.log_softmax(head, dim=-1)
+            if deterministic:
+                index = head.argmax(dim=-1)
+            else:
+                # Gumbel-max: argmax(logits + Gumbel noise) ~ Categorical(logits), with
+                # Gumbel = -log(Exponential(1)); half the cost of torch.multinomial here.
+                index = (head - torch.empty_like(head).exponential_().log_()).argmax(dim=-1)
+            log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+            action = index + self.action_start if self.action_start else index
+        else:
+            log_std = self.log_std
+            if deterministic:
+                flat = head
+                sq = torch.zeros_like(head)
+            else:
+                noise = torch.randn_like(head)
+                flat = head + noise * log_std.exp()
+                sq = noise * noise
+            # log N(a; mean, std) with (a - mean) / std = noise, summed over action dims.
+            log_prob = (-0.5 * sq - log_std).sum(-1) - _HALF_LOG_2PI * head.shape[-1]
+            action = flat.reshape(flat.shape[0], *self.action_shape)
+        return {"action": action, columns.LOG_PROB: log_prob, columns.VALUE: value}
+
+    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"log_prob": [B], "entropy": [B], "value": [B]}, differentiable."""
+        head, value = self._forward(obs)
+        batch = head.shape[0]
+        if self.discrete:
+            log_probs = torch.log_softmax(head, dim=-1)
+            index = action.reshape(batch).long() - self.action_start
+            log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+            entropy = -(log_probs.exp() * log_probs).sum(-1)
+        else:
+            log_std = self.log_std
+            z = (action.reshape(head.shape).to(head.dtype) - head) * torch.exp(-log_std)
+            log_prob = (-0.5 * z * z - log_std).sum(-1) - _HALF_LOG_2PI * head.shape[-1]
+            entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum().expand(batch)
+        return {columns.LOG_PROB: log_prob, "entropy": entropy, columns.VALUE: value}
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Critic only: obs [B, ...] -> [B]."""
+        x = self._flat(obs)
+        for weight, bias in zip(self.hidden_weight, self.hidden_bias):
+            x = torch.addmm(bias[1], x, weight[1]).tanh_()
+        return _linear(self.critic_head, x).squeeze(-1)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """obs [B, ...] -> (actor output [B, head_dim], value [B])."""
+        x = self._flat(obs)
+        h = x.expand(2, *x.shape)  # [2 nets, B, features], no copy
+        for weight, bias in zip(self.hidden_weight, self.hidden_bias):
+            # In-place tanh is autograd-safe: baddbmm's backward does not need its output.
+            h = torch.baddbmm(bias, h, weight).tanh_()
+        return _linear(self.actor_head, h[0]), _linear(self.critic_head, h[1]).squeeze(-1)
+
+    def _flat(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.reshape(obs.shape[0], self.obs_dim)
+        return x if x.dtype == torch.float32 else x.float()
+
+
+register_policy("actor-critic-mlp")(ActorCriticMLP)
