@@ -232,5 +232,7 @@ def config_reference() -> str:
     lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
     for name in registry.algorithms.names():
+        if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):
+            continue  # users' own algorithms are documented by their users
         lines += [f"## `algo.*` for `algorithm={name}`", "", *table(registry.algorithms.get(name).config_cls), ""]
     return "\n".join(lines)

@@ -51,7 +51,7 @@ def test_graph_checks_need_the_spaces():
     from srl.graph import build_graph
 
     with pytest.raises(ConfigError, match="num_policy_workers"):
-        build_graph(load_config("cartpole-ppo", ["num_policy_workers=3"]))
+        build_graph(load_config("cartpole-ppo", ["num_policy_workers=3", "inference=policy_worker"]))
     with pytest.raises(ConfigError, match="field 'env'"):
         build_graph(load_config("cartpole-ppo", ["env=NoSuchEnv-v0"]))
 

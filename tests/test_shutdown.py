@@ -58,7 +58,7 @@ def test_crashing_env_reports_its_traceback_and_exits_nonzero(run_dir):
 
 
 def test_ctrl_c_stops_every_worker_and_exits_130(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000"))
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker"))
     wait_for_metrics(run_dir, proc)
     workers = workers_of(proc)
     titles = sorted(w.cmdline()[0] for w in workers)
@@ -77,7 +77,7 @@ def test_ctrl_c_stops_every_worker_and_exits_130(run_dir):
 
 
 def test_a_killed_worker_ends_the_run_with_an_error(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000"))
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker"))
     wait_for_metrics(run_dir, proc)
     policy = [w for w in workers_of(proc) if w.cmdline()[0].endswith(":policy:0")]
     policy[0].kill()
@@ -87,7 +87,7 @@ def test_a_killed_worker_ends_the_run_with_an_error(run_dir):
 
 
 def test_sigterm_to_the_controller_stops_cleanly(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000"))
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker"))
     wait_for_metrics(run_dir, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)

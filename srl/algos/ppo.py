@@ -37,7 +37,10 @@ class PPOConfig(AlgorithmConfig):
     """PPO hyperparameters. The defaults suit small classic-control tasks (CartPole)."""
 
     lr: float = Field(1e-3, gt=0, description="Adam learning rate (the initial one if anneal_lr).")
-    anneal_lr: bool = Field(True, description="Decay the learning rate linearly to 0 over total_env_steps.")
+    anneal_lr: bool = Field(True, description="Decay the learning rate linearly to 0 over anneal_env_steps.")
+    anneal_env_steps: int | None = Field(
+        None, gt=0, description="Env steps over which lr decays to 0 (then stays 0); None = total_env_steps."
+    )
     gamma: float = Field(0.98, ge=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda: 0 = one-step TD, 1 = Monte Carlo.")
     clip_coef: float = Field(
@@ -95,7 +98,8 @@ class PPO(Algorithm):
     def learning_rate(self, env_steps: int) -> float:
         if not self.config.anneal_lr:
             return self.config.lr
-        return self.config.lr * max(0.0, 1.0 - env_steps / self.total_env_steps)
+        horizon = self.config.anneal_env_steps or self.total_env_steps
+        return self.config.lr * max(0.0, 1.0 - env_steps / horizon)
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         """One PPO update on a [T + 1, B] batch (columns of srl.data.columns).

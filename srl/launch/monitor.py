@@ -17,9 +17,10 @@ PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s")
 
 
 class RunMonitor:
-    def __init__(self, config: ExperimentConfig, start_env_steps: int = 0) -> None:
+    def __init__(self, config: ExperimentConfig, start_env_steps: int = 0, launched_s: float | None = None) -> None:
         self.config = config
         self.started_s = time.monotonic()
+        self.launched_s = time.time() if launched_s is None else launched_s  # the command's start
         self.env_steps = start_env_steps
         self.episodes = ReturnWindow(100)
         self.trainer: dict[str, Any] = {}
@@ -71,7 +72,7 @@ class RunMonitor:
         mean = self.episodes.mean_return
         if c.target_return is not None and mean is not None and self.episodes.count >= 100 and mean >= c.target_return:
             if self.target_reached_s is None:
-                self.target_reached_s = time.monotonic() - self.started_s
+                self.target_reached_s = time.time() - self.launched_s
             return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
         if self.env_steps >= c.total_env_steps:
             return f"total_env_steps {c.total_env_steps} reached"

@@ -25,7 +25,7 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     started_s = time.time() if started_s is None else started_s
     resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
     outputs = RunOutputs(config, started_s)
-    monitor = RunMonitor(config, start_env_steps=resumed["env_steps"] if resumed else 0)
+    monitor = RunMonitor(config, resumed["env_steps"] if resumed else 0, launched_s=started_s)
     console.print(f"[bold]srl[/] {config.experiment}: launcher={config.launcher} run_dir={outputs.run_dir}")
     if config.launcher == "inline":
         from srl.launch.inline import run_inline as launch
