@@ -92,3 +92,15 @@ def test_sigterm_to_the_controller_stops_cleanly(run_dir):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
+
+
+def test_a_hung_worker_is_caught_by_its_missing_heartbeat(run_dir):
+    proc = spawn(
+        srl_command(
+            "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run_dir={run_dir}",
+            "env_kwargs.crash_after_steps=200", "env_kwargs.hang=true", "heartbeat_timeout_s=3", "target_return=null",
+        )
+    )
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert "worker actor:0 failed" in out and "no heartbeat for 3.0 s" in out
