@@ -57,6 +57,9 @@ class ExperimentConfig(BaseModel):
     )
     num_policy_workers: int = Field(1, ge=1, description="Policy worker processes (inference='policy_worker').")
     sample_length: int = Field(32, ge=1, description="Env steps per trajectory segment sent to the trainer (T).")
+    segment_slots: int = Field(
+        2, ge=1, description="Segment buffers per ring group; more let actors run ahead of the trainer (more lag)."
+    )
     batch_segments: int = Field(1, ge=1, description="Segments the trainer gathers for one update.")
     max_policy_lag: int = Field(
         2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."

@@ -23,8 +23,6 @@ from srl.data import columns as C
 from srl.streams.control import Role
 from srl.streams.layout import ArraySpec, Layout
 
-SLOTS_PER_SPLIT = 2  # segment slots per ring split: one being filled while one is with the trainer
-
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -98,7 +96,7 @@ class Graph:
             for name, spec in self.slot_fields().items():
                 arrays[f"infer.{s}.{name}"] = ArraySpec((rows, *spec.shape), spec.dtype)
             arrays[f"infer.{s}.version"] = ArraySpec((1,), np.dtype(np.int64))
-            for k in range(SLOTS_PER_SPLIT):
+            for k in range(self.config.segment_slots):
                 for name, spec in self.segment_fields().items():
                     arrays[f"sample.{s}.{k}.{name}"] = ArraySpec((steps, rows, *spec.shape), spec.dtype)
         return Layout(arrays)

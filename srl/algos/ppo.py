@@ -39,7 +39,10 @@ class PPOConfig(AlgorithmConfig):
     lr: float = Field(1e-3, gt=0, description="Adam learning rate (the initial one if anneal_lr).")
     anneal_lr: bool = Field(True, description="Decay the learning rate linearly to 0 over anneal_env_steps.")
     anneal_env_steps: int | None = Field(
-        None, gt=0, description="Env steps over which lr decays to 0 (then stays 0); None = total_env_steps."
+        None, gt=0, description="Env steps over which lr decays linearly to its floor; None = total_env_steps."
+    )
+    final_lr_fraction: float = Field(
+        0.0, ge=0, le=1, description="The floor, as a fraction of lr, kept after anneal_env_steps (0 = decay to 0)."
     )
     gamma: float = Field(0.98, ge=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda: 0 = one-step TD, 1 = Monte Carlo.")
@@ -99,7 +102,8 @@ class PPO(Algorithm):
         if not self.config.anneal_lr:
             return self.config.lr
         horizon = self.config.anneal_env_steps or self.total_env_steps
-        return self.config.lr * max(0.0, 1.0 - env_steps / horizon)
+        floor = self.config.final_lr_fraction
+        return self.config.lr * max(floor, 1.0 - (1.0 - floor) * env_steps / horizon)
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         """One PPO update on a [T + 1, B] batch (columns of srl.data.columns).

@@ -13,8 +13,9 @@ def cartpole_ppo() -> dict[str, Any]:
 
     Inference runs inline in the actor: a 64x64 MLP acts on 16 rows in ~80 us, less than a round
     trip to a policy worker, and on 2 cores the trainer needs the other core. With a GPU or a large
-    network, `inference=policy_worker` batches requests across actors instead. Lag up to 5
-    versions is kept, not dropped: PPO's ratio is taken against the acting policy's log-prob.
+    network, `inference=policy_worker` batches requests across actors instead. The trainer is the
+    bottleneck here, so one segment slot per group is enough to keep it fed and holds the policy
+    lag to one version (two slots: two versions and ~30% more env steps to the target).
     """
     return {
         "env": "CartPole-v1",
@@ -24,6 +25,7 @@ def cartpole_ppo() -> dict[str, Any]:
         "ring_splits": 1,
         "inference": "inline",
         "sample_length": 32,
+        "segment_slots": 1,  # the actor fills the next segment while the trainer updates: lag <= 1
         "batch_segments": 1,
         "max_policy_lag": 5,
         "total_env_steps": 500_000,
@@ -32,6 +34,7 @@ def cartpole_ppo() -> dict[str, Any]:
         "algo": {
             "lr": 1e-3,
             "anneal_env_steps": 150_000,
+            "final_lr_fraction": 0.1,  # a run that is late at 150k steps keeps learning
             "gamma": 0.98,
             "gae_lambda": 0.8,
             "epochs": 10,

@@ -1,0 +1,419 @@
+"""Worker kernels driven by hand over one InlineTransport: no processes, no sockets, no timing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import srl.launch.monitor as monitor_module
+from srl import checkpoint
+from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.policy import FieldSpec
+from srl.config import build_config
+from srl.data import columns as C
+from srl.envs import CountingEnv, SerialVectorEnv, check_counts
+from srl.graph import actor_block, build_graph, make_policy, sub_arrays
+from srl.launch.monitor import RunMonitor
+from srl.streams.control import Role
+from srl.streams.inference import InferenceClient, InferenceServer
+from srl.streams.inline import InlineTransport
+from srl.streams.layout import poison
+from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ParamPublisher, ParamSubscriber, load_frames
+from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.workers.actor import ActorKernel
+from srl.workers.params import ParamServiceKernel
+from srl.workers.policy import Acting, PolicyWorkerKernel
+from srl.workers.trainer import TrainerKernel
+
+L, T = 3, 4  # counting episode length, sample length
+SPLITS, ENVS = 2, 2  # ring splits per actor, envs per split
+SLOT_COLUMNS = (C.OBS, C.ACTION, C.LOG_PROB, C.VALUE, C.POLICY_VERSION)
+
+
+def counting_graph():
+    return build_graph(build_config({
+        "experiment": "kernels", "env": "counting", "env_kwargs": {"episode_length": L},
+        "envs_per_actor": SPLITS * ENVS, "ring_splits": SPLITS, "sample_length": T,
+    }))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ actor
+
+
+class FakeInference:
+    """Answers every pending request at the next ready(): action and value are functions of the
+    obs, version counts the ready() calls, so each recorded row can be traced back."""
+
+    receivers: list = []
+
+    def __init__(self, slots):
+        self.slots, self.pending, self.calls = slots, [], 0
+
+    def request(self, split):
+        assert split not in self.pending, "two requests in flight for one split"
+        self.pending.append(split)
+
+    def ready(self):
+        self.calls += 1
+        answered, self.pending = self.pending, []
+        for s in answered:
+            slot = self.slots[s]
+            obs = slot[C.OBS]
+            slot[C.ACTION][:] = obs[:, 2].astype(np.int64) % 2
+            slot[C.LOG_PROB][:] = -obs[:, 1]
+            slot[C.VALUE][:] = 100 * obs[:, 0] + obs[:, 2]
+            slot["version"][0] = self.calls
+        return answered
+
+
+def make_actor():
+    transport, graph = InlineTransport(), counting_graph()
+    arrays = transport.arrays(actor_block(0), graph.actor_layout())
+    poison(arrays)  # an unwritten row would show up as NaN / -1
+    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(SPLITS)]
+    segments = {(s, k): sub_arrays(arrays, f"sample.{s}.{k}.") for s in range(SPLITS) for k in range(2)}
+    envs = [SerialVectorEnv([CountingEnv(s * ENVS + i, L) for i in range(ENVS)]) for s in range(SPLITS)]
+    kernel = ActorKernel(envs, FakeInference(infer), SampleProducer(transport, 0, segments), infer, T, [0] * SPLITS)
+    consumer = SampleConsumer(transport, {(0, s, k): seg for (s, k), seg in segments.items()})
+    return kernel, consumer
+
+
+def take(consumer, release=True):
+    """The trainer's part: copy each sent segment, release its slot (or hold it)."""
+    out = []
+    for ref in consumer.poll(limit=100):
+        out.append((ref, {k: v.copy() for k, v in consumer.segment(ref).items()}))
+        if release:
+            consumer.release(ref)
+    return out
+
+
+def test_actor_segments_chain_and_match_the_counting_envs():
+    """Obs rows are contiguous per env, row T of a segment is row 0 of the next one of its split,
+    rewards / flags / policy outputs line up with the obs, report() counts steps and episodes."""
+    kernel, consumer = make_actor()
+    kernel.start()
+    polls, got = 30, []
+    for _ in range(polls):
+        kernel.poll()
+        got += take(consumer)
+    chains = {s: [seg for ref, seg in got if ref.split == s] for s in range(SPLITS)}
+    assert [len(c) for c in chains.values()] == [(polls - 1) // T] * SPLITS
+    segs = [seg for _, seg in got]
+    totals = check_counts([g[C.OBS] for g in segs], [g[C.TERMINATED] for g in segs], L)
+    assert totals["transitions"] == len(segs) * T * ENVS and totals["envs"] == SPLITS * ENVS
+    for seg in segs:
+        obs, acted = seg[C.OBS], seg[C.OBS][:-1]
+        assert (seg[C.ACTION] == obs[..., 2] % 2).all() and (seg[C.VALUE] == 100 * obs[..., 0] + obs[..., 2]).all()
+        assert (seg[C.REWARD][:-1] == 1.0).all() and not seg[C.TRUNCATED][:-1].any()
+        assert (seg[C.TERMINATED][:-1] == (acted[..., 2] == L - 1)).all()
+        versions = seg[C.POLICY_VERSION]
+        assert (versions == versions[0] + np.arange(T + 1)[:, None]).all(), "one reply per row, in order"
+    for chain in chains.values():
+        for before, after in zip(chain, chain[1:]):
+            for column in SLOT_COLUMNS:
+                assert np.array_equal(before[column][T], after[column][0]), column
+    report = kernel.report()
+    episodes = SPLITS * ENVS * (polls // L)
+    assert report["env_steps"] == polls * SPLITS * ENVS
+    assert report["episode_returns"] == [float(L)] * episodes and report["episode_lengths"] == [L] * episodes
+    assert kernel.report()["env_steps"] == 0 and kernel.report()["episode_returns"] == []
+
+
+def test_actor_back_pressure_stops_after_two_segments_per_split_and_resumes():
+    """With no release the actor sends 2 segments per split, then idles without touching the held
+    slots; a released slot lets only its split go on, from the bootstrap row it stopped at."""
+    kernel, consumer = make_actor()
+    kernel.start()
+    held = []
+    for _ in range(30):
+        kernel.poll()
+        held += take(consumer, release=False)
+    assert sorted((ref.split, ref.slot) for ref, _ in held) == [(s, k) for s in range(SPLITS) for k in range(2)]
+    assert kernel.blocked == set(range(SPLITS))
+    assert kernel.report()["env_steps"] == 2 * T * SPLITS * ENVS
+    assert not any(kernel.poll() for _ in range(5))
+    assert kernel.report()["env_steps"] == 0
+    for ref, copy in held:
+        assert all(np.array_equal(consumer.segment(ref)[k], v, equal_nan=True) for k, v in copy.items())
+
+    first = next(ref for ref, _ in held if ref.split == 0)
+    consumer.release(first)
+    more = []
+    for _ in range(10):
+        kernel.poll()
+        more += take(consumer, release=False)
+    assert [(ref.split, ref.slot) for ref, _ in more] == [(0, first.slot)]
+    assert kernel.blocked == set(range(SPLITS))
+    last_held = [seg for ref, seg in held if ref.split == 0][-1]
+    assert np.array_equal(more[0][1][C.OBS][0], last_held[C.OBS][T])
+    segs = [seg for _, seg in held + more]
+    check_counts([g[C.OBS] for g in segs], [g[C.TERMINATED] for g in segs], L)
+
+
+# ------------------------------------------------------------------------------ policy worker
+
+
+def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch():
+    """Requests from 2 actors wait while the worker has no parameters (version -1); once a
+    version is published one poll answers all 4 in one batch, with that version's outputs."""
+    transport, graph = InlineTransport(), counting_graph()
+    torch.manual_seed(0)
+    policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    torch.manual_seed(1)
+    trained = make_policy(graph.config, graph.observation_space, graph.action_space)
+    service, slots = ParamServiceKernel(transport), {}
+    rng = np.random.default_rng(0)
+    for a in (0, 1):
+        arrays = transport.arrays(actor_block(a), graph.actor_layout())
+        poison(arrays)
+        for s in range(SPLITS):
+            slots[(a, s)] = sub_arrays(arrays, f"infer.{s}.")
+            slots[(a, s)][C.OBS][:] = rng.normal(size=slots[(a, s)][C.OBS].shape)
+    acting = Acting(policy, ParamSubscriber(transport), deterministic=True)
+    kernel = PolicyWorkerKernel(acting, InferenceServer(transport, 0, [0, 1]), slots)
+    clients = [InferenceClient(transport, a, 0) for a in (0, 1)]
+    kernel.start()
+    for a, s in slots:
+        clients[a].request(s)
+
+    assert not kernel.poll() and not kernel.poll()
+    assert [c.ready() for c in clients] == [[], []]
+    assert all(slot["version"][0] == -1 and np.isnan(slot[C.VALUE]).all() for slot in slots.values())
+    service.poll()  # the worker's WANT: nothing to send yet
+    ParamPublisher(transport).publish(4, trained)
+    service.poll()
+    assert kernel.poll()
+    assert kernel.report()["batches"] == 1
+    assert [sorted(c.ready()) for c in clients] == [[0, 1], [0, 1]]
+    for slot in slots.values():
+        expected = trained.rollout(torch.from_numpy(slot[C.OBS].copy()), deterministic=True)
+        assert slot["version"][0] == 4
+        for name in (C.ACTION, C.LOG_PROB, C.VALUE):
+            np.testing.assert_allclose(slot[name], expected[name].detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert not kernel.poll() and kernel.report()["batches"] == 0
+
+
+# ------------------------------------------------------------------------------ trainer
+
+ROWS = 3
+FIELDS = {
+    C.OBS: FieldSpec((2,), np.float32), C.ACTION: FieldSpec((), np.int64), C.REWARD: FieldSpec((), np.float32),
+    C.TERMINATED: FieldSpec((), np.bool_), C.TRUNCATED: FieldSpec((), np.bool_),
+    C.POLICY_VERSION: FieldSpec((), np.int64),
+}  # fmt: skip
+
+
+class RecordingAlgorithm(Algorithm):
+    """Keeps a copy of each batch and its env_steps; nudges the weights so versions differ."""
+
+    def __init__(self, policy):
+        super().__init__(policy, AlgorithmConfig(), 10**6)
+        self.batches = []
+
+    def step(self, batch, env_steps):
+        self.batches.append(({k: v.numpy().copy() for k, v in batch.items()}, env_steps))
+        with torch.no_grad():
+            for p in self.policy.parameters():
+                p.add_(1.0)
+        return {"loss/fake": float(len(self.batches))}
+
+
+@pytest.fixture
+def trainer(tmp_path):
+    """A TrainerKernel (batches of 2 segments, max lag 1) fed by 2 hand-driven producers."""
+    transport, policy = InlineTransport(), torch.nn.Linear(2, 2)
+    segs = {(a, 0, k): {n: np.zeros((T + 1, ROWS, *f.shape), f.dtype) for n, f in FIELDS.items()}
+            for a in (0, 1) for k in (0, 1)}  # fmt: skip
+    producers = [SampleProducer(transport, a, {(0, k): segs[(a, 0, k)] for k in (0, 1)}) for a in (0, 1)]
+    published = transport.receiver(SERVICE_IN)
+    kernel = TrainerKernel(
+        policy, RecordingAlgorithm(policy), SampleConsumer(transport, segs), ParamPublisher(transport),
+        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1, max_policy_lag=1,
+        run_dir=tmp_path, checkpoint_interval_s=3600,
+    )  # fmt: skip
+    kernel.start()
+    assert [m.header for m in published.recv_all()] == [(PUBLISH, 0)]
+    return kernel, producers, published
+
+
+def send(producer, tag, versions):
+    """Fill a free slot with values unique to `tag`, acted by `versions` (per row t), and send it."""
+    slot = producer.acquire(0)
+    seg, t = producer.slots[(0, slot)], np.arange((T + 1) * ROWS).reshape(T + 1, ROWS)
+    seg[C.OBS][:] = np.stack([t, -t], -1) + 1000 * tag
+    seg[C.ACTION][:], seg[C.REWARD][:] = t + 100 * tag, t / 2 + tag
+    seg[C.TERMINATED][:], seg[C.TRUNCATED][:] = t % 2 == 1, t % 3 == 0
+    seg[C.POLICY_VERSION][:] = np.asarray(versions).reshape(-1, 1)
+    producer.send(0, slot)
+    return {k: v.copy() for k, v in seg.items()}
+
+
+def test_trainer_copies_segments_into_batch_columns_and_publishes_each_version(trainer):
+    """Segment i fills batch columns [i*ROWS, (i+1)*ROWS) of every field; each update publishes
+    version + 1 with the updated weights; slots are released at once."""
+    kernel, producers, published = trainer
+    a, b = send(producers[0], 1, [0] * (T + 1)), send(producers[1], 2, [0] * (T + 1))
+    assert kernel.poll()
+    ((batch, env_steps),) = kernel.algorithm.batches
+    assert env_steps == T * 2 * ROWS
+    for name in FIELDS:
+        assert np.array_equal(batch[name][:, :ROWS], a[name]) and np.array_equal(batch[name][:, ROWS:], b[name]), name
+    (message,) = published.recv_all()
+    assert message.header == (PUBLISH, 1) and kernel.version == 1
+    copy = torch.nn.Linear(2, 2)
+    load_frames(copy, message.frames)
+    assert all(torch.equal(x, y) for x, y in zip(copy.state_dict().values(), kernel.policy.state_dict().values()))
+    assert [sorted([p.acquire(0), p.acquire(0)]) for p in producers] == [[0, 1], [0, 1]]
+
+
+def test_trainer_drops_stale_segments_and_reports_the_lag(trainer):
+    """At version 2 with max lag 1: a segment acted by version 0 is dropped (and released),
+    the others fill the batch; policy_lag_mean is the mean over their acted rows."""
+    kernel, producers, published = trainer
+    for _ in range(2):
+        send(producers[0], 0, [kernel.version] * (T + 1)), send(producers[1], 0, [kernel.version] * (T + 1))
+        kernel.poll()
+    assert kernel.version == 2 and kernel.report()["segments_dropped"] == 0
+    send(producers[0], 7, [0] * (T + 1))
+    b, c = send(producers[1], 8, [1, 2, 1, 2, 2]), send(producers[0], 9, [2] * (T + 1))
+    kernel.poll()
+    kernel.poll()
+    batch, _ = kernel.algorithm.batches[-1]
+    assert np.array_equal(batch[C.OBS][:, :ROWS], b[C.OBS]) and np.array_equal(batch[C.OBS][:, ROWS:], c[C.OBS])
+    report = kernel.report()
+    assert report["segments_dropped"] == 1 and report["updates"] == 1 and report["policy_version"] == 3
+    assert report["policy_lag_mean"] == pytest.approx((1 + 0 + 1 + 0) * ROWS / (2 * T * ROWS))
+    assert report["trained_env_steps"] == 3 * T * 2 * ROWS and report["loss/fake"] == 3.0
+    assert [m.header for m in published.recv_all()] == [(PUBLISH, 1), (PUBLISH, 2), (PUBLISH, 3)]
+    assert producers[0].acquire(0) is not None and producers[0].acquire(0) is not None
+
+
+def test_trainer_finish_writes_a_checkpoint_and_the_params_hash(trainer, tmp_path):
+    kernel, producers, _ = trainer
+    send(producers[0], 1, [0] * (T + 1)), send(producers[1], 2, [0] * (T + 1))
+    kernel.poll()
+    final = kernel.finish()
+    saved = checkpoint.load_latest(tmp_path)
+    assert saved["version"] == final["policy_version"] == 1 and saved["env_steps"] == T * 2 * ROWS
+    restored = torch.nn.Linear(2, 2)
+    restored.load_state_dict(saved["policy"])
+    assert final["params_sha256"] == checkpoint.params_sha256(restored) == checkpoint.params_sha256(kernel.policy)
+
+
+# ------------------------------------------------------------------------------ parameter service
+
+
+def test_param_service_keeps_the_newest_version_and_answers_want():
+    """Out-of-order publishes never replace a newer version; WANT re-sends the current one."""
+    transport = InlineTransport()
+    service, out, tx = ParamServiceKernel(transport), transport.subscriber(SERVICE_OUT), transport.sender(SERVICE_IN)
+
+    def sent():
+        service.poll()
+        return [(m.header, m.frames) for m in out.recv_all()]
+
+    tx.send((WANT, 0))
+    assert sent() == [] and service.version == -1
+    tx.send((PUBLISH, 3), [b"three"])
+    assert sent() == [((3,), [b"three"])]
+    tx.send((PUBLISH, 1), [b"one"])
+    assert sent() == [] and service.version == 3
+    tx.send((PUBLISH, 5), [b"five"])
+    tx.send((PUBLISH, 4), [b"four"])
+    assert sent() == [((5,), [b"five"])]
+    tx.send((WANT, 0))
+    assert sent() == [((5,), [b"five"])]
+    assert service.report() == {"params_version": 5, "publishes": 3}
+
+
+# ------------------------------------------------------------------------------ run monitor
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+    def time(self):
+        return 1.7e9 + self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(monitor_module, "time", fake)
+    return fake
+
+
+def monitor(**fields):
+    return RunMonitor(build_config({"experiment": "m", "total_env_steps": 1000, **fields}))
+
+
+def actor(steps, returns=()):
+    return {"env_steps": steps, "episode_returns": list(returns), "episode_lengths": [10] * len(returns)}
+
+
+def test_monitor_stops_at_total_env_steps(clock):
+    m = monitor()
+    m.on_report(Role.ACTOR, 0, actor(999))
+    assert m.stop_reason() is None
+    m.on_report(Role.ACTOR, 1, actor(1))
+    assert m.stop_reason() == "total_env_steps 1000 reached"
+
+
+def test_monitor_target_return_needs_100_episodes(clock):
+    """Reached only with >= 100 episodes whose window mean is >= the target."""
+    m = monitor(target_return=50.0, total_env_steps=10**9)
+    m.on_report(Role.ACTOR, 0, actor(10, [60.0] * 99))
+    assert m.stop_reason() is None
+    clock.now += 5
+    m.on_report(Role.ACTOR, 0, actor(10, [60.0]))
+    assert m.stop_reason().startswith("target_return 50.0 reached") and m.target_reached_s == pytest.approx(5)
+    low = monitor(target_return=50.0, total_env_steps=10**9)
+    low.on_report(Role.ACTOR, 0, actor(10, [49.0] * 150))
+    assert low.stop_reason() is None
+
+
+def test_monitor_time_limit(clock):
+    m = monitor(time_limit_s=10)
+    clock.now += 9.9
+    assert m.stop_reason() is None
+    clock.now += 0.2
+    assert m.stop_reason() == "time_limit_s 10.0 reached"
+
+
+def test_monitor_metrics(clock):
+    """Rates over the time since the last metrics(); trainer fields from the last report with updates."""
+    m = monitor()
+    trainer_report = {"policy_version": 7, "updates": 2, "segments_dropped": 1, "policy_lag_mean": 0.5,
+                      "losses/pi": 0.25, "train_time_s": 0.1}  # fmt: skip
+    m.on_report(Role.ACTOR, 0, actor(300, [4.0, 6.0]))
+    m.on_report(Role.ACTOR, 1, actor(200))
+    m.on_report(Role.TRAINER, 0, trainer_report)
+    m.on_report(Role.TRAINER, 0, {**trainer_report, "updates": 0, "segments_dropped": 2, "policy_version": 0})
+    clock.now += 2
+    assert m.metrics() == {
+        "env_steps": 500, "env_steps_per_s": 250.0, "episode_return_mean": 5.0, "episode_length_mean": 10.0,
+        "episodes": 2, "policy_version": 7, "policy_lag_mean": 0.5, "updates": 2, "segments_dropped": 3,
+        "losses/pi": 0.25,
+    }  # fmt: skip
+    clock.now += 1
+    assert m.metrics()["env_steps_per_s"] == 0.0
+    assert m.busy_s == {"trainer:0": pytest.approx(0.2)}
+
+
+def test_monitor_silent_workers_after_the_heartbeat_timeout(clock):
+    """A worker is silent once its last report (or the start, if none) is older than the timeout."""
+    m = monitor(heartbeat_timeout_s=30)
+    workers = ["actor:0", "trainer:0"]
+    m.on_report(Role.ACTOR, 0, actor(1))
+    clock.now += 30
+    assert m.silent_workers(workers) == []
+    clock.now += 1
+    assert m.silent_workers(workers) == workers
+    m.on_report(Role.ACTOR, 0, actor(1))
+    assert m.silent_workers(workers) == ["trainer:0"]
