@@ -65,6 +65,12 @@ class ExperimentConfig(BaseModel):
         2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."
     )
 
+    deterministic: bool = Field(
+        False,
+        description="Lock-step dataflow: same seed, same parameters, whatever the timing. Sets batch_segments to "
+        "num_actor_workers * ring_splits (one segment per ring group per update) and keeps every segment.",
+    )
+    max_updates: int | None = Field(None, ge=1, description="Stop after this many trainer updates.")
     total_env_steps: int = Field(1_000_000, ge=1, description="Stop after this many env steps (all actors).")
     target_return: float | None = Field(
         None, description="Stop once the mean return of the last 100 episodes reaches this."
@@ -88,6 +94,9 @@ class ExperimentConfig(BaseModel):
             raise ValueError(
                 f"envs_per_actor ({self.envs_per_actor}) must be a multiple of ring_splits ({self.ring_splits})"
             )
+        if self.deterministic:  # derived: every update is one segment from each ring group, none dropped
+            self.batch_segments = self.num_actor_workers * self.ring_splits
+            self.max_policy_lag = max(self.max_policy_lag, 1)
         return self
 
     @property

@@ -74,6 +74,8 @@ class RunMonitor:
             if self.target_reached_s is None:
                 self.target_reached_s = time.time() - self.launched_s
             return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
+        if c.max_updates is not None and self.updates >= c.max_updates:
+            return f"max_updates {c.max_updates} reached"
         if self.env_steps >= c.total_env_steps:
             return f"total_env_steps {c.total_env_steps} reached"
         if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:

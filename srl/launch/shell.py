@@ -8,6 +8,7 @@ spins: with nothing to do it blocks on the kernel's sockets and the stop signal.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 import traceback
@@ -16,6 +17,8 @@ from typing import Any
 
 REPORT_INTERVAL_S = 0.5
 IDLE_WAIT_S = 0.1
+# Tests of deterministic mode set this to perturb every worker's timing with random pauses.
+JITTER_MAX_S = float(os.environ.get("SRL_TEST_JITTER_MAX_S", "0"))
 
 
 def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | None = None) -> None:
@@ -23,7 +26,10 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
     receivers = kernel.receivers + link.receivers
     kernel.start()
     last_report = time.monotonic()
+    jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
     while not link.poll_stop():
+        if jitter is not None:
+            time.sleep(jitter.uniform(0, JITTER_MAX_S))
         if not kernel.poll():
             transport.wait(receivers, IDLE_WAIT_S)
         now = time.monotonic()

@@ -40,6 +40,7 @@ class ActorKernel:
         infer_slots: list[Slot],
         sample_length: int,
         seeds: list[int],
+        lock_step: bool = False,
     ) -> None:
         self.envs = envs
         self.inference = inference
@@ -47,6 +48,10 @@ class ActorKernel:
         self.infer_slots = infer_slots
         self.T = sample_length
         self.seeds = seeds  # reset seed of each group (env i of the group gets seed + i)
+        # lock_step (deterministic mode): segment n is acted by parameter version n exactly
+        self.lock_step = lock_step
+        self.segments_sent = [0] * len(envs)
+        self.requests_made = [0] * len(envs)
         self.slot_columns = [k for k in infer_slots[0] if k != "version"]
         splits = len(envs)
         self.t = [0] * splits  # next row to record, per group
@@ -68,7 +73,7 @@ class ActorKernel:
             self.infer_slots[s][C.OBS][:] = env.reset(seed=self.seeds[s])
             if not self._next_segment(s):
                 raise RuntimeError("no free segment slot at start")
-            self.inference.request(s)
+            self._request(s)
 
     def poll(self) -> bool:
         did = False
@@ -95,6 +100,7 @@ class ActorKernel:
         self._record(s)
         if self.t[s] == self.T:
             self.samples.send(s, self.current[s])
+            self.segments_sent[s] += 1
             self.current[s] = None
             if not self._next_segment(s):
                 return
@@ -125,7 +131,12 @@ class ActorKernel:
         slot[C.OBS][:] = out.obs
         self.t[s] = t + 1
         self.env_steps += env.num_envs
-        self.inference.request(s)
+        self._request(s)
+
+    def _request(self, s: int) -> None:
+        min_version = self.segments_sent[s] if self.lock_step else 0
+        self.inference.request(s, min_version, self.requests_made[s])
+        self.requests_made[s] += 1
 
     def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray) -> None:
         self.running_return[s] += reward

@@ -48,12 +48,17 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
     envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split) for g in groups]
     if c.inference == "inline":
-        acting = Acting(_policy(graph), ParamSubscriber(transport))
-        port: Any = LocalInferenceClient(acting, infer)
+        port: Any = LocalInferenceClient(_acting(graph, transport), infer, actor)
     else:
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor))
     seeds = [c.seed * 1_000_003 + g * c.envs_per_split for g in groups]
-    return ActorKernel(envs, port, SampleProducer(transport, actor, segments), infer, c.sample_length, seeds)
+    samples = SampleProducer(transport, actor, segments)
+    return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic)
+
+
+def _acting(graph: Graph, transport: Transport) -> Acting:
+    c = graph.config
+    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=c.seed if c.deterministic else None)
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
@@ -66,8 +71,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         for a in actors:
             infer, _ = _actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
-        acting = Acting(_policy(graph), ParamSubscriber(transport))
-        return PolicyWorkerKernel(acting, InferenceServer(transport, spec.index, actors), slots)
+        return PolicyWorkerKernel(_acting(graph, transport), InferenceServer(transport, spec.index, actors), slots)
     if spec.role == Role.TRAINER:
         segments = {}
         for a in range(c.num_actor_workers):
@@ -90,6 +94,8 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             run_dir=Path(str(c.run_dir)),
             checkpoint_interval_s=c.checkpoint_interval_s,
             resume=c.resume is not None,
+            splits_per_actor=c.ring_splits if c.deterministic else None,
+            max_updates=c.max_updates,
         )
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport)

@@ -3,6 +3,10 @@
 `Acting` is the shared piece: it runs the policy over a list of inference slots. The policy
 worker uses it for every request waiting at once (dynamic batching across actors); an actor with
 inference=inline uses the same object on its own slots.
+
+Deterministic mode (`sampling_seed` set) trades batching for reproducibility: each slot gets its
+own forward pass, with torch's generator seeded from the request's key, so an action depends on
+(seed, actor, split, step) only, never on which requests happened to share a batch.
 """
 
 from __future__ import annotations
@@ -14,33 +18,51 @@ import torch
 
 from srl.api.policy import Policy
 from srl.data import columns as C
-from srl.streams.inference import InferenceServer, Slot
+from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
 
 
+def request_seed(seed: int, r: Request) -> int:
+    """A seed for one request's sampling, from (seed, actor, split, key) only."""
+    mixed = seed
+    for part in (r.actor, r.split, r.key):
+        mixed = (mixed * 1_000_003 + part + 1) % (1 << 62)
+    return mixed
+
+
 class Acting:
-    def __init__(self, policy: Policy, params: ParamSubscriber, deterministic: bool = False) -> None:
+    def __init__(self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None) -> None:
         self.policy = policy.eval()
         self.params = params
-        self.deterministic = deterministic
+        self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
 
-    @property
-    def has_params(self) -> bool:
-        if self.params.version < 0:
-            self.params.poll(self.policy)
-        return self.params.version >= 0
-
-    def __call__(self, slots: list[Slot]) -> None:
-        started = time.perf_counter()
+    def actionable(self, requests: list[Request]) -> list[Request]:
+        """The requests that the parameters at hand may answer (after loading the newest)."""
+        if not requests:
+            return []
         self.params.poll(self.policy)
+        return [r for r in requests if r.min_version <= self.params.version] if self.params.version >= 0 else []
+
+    def __call__(self, slots: list[Slot], requests: list[Request]) -> None:
+        started = time.perf_counter()
+        if self.sampling_seed is None:
+            self._act(slots)
+        else:
+            for slot, r in zip(slots, requests):
+                torch.manual_seed(request_seed(self.sampling_seed, r))
+                self._act([slot])
+        self.batches += 1
+        self.infer_time_s += time.perf_counter() - started
+
+    def _act(self, slots: list[Slot]) -> None:
         obs = slots[0][C.OBS] if len(slots) == 1 else np.concatenate([s[C.OBS] for s in slots])
         with torch.inference_mode():
-            out = self.policy.rollout(torch.from_numpy(obs), deterministic=self.deterministic)
+            out = self.policy.rollout(torch.from_numpy(obs))
             out = {name: out[name].numpy() for name in self.outputs}
         start = 0
         for slot in slots:
@@ -50,8 +72,6 @@ class Acting:
             slot["version"][0] = self.params.version
             start = stop
         self.rows += start
-        self.batches += 1
-        self.infer_time_s += time.perf_counter() - started
 
     def report(self) -> dict:
         out = {
@@ -69,7 +89,7 @@ class PolicyWorkerKernel:
         self.acting = acting
         self.server = server
         self.slots = slots  # (actor, split) -> inference slot
-        self._waiting: list[tuple[int, int]] = []
+        self._waiting: list[Request] = []
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -80,11 +100,12 @@ class PolicyWorkerKernel:
 
     def poll(self) -> bool:
         self._waiting += self.server.poll(limit=len(self.slots))
-        if not self._waiting or not self.acting.has_params:
+        now = self.acting.actionable(self._waiting)
+        if not now:
             return False
-        refs, self._waiting = self._waiting, []
-        self.acting([self.slots[ref] for ref in refs])
-        self.server.reply(refs)
+        self._waiting = [r for r in self._waiting if r not in now]
+        self.acting([self.slots[(r.actor, r.split)] for r in now], now)
+        self.server.reply(now)
         return True
 
     def report(self) -> dict:

@@ -3,6 +3,10 @@
 Segments acted by a policy more than `max_policy_lag` versions older than the trainer's are
 dropped (and counted); the rest are copied into a preallocated batch and their slots released
 at once, so actors refill them while the trainer computes.
+
+With `splits_per_actor` set (deterministic mode), every update takes exactly one segment from each ring
+group, at that group's fixed place in the batch, whatever order they arrive in: the batch, and
+so the update, does not depend on process timing.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.streams.params import ParamPublisher
-from srl.streams.samples import SampleConsumer
+from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 
 
@@ -38,6 +42,8 @@ class TrainerKernel:
         run_dir: Path,
         checkpoint_interval_s: float,
         resume: bool = False,
+        splits_per_actor: int | None = None,
+        max_updates: int | None = None,
     ) -> None:
         self.policy, self.algorithm = policy, algorithm
         self.samples, self.params = samples, params
@@ -49,6 +55,10 @@ class TrainerKernel:
         self.batch = {n: np.zeros((steps, width, *f.shape), f.dtype) for n, f in fields.items()}
         self.tensors = {n: torch.from_numpy(a) for n, a in self.batch.items()}  # share memory
         self.filled = 0
+        self.splits_per_actor = splits_per_actor  # set: segment (actor, split) has a fixed batch place
+        self.places_filled: set[int] = set()
+        self.held: list[SegmentRef] = []  # segments for the next batch (deterministic mode)
+        self.max_updates = max_updates
         self.version = 0
         self.env_steps = 0  # env steps consumed by updates (drives schedules)
         self._reset_stats()
@@ -71,9 +81,17 @@ class TrainerKernel:
         self.params.publish(self.version, self.policy)
 
     def poll(self) -> bool:
-        refs = self.samples.poll(limit=self.batch_segments - self.filled)
+        limit = self.batch_segments if self.splits_per_actor else self.batch_segments - self.filled
+        refs, self.held = self.held + self.samples.poll(limit=limit), []
         for ref in refs:
-            self._take(self.samples.segment(ref))
+            if self.max_updates is not None and self.version >= self.max_updates:
+                self.samples.release(ref)  # done: the last update's parameters are final
+                continue
+            place = self._place(ref)
+            if place is None:
+                self.held.append(ref)
+                continue
+            self._take(self.samples.segment(ref), place)
             self.samples.release(ref)
             if self.filled == self.batch_segments:
                 self._update()
@@ -81,7 +99,14 @@ class TrainerKernel:
             self.save_checkpoint()
         return bool(refs)
 
-    def _take(self, segment: dict[str, np.ndarray]) -> None:
+    def _place(self, ref: SegmentRef) -> int | None:
+        """Where in the batch this segment goes; None: its group's place is taken (hold it)."""
+        if self.splits_per_actor is None:
+            return self.filled
+        place = ref.actor * self.splits_per_actor + ref.split
+        return None if place in self.places_filled else place
+
+    def _take(self, segment: dict[str, np.ndarray], place: int) -> None:
         versions = segment[C.POLICY_VERSION][:-1]
         lag = self.version - versions
         if int(lag.max()) > self.max_policy_lag:
@@ -89,10 +114,11 @@ class TrainerKernel:
             return
         self.lag_sum += int(lag.sum())
         self.lag_count += lag.size
-        cols = slice(self.filled * self.rows, (self.filled + 1) * self.rows)
+        cols = slice(place * self.rows, (place + 1) * self.rows)
         for name, array in self.batch.items():
             array[:, cols] = segment[name]
         self.filled += 1
+        self.places_filled.add(place)
 
     def _update(self) -> None:
         started = time.perf_counter()
@@ -102,6 +128,7 @@ class TrainerKernel:
         self.version += 1
         self.params.publish(self.version, self.policy)
         self.filled = 0
+        self.places_filled.clear()
         self.updates += 1
         self.train_time_s += time.perf_counter() - started
 
