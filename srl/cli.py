@@ -31,7 +31,16 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from srl.config import load_config
     from srl.graph import build_graph
 
-    print(build_graph(load_config(args.experiment, args.overrides)).describe())
+    graph = build_graph(load_config(args.experiment, args.overrides))
+    if args.out is None:
+        print(graph.describe())
+        return 0
+    from pathlib import Path
+
+    from srl.graph_draw import draw
+
+    draw(graph, Path(args.out))
+    print(f"wrote {args.out}")
     return 0
 
 
@@ -67,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph = sub.add_parser("graph", help="print the workers and streams of an experiment")
     graph.add_argument("experiment")
     graph.add_argument("overrides", nargs="*")
+    graph.add_argument("--out", help="draw to FILE (.png, .svg or .pdf) instead of printing")
     graph.set_defaults(fn=_cmd_graph)
     sub.add_parser("config-doc", help="print the config reference (docs/config.md)").set_defaults(fn=_cmd_config_doc)
     sub.add_parser("list", help="list registered experiments, algorithms, policies, envs").set_defaults(fn=_cmd_list)

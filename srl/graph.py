@@ -25,6 +25,16 @@ from srl.streams.layout import ArraySpec, Layout
 
 
 @dataclass(frozen=True)
+class StreamSpec:
+    """A declared stream: who writes it, who reads it, what travels (for checks and drawing)."""
+
+    name: str
+    producers: tuple[str, ...]
+    consumers: tuple[str, ...]
+    payload: str
+
+
+@dataclass(frozen=True)
 class WorkerSpec:
     role: Role
     index: int
@@ -56,6 +66,7 @@ class Graph:
     action_space: gym.Space
     policy_fields: dict[str, FieldSpec]
     workers: list[WorkerSpec] = field(default_factory=list)
+    streams: list[StreamSpec] = field(default_factory=list)
 
     @property
     def rows_per_split(self) -> int:
@@ -109,17 +120,9 @@ class Graph:
         c = self.config
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
-        for w in self.workers:
-            lines.append(f"  worker {w.name}")
-        infer = "inline in actors" if c.inference == "inline" else f"{c.num_policy_workers} policy worker(s)"
-        lines += [
-            f"  stream inference: {c.num_actor_workers} actor(s) x {c.ring_splits} split(s) x "
-            f"{self.rows_per_split} rows -> {infer}",
-            f"  stream samples: segments of {c.sample_length} steps x {self.rows_per_split} rows -> trainer "
-            f"(batch {c.batch_segments} segment(s) = {c.sample_length * self.rows_per_batch} steps)",
-            "  stream params: trainer -> params:0 -> " + ("actors" if c.inference == "inline" else "policy workers"),
-            "  stream control: every worker <-> controller",
-        ]
+        lines.append("  workers: " + " ".join(w.name for w in self.workers) + " controller")
+        for st in self.streams:
+            lines.append(f"  stream {st.name}: {', '.join(st.producers)} -> {', '.join(st.consumers)}  [{st.payload}]")
         return "\n".join(lines)
 
 
@@ -137,7 +140,7 @@ def build_graph(config: ExperimentConfig) -> Graph:
 
     try:
         agents, observation_space, action_space = describe_spaces(config.env, config.env_kwargs)
-    except registry.UnknownNameError as e:
+    except (registry.UnknownNameError, ValueError, TypeError) as e:
         raise ConfigError(f"field 'env': {e}") from None
     space_spec(observation_space), space_spec(action_space)
     try:
@@ -145,7 +148,10 @@ def build_graph(config: ExperimentConfig) -> Graph:
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policy': {e}") from None
     except TypeError as e:
-        raise ConfigError(f"field 'policy_kwargs': {e}") from None
+        raise ConfigError(
+            f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
+            f"(observation {observation_space}, action {action_space}): {e}"
+        ) from None
     graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields())
     if config.inference == "policy_worker" and config.num_policy_workers > config.num_actor_workers:
         raise ConfigError(
@@ -157,4 +163,49 @@ def build_graph(config: ExperimentConfig) -> Graph:
         workers += [WorkerSpec(Role.POLICY, p) for p in range(config.num_policy_workers)]
     workers += [WorkerSpec(Role.TRAINER, 0), WorkerSpec(Role.PARAMS, 0)]
     graph.workers = workers
+    graph.streams = declare_streams(graph)
+    check_streams(graph)
+    _check_batch(graph)
     return graph
+
+
+def declare_streams(graph: Graph) -> list[StreamSpec]:
+    """The streams the workers of `graph` are wired with (srl.workers.build follows the same rules)."""
+    c = graph.config
+    actors = [f"actor:{a}" for a in range(c.num_actor_workers)]
+    rows = f"{graph.rows_per_split} rows"
+    streams = []
+    if c.inference == "policy_worker":
+        for p in range(c.num_policy_workers):
+            mine = tuple(f"actor:{a}" for a in graph.actors_of(p))
+            streams.append(StreamSpec(f"inference.{p}", mine, (f"policy:{p}",), f"obs -> action ({rows})"))
+    T = c.sample_length
+    streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
+    subscribers = tuple(actors) if c.inference == "inline" else tuple(f"policy:{p}" for p in range(c.num_policy_workers))
+    streams.append(StreamSpec("params.in", ("trainer:0",), ("params:0",), "versioned weights"))
+    streams.append(StreamSpec("params.out", ("params:0",), subscribers, "versioned weights"))
+    everyone = tuple(w.name for w in graph.workers)
+    streams.append(StreamSpec("control", everyone, ("controller",), "reports, heartbeats"))
+    return streams
+
+
+def check_streams(graph: Graph) -> None:
+    """Every stream has a producer and a consumer, and names only workers that exist."""
+    known = {w.name for w in graph.workers} | {"controller"}
+    for st in graph.streams:
+        if not st.producers or not st.consumers:
+            side = "producer" if not st.producers else "consumer"
+            raise ConfigError(f"stream {st.name!r} has no {side}: check the worker counts")
+        unknown = sorted(set(st.producers + st.consumers) - known)
+        if unknown:
+            raise ConfigError(f"stream {st.name!r} names workers that do not exist: {unknown}")
+
+
+def _check_batch(graph: Graph) -> None:
+    """The algorithm's own check that a batch of this shape is usable (e.g. minibatch counts)."""
+    c = graph.config
+    entry = registry.algorithms.get(c.algorithm)
+    try:
+        entry.algorithm_cls.check_batch(c.algo_config, c.sample_length, graph.rows_per_batch)
+    except ValueError as e:
+        raise ConfigError(f"batch of {c.sample_length} steps x {graph.rows_per_batch} rows: {e}") from None

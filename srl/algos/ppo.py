@@ -98,6 +98,15 @@ class PPO(Algorithm):
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = _adam(self.params, lr=config.lr, eps=config.adam_eps)
 
+    @classmethod
+    def check_batch(cls, config: AlgorithmConfig, sample_length: int, rows: int) -> None:
+        assert isinstance(config, PPOConfig)
+        if config.num_minibatches > sample_length * rows:
+            raise ValueError(
+                f"algo.num_minibatches ({config.num_minibatches}) exceeds the {sample_length * rows} "
+                "transitions of a batch"
+            )
+
     def learning_rate(self, env_steps: int) -> float:
         if not self.config.anneal_lr:
             return self.config.lr

@@ -37,6 +37,10 @@ class Algorithm(ABC):
         self.config = config
         self.total_env_steps = total_env_steps  # for schedules (learning-rate annealing)
 
+    @classmethod
+    def check_batch(cls, config: AlgorithmConfig, sample_length: int, rows: int) -> None:
+        """Raise ValueError if batches of [sample_length + 1, rows] cannot work (checked before launch)."""
+
     @abstractmethod
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         """One update on `batch`; `env_steps` = steps consumed so far. Return scalar stats."""
