@@ -43,3 +43,28 @@ def test_params_hash_is_bit_exact():
     with torch.no_grad():
         b.bias[0] += 1e-7
     assert checkpoint.params_sha256(a) != checkpoint.params_sha256(b)
+
+
+def test_srl_eval_reports_the_return_of_the_saved_policy(run_dir):
+    import subprocess
+    import sys
+
+    base = ["launcher=inline", "target_return=null", f"run_dir={run_dir}", "display=off", "total_env_steps=3000"]
+    assert run_experiment(load_config("cartpole-ppo", base)) == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "srl.cli", "eval", str(run_dir), "--episodes", "3"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["episodes"] == 3 and len(result["returns"]) == 3
+    assert result["policy_version"] == summary_of(run_dir)["policy_version"]
+    assert all(r >= 1 for r in result["returns"])  # CartPole pays 1 per step survived
+
+
+def test_srl_eval_of_a_directory_without_checkpoint_is_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "srl.cli", "eval", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "no config.yaml" in proc.stderr and "Traceback" not in proc.stderr
