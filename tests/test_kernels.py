@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -19,7 +21,8 @@ from srl.streams.control import Role
 from srl.streams.inference import InferenceClient, InferenceServer
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import poison
-from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ParamPublisher, ParamSubscriber, load_frames
+from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ParamPublisher, ParamSubscriber
+from srl.streams.params import load_frames
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.workers.actor import ActorKernel
 from srl.workers.params import ParamServiceKernel
@@ -27,14 +30,14 @@ from srl.workers.policy import Acting, PolicyWorkerKernel
 from srl.workers.trainer import TrainerKernel
 
 L, T = 3, 4  # counting episode length, sample length
-SPLITS, ENVS = 2, 2  # ring splits per actor, envs per split
+SPLITS, ENVS, AGENTS, SLOTS = 2, 2, 2, 2  # ring splits per actor, envs per split, agents per env, slots
 SLOT_COLUMNS = (C.OBS, C.ACTION, C.LOG_PROB, C.VALUE, C.POLICY_VERSION)
 
 
 def counting_graph():
     return build_graph(build_config({
-        "experiment": "kernels", "env": "counting", "env_kwargs": {"episode_length": L},
-        "envs_per_actor": SPLITS * ENVS, "ring_splits": SPLITS, "sample_length": T,
+        "experiment": "kernels", "env": "counting", "env_kwargs": {"episode_length": L, "num_agents": AGENTS},
+        "envs_per_actor": SPLITS * ENVS, "ring_splits": SPLITS, "sample_length": T, "segment_slots": SLOTS,
     }))  # fmt: skip
 
 
@@ -50,7 +53,7 @@ class FakeInference:
     def __init__(self, slots):
         self.slots, self.pending, self.calls = slots, [], 0
 
-    def request(self, split):
+    def request(self, split, min_version=0, key=0):
         assert split not in self.pending, "two requests in flight for one split"
         self.pending.append(split)
 
@@ -58,11 +61,10 @@ class FakeInference:
         self.calls += 1
         answered, self.pending = self.pending, []
         for s in answered:
-            slot = self.slots[s]
-            obs = slot[C.OBS]
+            slot, obs = self.slots[s], self.slots[s][C.OBS]
             slot[C.ACTION][:] = obs[:, 2].astype(np.int64) % 2
             slot[C.LOG_PROB][:] = -obs[:, 1]
-            slot[C.VALUE][:] = 100 * obs[:, 0] + obs[:, 2]
+            slot[C.VALUE][:] = 100 * obs[:, 0] + 10 * obs[:, 3] + obs[:, 2]
             slot["version"][0] = self.calls
         return answered
 
@@ -72,9 +74,11 @@ def make_actor():
     arrays = transport.arrays(actor_block(0), graph.actor_layout())
     poison(arrays)  # an unwritten row would show up as NaN / -1
     infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(SPLITS)]
-    segments = {(s, k): sub_arrays(arrays, f"sample.{s}.{k}.") for s in range(SPLITS) for k in range(2)}
-    envs = [SerialVectorEnv([CountingEnv(s * ENVS + i, L) for i in range(ENVS)]) for s in range(SPLITS)]
-    kernel = ActorKernel(envs, FakeInference(infer), SampleProducer(transport, 0, segments), infer, T, [0] * SPLITS)
+    segments = {(s, k): sub_arrays(arrays, f"sample.{s}.{k}.") for s in range(SPLITS) for k in range(SLOTS)}
+    group_envs = lambda g: [CountingEnv(g * ENVS + e, L, AGENTS) for e in range(ENVS)]  # noqa: E731
+    envs = [SerialVectorEnv(group_envs(g)) for g in range(SPLITS)]
+    producer = SampleProducer(transport, 0, segments)
+    kernel = ActorKernel(envs, FakeInference(infer), producer, infer, T, [0] * SPLITS)
     consumer = SampleConsumer(transport, {(0, s, k): seg for (s, k), seg in segments.items()})
     return kernel, consumer
 
@@ -102,10 +106,11 @@ def test_actor_segments_chain_and_match_the_counting_envs():
     assert [len(c) for c in chains.values()] == [(polls - 1) // T] * SPLITS
     segs = [seg for _, seg in got]
     totals = check_counts([g[C.OBS] for g in segs], [g[C.TERMINATED] for g in segs], L)
-    assert totals["transitions"] == len(segs) * T * ENVS and totals["envs"] == SPLITS * ENVS
+    assert totals["transitions"] == len(segs) * T * ENVS * AGENTS and totals["envs"] == SPLITS * ENVS
     for seg in segs:
         obs, acted = seg[C.OBS], seg[C.OBS][:-1]
-        assert (seg[C.ACTION] == obs[..., 2] % 2).all() and (seg[C.VALUE] == 100 * obs[..., 0] + obs[..., 2]).all()
+        assert (seg[C.ACTION] == obs[..., 2] % 2).all()
+        assert (seg[C.VALUE] == 100 * obs[..., 0] + 10 * obs[..., 3] + obs[..., 2]).all()
         assert (seg[C.REWARD][:-1] == 1.0).all() and not seg[C.TRUNCATED][:-1].any()
         assert (seg[C.TERMINATED][:-1] == (acted[..., 2] == L - 1)).all()
         versions = seg[C.POLICY_VERSION]
@@ -115,14 +120,14 @@ def test_actor_segments_chain_and_match_the_counting_envs():
             for column in SLOT_COLUMNS:
                 assert np.array_equal(before[column][T], after[column][0]), column
     report = kernel.report()
-    episodes = SPLITS * ENVS * (polls // L)
-    assert report["env_steps"] == polls * SPLITS * ENVS
+    episodes = SPLITS * ENVS * AGENTS * (polls // L)  # one return per agent row
+    assert report["env_steps"] == polls * SPLITS * ENVS  # env steps, not rows
     assert report["episode_returns"] == [float(L)] * episodes and report["episode_lengths"] == [L] * episodes
     assert kernel.report()["env_steps"] == 0 and kernel.report()["episode_returns"] == []
 
 
 def test_actor_back_pressure_stops_after_two_segments_per_split_and_resumes():
-    """With no release the actor sends 2 segments per split, then idles without touching the held
+    """With no release the actor sends SLOTS segments per split, then idles without touching the held
     slots; a released slot lets only its split go on, from the bootstrap row it stopped at."""
     kernel, consumer = make_actor()
     kernel.start()
@@ -130,9 +135,9 @@ def test_actor_back_pressure_stops_after_two_segments_per_split_and_resumes():
     for _ in range(30):
         kernel.poll()
         held += take(consumer, release=False)
-    assert sorted((ref.split, ref.slot) for ref, _ in held) == [(s, k) for s in range(SPLITS) for k in range(2)]
+    assert sorted((r.split, r.slot) for r, _ in held) == [(s, k) for s in range(SPLITS) for k in range(SLOTS)]
     assert kernel.blocked == set(range(SPLITS))
-    assert kernel.report()["env_steps"] == 2 * T * SPLITS * ENVS
+    assert kernel.report()["env_steps"] == SLOTS * T * SPLITS * ENVS
     assert not any(kernel.poll() for _ in range(5))
     assert kernel.report()["env_steps"] == 0
     for ref, copy in held:
@@ -159,10 +164,7 @@ def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch(
     """Requests from 2 actors wait while the worker has no parameters (version -1); once a
     version is published one poll answers all 4 in one batch, with that version's outputs."""
     transport, graph = InlineTransport(), counting_graph()
-    torch.manual_seed(0)
-    policy = make_policy(graph.config, graph.observation_space, graph.action_space)
-    torch.manual_seed(1)
-    trained = make_policy(graph.config, graph.observation_space, graph.action_space)
+    policy, trained = (make_policy(graph.config, graph.observation_space, graph.action_space) for _ in "ab")
     service, slots = ParamServiceKernel(transport), {}
     rng = np.random.default_rng(0)
     for a in (0, 1):
@@ -171,7 +173,7 @@ def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch(
         for s in range(SPLITS):
             slots[(a, s)] = sub_arrays(arrays, f"infer.{s}.")
             slots[(a, s)][C.OBS][:] = rng.normal(size=slots[(a, s)][C.OBS].shape)
-    acting = Acting(policy, ParamSubscriber(transport), deterministic=True)
+    acting = Acting(policy, ParamSubscriber(transport))
     kernel = PolicyWorkerKernel(acting, InferenceServer(transport, 0, [0, 1]), slots)
     clients = [InferenceClient(transport, a, 0) for a in (0, 1)]
     kernel.start()
@@ -187,21 +189,25 @@ def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch(
     assert kernel.poll()
     assert kernel.report()["batches"] == 1
     assert [sorted(c.ready()) for c in clients] == [[0, 1], [0, 1]]
-    for slot in slots.values():
-        expected = trained.rollout(torch.from_numpy(slot[C.OBS].copy()), deterministic=True)
-        assert slot["version"][0] == 4
-        for name in (C.ACTION, C.LOG_PROB, C.VALUE):
+    for slot in slots.values():  # outputs of the published weights (actions are sampled)
+        expected = trained.analyze(torch.tensor(slot[C.OBS]), torch.tensor(slot[C.ACTION]))
+        assert slot["version"][0] == 4 and set(slot[C.ACTION].tolist()) <= {0, 1}
+        for name in (C.LOG_PROB, C.VALUE):
             np.testing.assert_allclose(slot[name], expected[name].detach().numpy(), rtol=1e-5, atol=1e-6)
     assert not kernel.poll() and kernel.report()["batches"] == 0
+    ParamPublisher(transport).publish(6, policy)  # later batches use the newest version
+    service.poll()
+    clients[1].request(0)
+    assert kernel.poll() and slots[(1, 0)]["version"][0] == 6 and slots[(0, 0)]["version"][0] == 4
 
 
 # ------------------------------------------------------------------------------ trainer
 
 ROWS = 3
 FIELDS = {
-    C.OBS: FieldSpec((2,), np.float32), C.ACTION: FieldSpec((), np.int64), C.REWARD: FieldSpec((), np.float32),
-    C.TERMINATED: FieldSpec((), np.bool_), C.TRUNCATED: FieldSpec((), np.bool_),
-    C.POLICY_VERSION: FieldSpec((), np.int64),
+    C.OBS: FieldSpec((2,), np.float32), C.ACTION: FieldSpec((), np.int64),
+    C.REWARD: FieldSpec((), np.float32), C.TERMINATED: FieldSpec((), np.bool_),
+    C.TRUNCATED: FieldSpec((), np.bool_), C.POLICY_VERSION: FieldSpec((), np.int64),
 }  # fmt: skip
 
 
@@ -250,22 +256,27 @@ def send(producer, tag, versions):
     return {k: v.copy() for k, v in seg.items()}
 
 
-def test_trainer_copies_segments_into_batch_columns_and_publishes_each_version(trainer):
+def test_trainer_copies_segments_into_batch_columns_publishes_and_checkpoints(trainer):
     """Segment i fills batch columns [i*ROWS, (i+1)*ROWS) of every field; each update publishes
-    version + 1 with the updated weights; slots are released at once."""
+    version + 1 with the updated weights; slots are released at once; finish() checkpoints."""
     kernel, producers, published = trainer
     a, b = send(producers[0], 1, [0] * (T + 1)), send(producers[1], 2, [0] * (T + 1))
     assert kernel.poll()
     ((batch, env_steps),) = kernel.algorithm.batches
     assert env_steps == T * 2 * ROWS
     for name in FIELDS:
-        assert np.array_equal(batch[name][:, :ROWS], a[name]) and np.array_equal(batch[name][:, ROWS:], b[name]), name
+        assert np.array_equal(batch[name], np.concatenate([a[name], b[name]], axis=1)), name
     (message,) = published.recv_all()
     assert message.header == (PUBLISH, 1) and kernel.version == 1
     copy = torch.nn.Linear(2, 2)
     load_frames(copy, message.frames)
-    assert all(torch.equal(x, y) for x, y in zip(copy.state_dict().values(), kernel.policy.state_dict().values()))
+    assert torch.equal(copy.weight, kernel.policy.weight) and torch.equal(copy.bias, kernel.policy.bias)
     assert [sorted([p.acquire(0), p.acquire(0)]) for p in producers] == [[0, 1], [0, 1]]
+    final = kernel.finish()  # a checkpoint of version 1 and the hash of its weights
+    saved = checkpoint.load_latest(kernel.run_dir)
+    assert saved["version"] == final["policy_version"] == 1 and saved["env_steps"] == T * 2 * ROWS
+    copy.load_state_dict(saved["policy"])
+    assert final["params_sha256"] == checkpoint.params_sha256(copy) == checkpoint.params_sha256(kernel.policy)
 
 
 def test_trainer_drops_stale_segments_and_reports_the_lag(trainer):
@@ -281,7 +292,7 @@ def test_trainer_drops_stale_segments_and_reports_the_lag(trainer):
     kernel.poll()
     kernel.poll()
     batch, _ = kernel.algorithm.batches[-1]
-    assert np.array_equal(batch[C.OBS][:, :ROWS], b[C.OBS]) and np.array_equal(batch[C.OBS][:, ROWS:], c[C.OBS])
+    assert np.array_equal(batch[C.OBS], np.concatenate([b[C.OBS], c[C.OBS]], axis=1))
     report = kernel.report()
     assert report["segments_dropped"] == 1 and report["updates"] == 1 and report["policy_version"] == 3
     assert report["policy_lag_mean"] == pytest.approx((1 + 0 + 1 + 0) * ROWS / (2 * T * ROWS))
@@ -290,25 +301,14 @@ def test_trainer_drops_stale_segments_and_reports_the_lag(trainer):
     assert producers[0].acquire(0) is not None and producers[0].acquire(0) is not None
 
 
-def test_trainer_finish_writes_a_checkpoint_and_the_params_hash(trainer, tmp_path):
-    kernel, producers, _ = trainer
-    send(producers[0], 1, [0] * (T + 1)), send(producers[1], 2, [0] * (T + 1))
-    kernel.poll()
-    final = kernel.finish()
-    saved = checkpoint.load_latest(tmp_path)
-    assert saved["version"] == final["policy_version"] == 1 and saved["env_steps"] == T * 2 * ROWS
-    restored = torch.nn.Linear(2, 2)
-    restored.load_state_dict(saved["policy"])
-    assert final["params_sha256"] == checkpoint.params_sha256(restored) == checkpoint.params_sha256(kernel.policy)
-
-
 # ------------------------------------------------------------------------------ parameter service
 
 
 def test_param_service_keeps_the_newest_version_and_answers_want():
     """Out-of-order publishes never replace a newer version; WANT re-sends the current one."""
     transport = InlineTransport()
-    service, out, tx = ParamServiceKernel(transport), transport.subscriber(SERVICE_OUT), transport.sender(SERVICE_IN)
+    service, out = ParamServiceKernel(transport), transport.subscriber(SERVICE_OUT)
+    tx = transport.sender(SERVICE_IN)
 
     def sent():
         service.poll()
@@ -331,20 +331,11 @@ def test_param_service_keeps_the_newest_version_and_answers_want():
 # ------------------------------------------------------------------------------ run monitor
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def monotonic(self):
-        return self.now
-
-    def time(self):
-        return 1.7e9 + self.now
-
-
 @pytest.fixture
 def clock(monkeypatch):
-    fake = Clock()
+    """A hand-driven clock for srl.launch.monitor: set `clock.now`."""
+    fake = SimpleNamespace(now=1000.0)
+    fake.monotonic, fake.time = (lambda: fake.now), (lambda: 1.7e9 + fake.now)
     monkeypatch.setattr(monitor_module, "time", fake)
     return fake
 
@@ -357,10 +348,13 @@ def actor(steps, returns=()):
     return {"env_steps": steps, "episode_returns": list(returns), "episode_lengths": [10] * len(returns)}
 
 
-def test_monitor_stops_at_total_env_steps(clock):
-    m = monitor()
+def test_monitor_stops_at_total_env_steps_or_time_limit(clock):
+    m = monitor(time_limit_s=10)
     m.on_report(Role.ACTOR, 0, actor(999))
+    clock.now += 9.9
     assert m.stop_reason() is None
+    clock.now += 0.2
+    assert m.stop_reason() == "time_limit_s 10.0 reached"
     m.on_report(Role.ACTOR, 1, actor(1))
     assert m.stop_reason() == "total_env_steps 1000 reached"
 
@@ -376,14 +370,6 @@ def test_monitor_target_return_needs_100_episodes(clock):
     low = monitor(target_return=50.0, total_env_steps=10**9)
     low.on_report(Role.ACTOR, 0, actor(10, [49.0] * 150))
     assert low.stop_reason() is None
-
-
-def test_monitor_time_limit(clock):
-    m = monitor(time_limit_s=10)
-    clock.now += 9.9
-    assert m.stop_reason() is None
-    clock.now += 0.2
-    assert m.stop_reason() == "time_limit_s 10.0 reached"
 
 
 def test_monitor_metrics(clock):

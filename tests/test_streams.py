@@ -36,8 +36,7 @@ class World:
         self.run_id = "t" + secrets.token_hex(4)
         self.inline = InlineTransport() if kind == "inline" else None
         self.ipc_dir = make_ipc_dir(self.run_id) if kind == "local" else None
-        self.transports: list[LocalTransport] = []
-        self.blocks: list[SharedBlocks] = []
+        self.transports, self.blocks = [], []  # LocalTransports and SharedBlocks to close at the end
 
     def __call__(self):
         if self.inline is not None:
@@ -92,9 +91,7 @@ def until(done, step) -> None:
 
 def linear(fill: float) -> torch.nn.Linear:
     module = torch.nn.Linear(3, 2)
-    with torch.no_grad():
-        module.weight.fill_(fill)
-        module.bias.fill_(-fill)
+    torch.nn.init.constant_(module.weight, fill), torch.nn.init.constant_(module.bias, -fill)
     return module
 
 
@@ -122,14 +119,8 @@ def test_frames_round_trip_byte_exact(world):
     """bytes, memoryviews and arrays of several dtypes (and a 4 MB frame) arrive bit for bit."""
     rx, tx = world().receiver("q"), world().sender("q")
     rng = np.random.default_rng(0)
-    frames = [
-        b"",
-        b"abc",
-        memoryview(b"view"),
-        np.arange(7, dtype=np.float64) / 3,
-        rng.random((5, 3)) > 0.5,
-        rng.integers(0, 256, 4 << 20, dtype=np.uint8),
-    ]
+    frames = [b"", b"abc", memoryview(b"view"), np.arange(7, dtype=np.float64) / 3, rng.random((5, 3)) > 0.5]
+    frames.append(rng.integers(0, 256, 4 << 20, dtype=np.uint8))  # 4 MiB
     tx.send((7, -1), frames)
     (message,) = gather(rx.recv_all, 1)
     assert message.header == (7, -1)
@@ -172,12 +163,14 @@ def test_publisher_reaches_every_subscriber(world):
     world.settle()
     pump(send=False)
     for inbox in got:
-        assert [(m.header, [bytes(f) for f in m.frames]) for m in inbox if m.header[0] == 1] == [((1, 9), [b"payload"])]
+        finals = [(m.header, [bytes(f) for f in m.frames]) for m in inbox if m.header[0] == 1]
+        assert finals == [((1, 9), [b"payload"])]
 
 
 def test_arrays_are_shared_between_endpoints(world):
     """Writes through one endpoint's views are seen by another's (shared memory for local)."""
-    layout = Layout({"x": ArraySpec((4, 3), np.float32), "n": ArraySpec((5,), np.int64), "b": ArraySpec((2,), np.bool_)})
+    specs = {"x": ((4, 3), np.float32), "n": ((5,), np.int64), "b": ((2,), np.bool_)}
+    layout = Layout({name: ArraySpec(*spec) for name, spec in specs.items()})
     world.declare("blk", layout)
     a, b = world().arrays("blk", layout), world().arrays("blk", layout)
     a["x"][:] = np.arange(12).reshape(4, 3)
@@ -230,14 +223,16 @@ def test_inference_replies_reach_only_the_asking_actor(world):
     clients = [InferenceClient(world(), a, 0) for a in (0, 1)]
     for client in clients:
         client.request(0)
-        client.request(1)
-    refs = gather(lambda: server.poll(limit=4), 4)
-    assert sorted(refs) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    server.reply([r for r in refs if r[0] == 0])
+        client.request(1, min_version=3, key=7)
+    requests = gather(lambda: server.poll(limit=4), 4)
+    assert sorted((r.actor, r.split, r.min_version, r.key) for r in requests) == [
+        (0, 0, 0, 0), (0, 1, 3, 7), (1, 0, 0, 0), (1, 1, 3, 7)
+    ]  # fmt: skip
+    server.reply([r for r in requests if r.actor == 0])
     assert sorted(gather(clients[0].ready, 2)) == [0, 1]
     world.settle()
     assert clients[1].ready() == []
-    server.reply([r for r in refs if r[0] == 1])
+    server.reply([r for r in requests if r.actor == 1])
     assert sorted(gather(clients[1].ready, 2)) == [0, 1]
     world.settle()
     assert clients[0].ready() == [] and clients[1].ready() == [] and server.poll(limit=4) == []
@@ -246,11 +241,12 @@ def test_inference_replies_reach_only_the_asking_actor(world):
 def test_sample_slots_back_pressure_and_release(world):
     """acquire until None, send, the trainer sees the data in place, releases one slot, and only
     that slot is handed out again: a held slot is never given twice."""
-    layout = Layout({f"sample.{s}.{k}.obs": ArraySpec((3, 2), np.float32) for s in range(2) for k in range(2)})
+    slots = [(s, k) for s in range(2) for k in range(2)]  # (split, slot)
+    layout = Layout({f"sample.{s}.{k}.obs": ArraySpec((3, 2), np.float32) for s, k in slots})
     world.declare("actor0", layout)
     mine, theirs = world().arrays("actor0", layout), world().arrays("actor0", layout)
-    producer = SampleProducer(world(), 0, {(s, k): sub_arrays(mine, f"sample.{s}.{k}.") for s in range(2) for k in range(2)})
-    consumer = SampleConsumer(world(), {(0, s, k): sub_arrays(theirs, f"sample.{s}.{k}.") for s in range(2) for k in range(2)})
+    producer = SampleProducer(world(), 0, {(s, k): sub_arrays(mine, f"sample.{s}.{k}.") for s, k in slots})
+    consumer = SampleConsumer(world(), {(0, s, k): sub_arrays(theirs, f"sample.{s}.{k}.") for s, k in slots})
     held = [producer.acquire(0), producer.acquire(0)]
     assert sorted(held) == [0, 1] and producer.acquire(0) is None
     for slot in held:
@@ -291,6 +287,9 @@ def test_params_late_joiner_and_monotonic_versions(world):
     for _ in range(20):
         pump()
     assert seen == sorted(seen) and seen[-1] == 3 and mine.weight.eq(3.0).all()
+    service_transport.publisher(SERVICE_OUT).send((2,), state_frames(linear(2.0)))  # an older version
+    world.settle()
+    assert not subscriber.poll(mine) and subscriber.version == 3 and mine.weight.eq(3.0).all()
 
     frames = state_frames(linear(5.0))
     with pytest.raises(ValueError, match="tensors"):
@@ -336,22 +335,10 @@ def test_control_reports_and_stop_broadcast(world):
         decode_report(Message((1, 0, 0), [b"[1, 2]"]))
 
 
-# ------------------------------------------------------------------------------ known bugs
-
-ZERO_COPY = (
-    "_ZmqSender.send uses copy=False: pyzmq sends frames >= zmq.COPY_THRESHOLD (64 KiB) zero-copy, "
-    "reading the buffer after send() returned; state_frames() are numpy views of the parameters, so "
-    "an in-place update after publish leaks into the queued version"
-)
-NON_CONTIGUOUS = (
-    "InlineTransport's _own() does memoryview(f).cast('B'), which raises TypeError for a "
-    "non-C-contiguous array; LocalTransport sends np.ascontiguousarray(f)"
-)
+# ------------------------------------------------------------------------------ frames are values
 
 
-@pytest.mark.parametrize(
-    "world", ["inline", pytest.param("local", marks=pytest.mark.xfail(strict=True, reason=ZERO_COPY))], indirect=True
-)
+@pytest.mark.parametrize("world", ["inline", "local"], indirect=True)
 def test_a_published_version_is_a_snapshot_of_the_weights(world):
     """Weights change in place after a publish (the next optimizer step); the version must still
     carry the weights it had when published. Made deterministic by publishing before the
@@ -367,13 +354,11 @@ def test_a_published_version_is_a_snapshot_of_the_weights(world):
     assert [bytes(f) == s.tobytes() for f, s in zip(service.latest.frames, snapshot)] == [True, True]
 
 
-@pytest.mark.parametrize(
-    "world", [pytest.param("inline", marks=pytest.mark.xfail(strict=True, reason=NON_CONTIGUOUS)), "local"], indirect=True
-)
+@pytest.mark.parametrize("world", ["inline", "local"], indirect=True)
 def test_non_contiguous_array_frames_are_sent_as_their_values(world):
     """Any numpy array is a valid frame (Sender.send's signature); it arrives as its C-order bytes."""
     rx, tx = world().receiver("q"), world().sender("q")
     a = np.arange(24, dtype=np.int32).reshape(4, 6)
     tx.send((1,), [a[:, ::2], a.T])
     (message,) = gather(rx.recv_all, 1)
-    assert [bytes(f) for f in message.frames] == [np.ascontiguousarray(a[:, ::2]).tobytes(), np.ascontiguousarray(a.T).tobytes()]
+    assert [bytes(f) for f in message.frames] == [a[:, ::2].tobytes(), a.T.tobytes()]  # tobytes: C order

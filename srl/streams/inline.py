@@ -13,7 +13,7 @@ from srl.streams.transport import Message, Receiver, Sender, Transport
 
 def _own(frames: Sequence[bytes | memoryview | np.ndarray]) -> list[bytes]:
     # Copy, as a socket would: the sender may overwrite its buffer right after sending.
-    return [bytes(memoryview(f).cast("B")) if not isinstance(f, bytes) else f for f in frames]
+    return [f if isinstance(f, bytes) else np.ascontiguousarray(f).tobytes() for f in frames]
 
 
 class _Queue(Receiver, Sender):

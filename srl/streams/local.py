@@ -43,7 +43,9 @@ class _ZmqSender(Sender):
         self.socket = socket
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
-        self.socket.send_multipart([encode_header(header), *(_frame(f) for f in frames)], copy=len(frames) == 0)
+        # copy=True: zmq must own the bytes before send returns; without it, frames over 64 KiB
+        # are read later from the caller's buffer, which the caller may already be overwriting
+        self.socket.send_multipart([encode_header(header), *(_frame(f) for f in frames)], copy=True)
 
 
 def shm_name(run_id: str, block: str) -> str:
