@@ -160,6 +160,24 @@ def test_actor_back_pressure_stops_after_two_segments_per_split_and_resumes():
 # ------------------------------------------------------------------------------ policy worker
 
 
+def test_actor_counts_an_episode_once_when_all_agents_of_the_env_are_done():
+    """An agent done early repeats its flag until the env ends: still one episode per agent."""
+    kernel, _ = make_actor()
+    rows = ENVS * AGENTS
+    reward = np.ones(rows, np.float32)
+    early = np.zeros(rows, bool)
+    early[0] = True  # env 0, agent 0 finished early; its flag repeats on every later step
+    for _ in range(3):
+        kernel._count_episodes(0, reward, early)
+    assert kernel.finished_returns == []
+    everyone = early.copy()
+    everyone[:AGENTS] = True  # now every agent of env 0 is done
+    kernel._count_episodes(0, reward, everyone)
+    assert kernel.finished_returns == [4.0] * AGENTS and kernel.finished_lengths == [4] * AGENTS
+    assert kernel.running_return[0][:AGENTS].tolist() == [0.0] * AGENTS
+    assert kernel.running_return[0][AGENTS:].tolist() == [4.0] * (rows - AGENTS)
+
+
 def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch():
     """Requests from 2 actors wait while the worker has no parameters (version -1); once a
     version is published one poll answers all 4 in one batch, with that version's outputs."""

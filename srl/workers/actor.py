@@ -139,13 +139,17 @@ class ActorKernel:
         self.requests_made[s] += 1
 
     def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray) -> None:
+        """An env's episode ends when all its agents are done (an agent done early may repeat
+        its flag until then); each agent's return then counts as one finished episode."""
         self.running_return[s] += reward
         self.running_length[s] += 1
         if done.any():
-            self.finished_returns += self.running_return[s][done].tolist()
-            self.finished_lengths += self.running_length[s][done].tolist()
-            self.running_return[s][done] = 0.0
-            self.running_length[s][done] = 0
+            agents = len(self.envs[s].agents)
+            ended = np.repeat(done.reshape(-1, agents).all(axis=1), agents)
+            self.finished_returns += self.running_return[s][ended].tolist()
+            self.finished_lengths += self.running_length[s][ended].tolist()
+            self.running_return[s][ended] = 0.0
+            self.running_length[s][ended] = 0
 
     def report(self) -> dict:
         out = {
