@@ -53,6 +53,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from srl.bench import bench_sampling
+
+    result = bench_sampling(args.env_id, args.overrides)
+    print(json.dumps(result))
+    return 0 if result["exit_code"] == 0 else 1
+
+
 def _cmd_config_doc(args: argparse.Namespace) -> int:
     from srl.config import config_reference
 
@@ -78,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("overrides", nargs="*")
     graph.add_argument("--out", help="draw to FILE (.png, .svg or .pdf) instead of printing")
     graph.set_defaults(fn=_cmd_graph)
+    bench = sub.add_parser("bench", help="measure srl: srl bench sampling ENV_ID [key=value ...]")
+    bench.add_argument("what", choices=["sampling"])
+    bench.add_argument("env_id")
+    bench.add_argument("overrides", nargs="*", help="e.g. num_actor_workers=2 time_limit_s=20")
+    bench.set_defaults(fn=_cmd_bench)
     sub.add_parser("config-doc", help="print the config reference (docs/config.md)").set_defaults(fn=_cmd_config_doc)
     sub.add_parser("list", help="list registered experiments, algorithms, policies, envs").set_defaults(fn=_cmd_list)
     return parser

@@ -1,5 +1,6 @@
 """Built-in policies; importing this package registers them (see srl.api.registry)."""
 
 from srl.models.mlp import ActorCriticMLP
+from srl.models.random_policy import RandomPolicy
 
-__all__ = ["ActorCriticMLP"]
+__all__ = ["ActorCriticMLP", "RandomPolicy"]

@@ -1,0 +1,50 @@
+"""`srl bench sampling ENV_ID [key=value ...]`: the dataflow's sampling speed on an env.
+
+The same workers and streams as training, with a random policy and a trainer that consumes
+segments and learns nothing, for `time_limit_s` seconds. The rate is taken between the first
+and the last report, so process start-up is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from srl.config import build_config, parse_overrides
+from srl.launch.run import run_experiment
+
+SAMPLING_DEFAULTS: dict[str, Any] = {
+    "experiment": "bench-sampling",
+    "policy": "random",
+    "algorithm": "none",
+    "launcher": "local",
+    "time_limit_s": 10.0,
+    "total_env_steps": 10**12,
+    "display": "off",
+    "log_interval_s": 0.5,
+}
+
+
+def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="srl-bench-") as tmp:
+        values = {**SAMPLING_DEFAULTS, "env": env_id, "run_dir": str(Path(tmp) / "run")}
+        values.update(parse_overrides(overrides))
+        config = build_config(values)
+        code = run_experiment(config)
+        lines = [json.loads(x) for x in (Path(str(config.run_dir)) / "metrics.jsonl").read_text().splitlines()]
+    started = next((x for x in lines if x["env_steps"] > 0), lines[0])
+    last = lines[-1]
+    seconds = last["time_s"] - started["time_s"]
+    return {
+        "benchmark": "sampling",
+        "env": env_id,
+        "env_steps_per_s": round((last["env_steps"] - started["env_steps"]) / seconds, 1) if seconds > 0 else None,
+        "env_steps": last["env_steps"],
+        "measured_s": round(seconds, 3),
+        "exit_code": code,
+        "config": {k: config.model_dump()[k] for k in ("launcher", "num_actor_workers", "envs_per_actor",
+                                                        "ring_splits", "inference", "num_policy_workers",
+                                                        "sample_length")},
+    }

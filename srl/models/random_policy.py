@@ -1,0 +1,31 @@
+"""A policy that acts uniformly at random and has no parameters to learn: for measuring the
+dataflow's sampling speed (`srl bench sampling`) without inference cost."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+
+from srl.api.policy import FieldSpec, Policy
+from srl.api.registry import register_policy
+
+
+@register_policy("random")
+class RandomPolicy(Policy):
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__(observation_space, action_space)
+        if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
+            raise TypeError(f"random policy: unsupported action space {action_space}")
+
+    def rollout_fields(self) -> dict[str, FieldSpec]:
+        return {}
+
+    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+        n, space = obs.shape[0], self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return {"action": torch.randint(int(space.start), int(space.start + space.n), (n,))}
+        low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+        return {"action": low + (high - low) * torch.rand(n, *space.shape)}
+
+    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError("the random policy does not train")

@@ -1,0 +1,18 @@
+"""`srl bench sampling` prints one JSON line with a measured rate (no speed is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_sampling_prints_one_json_line_last():
+    proc = subprocess.run(
+        [sys.executable, "-m", "srl.cli", "bench", "sampling", "CartPole-v1", "time_limit_s=3", "num_actor_workers=2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["env"] == "CartPole-v1" and result["env_steps_per_s"] > 0
+    assert result["config"]["num_actor_workers"] == 2 and result["measured_s"] > 1
