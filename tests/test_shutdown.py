@@ -55,6 +55,7 @@ def test_crashing_env_reports_its_traceback_and_exits_nonzero(run_dir):
     assert 'crashing_env.py", line' in out  # the worker's own traceback, not the controller's
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "worker failed" and "boom" in summary["error"]
+    assert summary["params_sha256"], "the other workers stopped cleanly: the trainer saved its state"
 
 
 def test_ctrl_c_stops_every_worker_and_exits_130(run_dir):

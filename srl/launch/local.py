@@ -24,6 +24,7 @@ from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP, Kind, decode_r
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
 
 STOP_GRACE_S = 10.0
+FAILURE_GRACE_S = 3.0  # a failed run may hold a hung worker: do not wait long for it
 POLL_S = 0.05
 
 
@@ -57,6 +58,10 @@ def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
             reason = _supervise(graph, outputs, monitor, transport, inbox, procs)
         except (KeyboardInterrupt, _Terminated):
             reason = "interrupted"
+        except WorkerFailed:
+            # the others still stop cleanly: the trainer keeps its last checkpoint
+            _stop_workers(stopper, inbox, procs, monitor, grace_s=FAILURE_GRACE_S)
+            raise
         _stop_workers(stopper, inbox, procs, monitor)
         return reason
     finally:
@@ -102,10 +107,12 @@ def _supervise(graph, outputs, monitor, transport, inbox, procs) -> str:
             return reason
 
 
-def _stop_workers(stopper, inbox, procs: dict[str, mp.Process], monitor: RunMonitor) -> None:
+def _stop_workers(
+    stopper, inbox, procs: dict[str, mp.Process], monitor: RunMonitor, grace_s: float = STOP_GRACE_S
+) -> None:
     """Tell every worker to stop (again and again: a late subscriber misses one broadcast),
     collect their final reports, then force whoever is left."""
-    deadline = time.monotonic() + STOP_GRACE_S
+    deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         stopper.send((STOP,))
         time.sleep(POLL_S)
