@@ -15,6 +15,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from srl.streams.control import Kind
+
 REPORT_INTERVAL_S = 0.5
 IDLE_WAIT_S = 0.1
 # Tests of deterministic mode set this to perturb every worker's timing with random pauses.
@@ -72,5 +74,3 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
             transport.close()
             os._exit(code)  # skip atexit handlers inherited from the controller through fork
 
-
-from srl.streams.control import Kind  # noqa: E402  (kept light: the shell module is imported early)

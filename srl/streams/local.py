@@ -84,6 +84,7 @@ class LocalTransport(Transport):
         self._sockets: list[zmq.Socket] = []
         self._shms: list[shared_memory.SharedMemory] = []
         self._publishers: dict[str, _ZmqSender] = {}
+        self._pollers: dict[tuple[int, ...], zmq.Poller] = {}  # one per set of receivers waited on
 
     def _address(self, name: str) -> str:
         return f"ipc://{self.ipc_dir / name}"
@@ -125,10 +126,13 @@ class LocalTransport(Transport):
         return layout.views(shm.buf)
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
-        poller = zmq.Poller()
-        for receiver in receivers:
-            assert isinstance(receiver, _ZmqReceiver)
-            poller.register(receiver.socket, zmq.POLLIN)
+        key = tuple(id(r) for r in receivers)
+        poller = self._pollers.get(key)
+        if poller is None:
+            poller = self._pollers[key] = zmq.Poller()
+            for receiver in receivers:
+                assert isinstance(receiver, _ZmqReceiver)
+                poller.register(receiver.socket, zmq.POLLIN)
         poller.poll(max(0, int(timeout_s * 1000)))
 
     def close(self) -> None:
