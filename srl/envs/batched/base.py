@@ -110,7 +110,8 @@ class BatchedTorchEnv(ABC):
                 self._reward = torch.zeros(rows, dtype=torch.float32, device=self.device)
                 self._terminated = torch.zeros(rows, dtype=torch.bool, device=self.device)
                 self._truncated = torch.zeros(rows, dtype=torch.bool, device=self.device)
-            self._obs = torch.zeros(rows, *self.observation_space.shape, dtype=torch.float32, device=self.device)
+            obs_shape = self.observation_space.shape
+            self._obs = torch.zeros(rows, *obs_shape, dtype=torch.float32, device=self.device)
             self._build_state()
 
     # -- sizes ------------------------------------------------------------------------------------
@@ -209,7 +210,9 @@ class BatchedTorchEnv(ABC):
         self._terminated.view(shape).copy_(self._env_terminated.unsqueeze(1).expand(shape))
         self._truncated.view(shape).copy_(self._env_truncated.unsqueeze(1).expand(shape))
 
-    def _uniform(self, shape: tuple[int, ...], low: float | torch.Tensor, high: float | torch.Tensor) -> torch.Tensor:
+    def _uniform(
+        self, shape: tuple[int, ...], low: float | torch.Tensor, high: float | torch.Tensor
+    ) -> torch.Tensor:
         """Uniform [low, high) samples in `dtype` drawn with the env's generator."""
         u = torch.rand(shape, generator=self.generator, device=self.device, dtype=self.dtype)
         return u.mul_(high - low).add_(low)
@@ -249,13 +252,16 @@ class TorchVectorEnv(VectorEnv):
     def step(self, actions: np.ndarray) -> VectorStep:
         actions = np.asarray(actions)
         if actions.shape[:1] != (self.num_rows,):
-            raise ValueError(f"expected actions shaped [{self.num_rows}, ...] (one per row), got {actions.shape}")
+            raise ValueError(
+                f"expected actions shaped [{self.num_rows}, ...] (one per row), got {actions.shape}"
+            )
         if self._discrete:
             actions = actions.reshape(self.num_rows).astype(np.int64, copy=False)
         else:
             actions = actions.astype(np.float32, copy=False)
         obs, reward, terminated, truncated = self.env.step(torch.from_numpy(np.ascontiguousarray(actions)))
-        return VectorStep(self._numpy(obs), self._numpy(reward), self._numpy(terminated), self._numpy(truncated))
+        numpy = self._numpy
+        return VectorStep(numpy(obs), numpy(reward), numpy(terminated), numpy(truncated))
 
     def close(self) -> None:
         self.env.close()

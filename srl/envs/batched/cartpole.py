@@ -71,7 +71,8 @@ class BatchedCartPole(BatchedTorchEnv):
         self._beyond = torch.zeros(2, n, dtype=torch.bool, device=self.device)
         # Constants as tensors: a Python float operand costs a conversion per op.
         self._limits = torch.tensor([[X_THRESHOLD], [THETA_THRESHOLD]], **kw)
-        self._force_table = torch.tensor([-FORCE_MAG / TOTAL_MASS, FORCE_MAG / TOTAL_MASS], **kw)  # action -> force / total_mass
+        # action -> force / total_mass
+        self._force_table = torch.tensor([-FORCE_MAG / TOTAL_MASS, FORCE_MAG / TOTAL_MASS], **kw)
         self._four_thirds_length = torch.tensor(4.0 / 3.0 * LENGTH, **kw)
         self._gravity = torch.tensor(GRAVITY, **kw)
 

@@ -95,7 +95,9 @@ class BatchedSpread(BatchedTorchEnv):
     def _prepare_actions(self, actions: Any) -> torch.Tensor:
         actions = torch.as_tensor(actions, device=self.device)
         if actions.numel() != self.num_rows:
-            raise ValueError(f"expected {self.num_rows} Spread actions (one per row), got shape {tuple(actions.shape)}")
+            raise ValueError(
+                f"expected {self.num_rows} Spread actions (one per row), got shape {tuple(actions.shape)}"
+            )
         return actions.reshape(self.num_envs, self.num_agents).long()
 
     def _advance(self, actions: torch.Tensor) -> None:
