@@ -2,5 +2,6 @@
 
 import srl.algos  # noqa: F401
 import srl.envs  # noqa: F401
+import srl.envs.batched  # noqa: F401
 import srl.experiments  # noqa: F401
 import srl.models  # noqa: F401

@@ -47,6 +47,12 @@ class ExperimentConfig(BaseModel):
         default_factory=dict, description="Hyperparameters of `algorithm` (its own typed config)."
     )
 
+    pod: bool = Field(
+        False,
+        description="One pod process steps a batched env (envs_per_actor of them) and trains on `device`; "
+        "no actors, policy workers or streams. Needs a batched env (batched-cartpole, ...).",
+    )
+    device: str = Field("cpu", description="Torch device of a pod (cpu, cuda, cuda:1, ...).")
     num_actor_workers: int = Field(1, ge=1, description="Actor worker processes, each stepping a ring of envs.")
     envs_per_actor: int = Field(16, ge=1, description="Environments in each actor's ring.")
     ring_splits: int = Field(

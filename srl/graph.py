@@ -113,6 +113,8 @@ class Graph:
         return Layout(arrays)
 
     def block_layouts(self) -> dict[str, Layout]:
+        if self.config.pod:
+            return {}
         layout = self.actor_layout()
         return {actor_block(a): layout for a in range(self.config.num_actor_workers)}
 
@@ -153,6 +155,8 @@ def build_graph(config: ExperimentConfig) -> Graph:
             f"(observation {observation_space}, action {action_space}): {e}"
         ) from None
     graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields())
+    if config.pod:
+        return _pod_graph(graph)
     if config.inference == "policy_worker" and config.num_policy_workers > config.num_actor_workers:
         raise ConfigError(
             f"num_policy_workers ({config.num_policy_workers}) exceeds num_actor_workers "
@@ -165,6 +169,20 @@ def build_graph(config: ExperimentConfig) -> Graph:
     graph.workers = workers
     graph.streams = declare_streams(graph)
     check_streams(graph)
+    _check_batch(graph)
+    return graph
+
+
+def _pod_graph(graph: Graph) -> Graph:
+    """A pod: one worker, nothing streamed but its reports."""
+    from srl.envs.batched import BATCHED_ENVS
+
+    if graph.config.env not in BATCHED_ENVS:
+        raise ConfigError(
+            f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {graph.config.env!r}"
+        )
+    graph.workers = [WorkerSpec(Role.POD, 0)]
+    graph.streams = [StreamSpec("control", ("pod:0",), ("controller",), "reports, heartbeats")]
     _check_batch(graph)
     return graph
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
+from srl.algos.adam import Adam
 from srl.algos.gae import compute_gae
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
@@ -212,13 +213,9 @@ class PPO(Algorithm):
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-def _adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
-    """Fused Adam (one kernel over all parameters; ~3x faster than foreach for a 64x64 MLP on
-    CPU) where this torch build supports it for the parameters' device, else foreach Adam."""
-    try:
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-    except (RuntimeError, ValueError):
-        return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
+def _adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> Adam:
+    """srl's Adam: torch's fused Adam kernel without torch.optim's 1.5 s import (see adam.py)."""
+    return Adam(params, lr=lr, eps=eps)
 
 
 def _explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:

@@ -38,10 +38,10 @@ class RunMonitor:
         for key in PER_WORKER_TIMES:
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
-        if role == Role.ACTOR:
+        if role in (Role.ACTOR, Role.POD):
             self.env_steps += payload["env_steps"]
             self.episodes.add(payload["episode_returns"], payload["episode_lengths"])
-        elif role == Role.TRAINER:
+        if role in (Role.TRAINER, Role.POD):
             self.updates += payload["updates"]
             self.segments_dropped += payload["segments_dropped"]
             if payload["updates"] or not self.trainer:

@@ -28,10 +28,11 @@ class Role(IntEnum):
     POLICY = 1
     TRAINER = 2
     PARAMS = 3
+    POD = 4  # env, policy and trainer in one process (srl.workers.pod)
 
     @property
     def title(self) -> str:
-        return {0: "actor", 1: "policy", 2: "trainer", 3: "params"}[int(self)]
+        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod"}[int(self)]
 
 
 class WorkerLink:

@@ -99,4 +99,13 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         )
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport)
+    if spec.role == Role.POD:
+        from srl.workers.pod import make_pod
+
+        return make_pod(
+            env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
+            algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
+            total_env_steps=c.total_env_steps, seed=c.seed, device=c.device, run_dir=Path(str(c.run_dir)),
+            checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None,
+        )
     raise ValueError(f"unknown role {spec.role}")
