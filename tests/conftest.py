@@ -25,8 +25,13 @@ def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:
     return out
 
 
+# Runs started by this test session name their blocks with this prefix, so another srl run on
+# the machine at the same time cannot trip the leak check.
+SESSION_PREFIX = f"t{os.getpid()}x"
+
+
 def srl_shm() -> list[str]:
-    return sorted(p.name for p in Path("/dev/shm").glob("srl_*"))
+    return sorted(p.name for p in Path("/dev/shm").glob(f"srl_{SESSION_PREFIX}*"))
 
 
 @pytest.fixture(autouse=True)
@@ -52,3 +57,4 @@ def run_dir(tmp_path: Path) -> Path:
 
 def pytest_configure(config):
     os.environ.setdefault("SRL_IPC_DIR", "/tmp")
+    os.environ["SRL_RUN_ID_PREFIX"] = SESSION_PREFIX

@@ -38,7 +38,8 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     """Run until a stop rule fires; return the reason. Raises WorkerFailed on a worker error."""
-    run_id = secrets.token_hex(4)
+    # The prefix lets a test session tell its own shared memory from other runs on the machine.
+    run_id = os.environ.get("SRL_RUN_ID_PREFIX", "") + secrets.token_hex(4)
     ipc_dir = make_ipc_dir(run_id)
     blocks = SharedBlocks(run_id, graph.block_layouts())
     procs: dict[str, mp.Process] = {}
