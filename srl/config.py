@@ -88,6 +88,13 @@ class ExperimentConfig(BaseModel):
     display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
     heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
+    max_restarts: int = Field(
+        3, ge=0, description="Restarts of one worker allowed within restart_window_s; one more failure ends "
+        "the run with its traceback (0: any failure ends the run). Trainers resume from their checkpoint."
+    )
+    restart_window_s: float = Field(
+        60.0, gt=0, description="Seconds over which max_restarts is counted (a crash loop ends the run)."
+    )
 
     @field_validator("modules", mode="before")
     @classmethod

@@ -113,10 +113,13 @@ class Graph:
         return Layout(arrays)
 
     def block_layouts(self) -> dict[str, Layout]:
+        from srl.streams.incarnations import INCARNATIONS_BLOCK, incarnations_layout
+
+        restarts = {INCARNATIONS_BLOCK: incarnations_layout([w.name for w in self.workers])}
         if self.config.pod:
-            return {}
+            return restarts
         layout = self.actor_layout()
-        return {actor_block(a): layout for a in range(self.config.num_actor_workers)}
+        return {**{actor_block(a): layout for a in range(self.config.num_actor_workers)}, **restarts}
 
     def describe(self) -> str:
         c = self.config

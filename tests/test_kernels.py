@@ -215,7 +215,7 @@ def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch(
     assert not kernel.poll() and kernel.report()["batches"] == 0
     ParamPublisher(transport).publish(6, policy)  # later batches use the newest version
     service.poll()
-    clients[1].request(0)
+    clients[1].request(0, key=1)  # a split's requests are counted by their key
     assert kernel.poll() and slots[(1, 0)]["version"][0] == 6 and slots[(0, 0)]["version"][0] == 4
 
 
@@ -258,7 +258,7 @@ def trainer(tmp_path):
         run_dir=tmp_path, checkpoint_interval_s=3600,
     )  # fmt: skip
     kernel.start()
-    assert [m.header for m in published.recv_all()] == [(PUBLISH, 0)]
+    assert [m.header for m in published.recv_all()] == [(PUBLISH, 0, 0)]
     return kernel, producers, published
 
 
@@ -285,7 +285,7 @@ def test_trainer_copies_segments_into_batch_columns_publishes_and_checkpoints(tr
     for name in FIELDS:
         assert np.array_equal(batch[name], np.concatenate([a[name], b[name]], axis=1)), name
     (message,) = published.recv_all()
-    assert message.header == (PUBLISH, 1) and kernel.version == 1
+    assert message.header == (PUBLISH, 1, 0) and kernel.version == 1
     copy = torch.nn.Linear(2, 2)
     load_frames(copy, message.frames)
     assert torch.equal(copy.weight, kernel.policy.weight) and torch.equal(copy.bias, kernel.policy.bias)
@@ -315,7 +315,7 @@ def test_trainer_drops_stale_segments_and_reports_the_lag(trainer):
     assert report["segments_dropped"] == 1 and report["updates"] == 1 and report["policy_version"] == 3
     assert report["policy_lag_mean"] == pytest.approx((1 + 0 + 1 + 0) * ROWS / (2 * T * ROWS))
     assert report["trained_env_steps"] == 3 * T * 2 * ROWS and report["loss/fake"] == 3.0
-    assert [m.header for m in published.recv_all()] == [(PUBLISH, 1), (PUBLISH, 2), (PUBLISH, 3)]
+    assert [m.header for m in published.recv_all()] == [(PUBLISH, 1, 0), (PUBLISH, 2, 0), (PUBLISH, 3, 0)]
     assert producers[0].acquire(0) is not None and producers[0].acquire(0) is not None
 
 
@@ -335,15 +335,18 @@ def test_param_service_keeps_the_newest_version_and_answers_want():
     tx.send((WANT, 0))
     assert sent() == [] and service.version == -1
     tx.send((PUBLISH, 3), [b"three"])
-    assert sent() == [((3,), [b"three"])]
+    assert sent() == [((3, 0), [b"three"])]
     tx.send((PUBLISH, 1), [b"one"])
     assert sent() == [] and service.version == 3
     tx.send((PUBLISH, 5), [b"five"])
     tx.send((PUBLISH, 4), [b"four"])
-    assert sent() == [((5,), [b"five"])]
+    assert sent() == [((5, 0), [b"five"])]
     tx.send((WANT, 0))
-    assert sent() == [((5,), [b"five"])]
+    assert sent() == [((5, 0), [b"five"])]
     assert service.report() == {"params_version": 5, "publishes": 3}
+    tx.send((PUBLISH, 2, 1), [b"restarted"])  # a restarted trainer: older version, newer generation
+    tx.send((PUBLISH, 6, 0), [b"dead"])  # the dead trainer's last words
+    assert sent() == [((2, 1), [b"restarted"])] and service.version == 2
 
 
 # ------------------------------------------------------------------------------ run monitor
@@ -403,7 +406,7 @@ def test_monitor_metrics(clock):
     assert m.metrics() == {
         "env_steps": 500, "env_steps_per_s": 250.0, "episode_return_mean": 5.0, "episode_length_mean": 10.0,
         "episodes": 2, "policy_version": 7, "policy_lag_mean": 0.5, "updates": 2, "segments_dropped": 3,
-        "losses/pi": 0.25,
+        "restarts": 0, "losses/pi": 0.25,
     }  # fmt: skip
     clock.now += 1
     assert m.metrics()["env_steps_per_s"] == 0.0

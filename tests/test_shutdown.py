@@ -77,8 +77,8 @@ def test_ctrl_c_stops_every_worker_and_exits_130(run_dir):
     assert (run_dir / "checkpoints" / "latest.json").is_file()
 
 
-def test_a_killed_worker_ends_the_run_with_an_error(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker"))
+def test_a_killed_worker_ends_the_run_with_an_error_when_restarts_are_off(run_dir):
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker", "max_restarts=0"))
     wait_for_metrics(run_dir, proc)
     policy = [w for w in workers_of(proc) if w.cmdline()[0].endswith(":policy:0")]
     policy[0].kill()

@@ -31,6 +31,7 @@ class RunMonitor:
         self._last_steps, self._last_s = start_env_steps, self.started_s
         self.last_report_s: dict[str, float] = {}
         self.target_reached_s: float | None = None
+        self.restarts: dict[str, int] = {}  # worker -> times it was restarted
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -64,6 +65,7 @@ class RunMonitor:
             "policy_lag_mean": self.trainer.get("policy_lag_mean"),
             "updates": self.updates,
             "segments_dropped": self.segments_dropped,
+            "restarts": sum(self.restarts.values()),
             **losses,
         }
 
@@ -81,6 +83,11 @@ class RunMonitor:
         if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:
             return f"time_limit_s {c.time_limit_s} reached"
         return None
+
+    def on_restart(self, worker: str) -> None:
+        """A restarted worker gets a full heartbeat timeout to start and report."""
+        self.restarts[worker] = self.restarts.get(worker, 0) + 1
+        self.last_report_s[worker] = time.monotonic()
 
     def silent_workers(self, workers: list[str]) -> list[str]:
         """Workers whose last report is older than the heartbeat timeout."""

@@ -70,6 +70,7 @@ class RunOutputs:
             "policy_version": monitor.final.get("policy_version"),
             "params_sha256": monitor.final.get("params_sha256"),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
+            "restarts": dict(sorted(monitor.restarts.items())),
         }
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary

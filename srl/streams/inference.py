@@ -7,6 +7,11 @@ exactly one reply per request; a split has at most one request in flight, so slo
 
 In deterministic mode a request also says which parameter version must act (`min_version`) and
 carries a key that seeds its action sampling, so no result depends on how requests were batched.
+
+Restarts (see srl.streams.incarnations): requests and replies carry the actor's epoch and the
+request's key (which counts the split's requests), so a reply meant for a dead actor or for an
+earlier request is ignored. When its policy worker is restarted, an actor sends its unanswered
+requests again; the server drops requests of dead actors and any it has already taken.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
 
 if TYPE_CHECKING:
@@ -29,7 +35,8 @@ class Request:
     actor: int
     split: int
     min_version: int = 0  # act only with parameters at least this new (deterministic mode)
-    key: int = 0  # seeds this request's action sampling (deterministic mode)
+    key: int = 0  # seeds this request's action sampling (deterministic mode); counts the split's requests
+    epoch: int = 0  # the asking actor's epoch
 
 
 def requests_name(policy_worker: int) -> str:
@@ -43,17 +50,37 @@ def replies_name(actor: int) -> str:
 class InferenceClient:
     """Actor side, served by a policy worker process."""
 
-    def __init__(self, transport: Transport, actor: int, policy_worker: int) -> None:
+    def __init__(
+        self, transport: Transport, actor: int, policy_worker: int, incarnations: Incarnations = NO_RESTARTS
+    ) -> None:
         self.actor = actor
         self._requests = transport.sender(requests_name(policy_worker))
         self._replies = transport.receiver(replies_name(actor))
+        self._incarnations = incarnations
+        self._server = f"policy:{policy_worker}"
+        self.epoch = incarnations.of(f"actor:{actor}")
+        self.server_epoch = incarnations.of(self._server)
+        self._unanswered: dict[int, tuple[int, int]] = {}  # split -> (min_version, key)
         self.receivers: list[Receiver] = [self._replies]
 
     def request(self, split: int, min_version: int = 0, key: int = 0) -> None:
-        self._requests.send((self.actor, split, min_version, key))
+        self._unanswered[split] = (min_version, key)
+        self._requests.send((self.actor, split, min_version, key, self.epoch))
 
     def ready(self) -> list[int]:
-        return [m.header[0] for m in self._replies.recv_all()]
+        server_epoch = self._incarnations.of(self._server)
+        if server_epoch != self.server_epoch:  # restarted: what the dead one had is lost
+            self.server_epoch = server_epoch
+            for split, (min_version, key) in self._unanswered.items():
+                self._requests.send((self.actor, split, min_version, key, self.epoch))
+        out = []
+        for message in self._replies.recv_all():
+            split, *rest = message.header
+            key, epoch = rest if rest else (self._unanswered.get(split, (0, 0))[1], self.epoch)
+            if epoch == self.epoch and split in self._unanswered and self._unanswered[split][1] == key:
+                del self._unanswered[split]
+                out.append(split)
+        return out
 
 
 class LocalInferenceClient:
@@ -80,14 +107,27 @@ class LocalInferenceClient:
 class InferenceServer:
     """Policy-worker side: every request waiting now, answered after one batched forward pass."""
 
-    def __init__(self, transport: Transport, policy_worker: int, actors: list[int]) -> None:
+    def __init__(
+        self, transport: Transport, policy_worker: int, actors: list[int], incarnations: Incarnations = NO_RESTARTS
+    ) -> None:
         self._requests = transport.receiver(requests_name(policy_worker))
         self._replies = {a: transport.sender(replies_name(a)) for a in actors}
+        self._incarnations = incarnations
+        self._taken: dict[tuple[int, int], tuple[int, int]] = {}  # (actor, split) -> last (epoch, key)
         self.receivers: list[Receiver] = [self._requests]
 
     def poll(self, limit: int) -> list[Request]:
-        return [Request(*m.header[:4]) for m in self._requests.recv_all(limit)]
+        out = []
+        for message in self._requests.recv_all(limit):
+            r = Request(*message.header[:5])
+            if r.epoch != self._incarnations.of(f"actor:{r.actor}"):
+                continue  # its actor has died since
+            if (r.epoch, r.key) <= self._taken.get((r.actor, r.split), (-1, -1)):
+                continue  # sent again after a restart, but the first copy got here
+            self._taken[(r.actor, r.split)] = (r.epoch, r.key)
+            out.append(r)
+        return out
 
     def reply(self, requests: list[Request]) -> None:
         for r in requests:
-            self._replies[r.actor].send((r.split,))
+            self._replies[r.actor].send((r.split, r.key, r.epoch))

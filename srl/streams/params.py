@@ -5,6 +5,10 @@
 
 Tensors travel as raw buffers in the policy's `state_dict()` order; both ends build the same
 policy, so names, shapes and dtypes are known and checked, never sent or unpickled.
+
+A restarted trainer resumes from its checkpoint with an older version number than the one it
+died at; it publishes under a new *generation* (its epoch, see srl.streams.incarnations), and
+(generation, version) pairs order the weights, so its first publish replaces the dead trainer's.
 """
 
 from __future__ import annotations
@@ -40,11 +44,17 @@ def load_frames(module: torch.nn.Module, frames: list) -> None:
 
 
 class ParamPublisher:
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, generation: int = 0) -> None:
         self._out = transport.sender(SERVICE_IN)
+        self.generation = generation
 
     def publish(self, version: int, module: torch.nn.Module) -> None:
-        self._out.send((PUBLISH, version), state_frames(module))
+        self._out.send((PUBLISH, version, self.generation), state_frames(module))
+
+
+def ordering(header: tuple[int, ...]) -> tuple[int, int]:
+    """(generation, version) of a (version, generation) header; old headers are generation 0."""
+    return (header[1] if len(header) > 1 else 0, header[0])
 
 
 class ParamSubscriber:
@@ -54,16 +64,17 @@ class ParamSubscriber:
         self._in = transport.subscriber(SERVICE_OUT)
         self._want = transport.sender(SERVICE_IN)
         self.version = -1
+        self.generation = 0
         self._last_want_s = 0.0
         self.receivers: list[Receiver] = [self._in]
 
     def poll(self, module: torch.nn.Module) -> bool:
         """Load the newest waiting version into `module`; True if it changed."""
         messages = self._in.recv_all()
-        newest = max(messages, key=lambda m: m.header[0], default=None)
-        if newest is not None and newest.header[0] > self.version:
+        newest = max(messages, key=lambda m: ordering(m.header), default=None)
+        if newest is not None and ordering(newest.header) > (self.generation, self.version):
             load_frames(module, newest.frames)
-            self.version = newest.header[0]
+            self.generation, self.version = ordering(newest.header)
             return True
         if self.version < 0 and time.monotonic() - self._last_want_s > WANT_RETRY_S:
             self._want.send((WANT, 0))

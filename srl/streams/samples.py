@@ -4,6 +4,10 @@ Each (actor, split) owns `slots_per_split` segment slots in the actor's shared b
 fills a free slot step by step, sends (actor, split, slot), and may not touch that slot again
 until the trainer releases it; with no free slot the actor's split waits (back-pressure), so a
 sample is never overwritten before it is consumed, and never delivered twice.
+
+Restarts (see srl.streams.incarnations): a sample is stamped with its actor's epoch and the
+trainer epoch it was meant for, a release with both too; either side drops what another
+incarnation sent, and an actor takes back its sent slots when the trainer is restarted.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
 
 SAMPLES_NAME = "trainer.samples"
+TRAINER = "trainer:0"  # the worker whose epoch samples are meant for
 Segment = dict[str, np.ndarray]  # column -> [T + 1, rows, ...]: see srl.data.columns
 
 
@@ -28,12 +34,20 @@ class SegmentRef:
     actor: int
     split: int
     slot: int
+    epoch: int = 0  # the sending actor's epoch
+    trainer_epoch: int = 0  # the epoch of the trainer it was sent to
 
 
 class SampleProducer:
     """Actor side."""
 
-    def __init__(self, transport: Transport, actor: int, slots: dict[tuple[int, int], Segment]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        actor: int,
+        slots: dict[tuple[int, int], Segment],
+        incarnations: Incarnations = NO_RESTARTS,
+    ) -> None:
         self.actor = actor
         self.slots = slots  # (split, slot) -> segment arrays
         self._out = transport.sender(SAMPLES_NAME)
@@ -41,34 +55,63 @@ class SampleProducer:
         self._free: dict[int, deque[int]] = {}
         for split, slot in slots:
             self._free.setdefault(split, deque()).append(slot)
+        self._sent: set[tuple[int, int]] = set()  # (split, slot) the trainer holds
+        self._incarnations = incarnations
+        self.epoch = incarnations.of(f"actor:{actor}")
+        self.trainer_epoch = incarnations.of(TRAINER)
         self.receivers: list[Receiver] = [self._released]
 
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""
+        trainer_epoch = self._incarnations.of(TRAINER)
+        if trainer_epoch != self.trainer_epoch:  # restarted: the slots it held are ours again
+            for s, k in self._sent:
+                self._free[s].append(k)
+            self._sent.clear()
+            self.trainer_epoch = trainer_epoch
         for message in self._released.recv_all():
-            self._free[message.header[0]].append(message.header[1])
+            s, k, *epochs = message.header
+            if (tuple(epochs) or (0, 0)) == (self.epoch, self.trainer_epoch) and (s, k) in self._sent:
+                self._sent.discard((s, k))
+                self._free[s].append(k)
         free = self._free[split]
         return free.popleft() if free else None
 
     def send(self, split: int, slot: int) -> None:
-        self._out.send((self.actor, split, slot))
+        self._sent.add((split, slot))
+        self._out.send((self.actor, split, slot, self.epoch, self.trainer_epoch))
 
 
 class SampleConsumer:
     """Trainer side."""
 
-    def __init__(self, transport: Transport, slots: dict[tuple[int, int, int], Segment]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        slots: dict[tuple[int, int, int], Segment],
+        incarnations: Incarnations = NO_RESTARTS,
+    ) -> None:
         self.slots = slots  # (actor, split, slot) -> segment arrays
         self._in = transport.receiver(SAMPLES_NAME)
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
+        self._incarnations = incarnations
+        self.epoch = incarnations.of(TRAINER)
+        self.stale = 0  # samples dropped because their actor or their trainer was restarted
         self.receivers: list[Receiver] = [self._in]
 
     def poll(self, limit: int) -> list[SegmentRef]:
-        return [SegmentRef(*m.header[:3]) for m in self._in.recv_all(limit)]
+        refs = [SegmentRef(*m.header[:5]) for m in self._in.recv_all(limit)]
+        fresh = [r for r in refs if r.trainer_epoch == self.epoch and self.current(r)]
+        self.stale += len(refs) - len(fresh)
+        return fresh
+
+    def current(self, ref: SegmentRef) -> bool:
+        """Its actor still lives in the epoch that sent it (checked again after a copy)."""
+        return ref.epoch == self._incarnations.of(f"actor:{ref.actor}")
 
     def segment(self, ref: SegmentRef) -> Segment:
         return self.slots[(ref.actor, ref.split, ref.slot)]
 
     def release(self, ref: SegmentRef) -> None:
-        self._release[ref.actor].send((ref.split, ref.slot))
+        self._release[ref.actor].send((ref.split, ref.slot, ref.epoch, self.epoch))

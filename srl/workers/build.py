@@ -11,6 +11,7 @@ from srl.api import registry
 from srl.envs import make_vector_env
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.streams.control import Role
+from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import InferenceClient, InferenceServer, LocalInferenceClient, Slot
 from srl.streams.params import ParamPublisher, ParamSubscriber
 from srl.streams.samples import SampleConsumer, SampleProducer, Segment
@@ -42,17 +43,26 @@ def _policy(graph: Graph) -> torch.nn.Module:
     return make_policy(graph.config, graph.observation_space, graph.action_space)
 
 
+def incarnations(graph: Graph, transport: Transport) -> Incarnations:
+    """The epochs of every worker (the controller bumps one on each restart)."""
+    names = [w.name for w in graph.workers]
+    return Incarnations(names, transport.arrays(INCARNATIONS_BLOCK, incarnations_layout(names))["epoch"])
+
+
 def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     c = graph.config
+    lives = incarnations(graph, transport)
+    epoch = lives.of(f"actor:{actor}")
     infer, segments = _actor_arrays(graph, transport, actor)
     groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
     envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split) for g in groups]
     if c.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport), infer, actor)
     else:
-        port = InferenceClient(transport, actor, graph.policy_worker_of(actor))
-    seeds = [c.seed * 1_000_003 + g * c.envs_per_split for g in groups]
-    samples = SampleProducer(transport, actor, segments)
+        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives)
+    # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
+    seeds = [c.seed * 1_000_003 + g * c.envs_per_split + epoch * 1_000_000_007 for g in groups]
+    samples = SampleProducer(transport, actor, segments, lives)
     return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic)
 
 
@@ -71,20 +81,22 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         for a in actors:
             infer, _ = _actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
-        return PolicyWorkerKernel(_acting(graph, transport), InferenceServer(transport, spec.index, actors), slots)
+        server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport))
+        return PolicyWorkerKernel(_acting(graph, transport), server, slots)
     if spec.role == Role.TRAINER:
         segments = {}
         for a in range(c.num_actor_workers):
             _, actor_segments = _actor_arrays(graph, transport, a)
             segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
         policy = _policy(graph)
+        lives = incarnations(graph, transport)
         entry = registry.algorithms.get(c.algorithm)
         algorithm = entry.algorithm_cls(policy, c.algo_config, c.total_env_steps)
         return TrainerKernel(
             policy,
             algorithm,
-            SampleConsumer(transport, segments),
-            ParamPublisher(transport),
+            SampleConsumer(transport, segments, lives),
+            ParamPublisher(transport, generation=lives.of(spec.name)),
             fields=graph.segment_fields(),
             sample_length=c.sample_length,
             batch_segments=c.batch_segments,

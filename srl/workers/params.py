@@ -7,7 +7,7 @@ place that a remote subscriber (another node) needs to reach.
 
 from __future__ import annotations
 
-from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT
+from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ordering
 from srl.streams.transport import Message, Receiver, Transport
 
 
@@ -34,12 +34,12 @@ class ParamServiceKernel:
         wanted = False
         newest = self.latest
         for message in messages:
-            if message.header[0] == PUBLISH and (newest is None or message.header[1] > newest.header[1]):
+            if message.header[0] == PUBLISH and (newest is None or _order(message) > _order(newest)):
                 newest = message
             wanted |= message.header[0] == WANT
         if newest is not None and (newest is not self.latest or wanted):
             self.latest = newest
-            self._out.send((newest.header[1],), newest.frames)
+            self._out.send((newest.header[1], _order(newest)[0]), newest.frames)
             self.published += 1
         return bool(messages)
 
@@ -48,3 +48,8 @@ class ParamServiceKernel:
 
     def close(self) -> None:
         pass
+
+
+def _order(publish: Message) -> tuple[int, int]:
+    """(generation, version) of a PUBLISH (kind, version, generation) message."""
+    return ordering(publish.header[1:])

@@ -91,7 +91,8 @@ class TrainerKernel:
             if place is None:
                 self.held.append(ref)
                 continue
-            self._take(self.samples.segment(ref), place)
+            if self._take(self.samples.segment(ref), place) and not self.samples.current(ref):
+                self._untake(place)  # its actor was restarted while we copied: maybe half new
             self.samples.release(ref)
             if self.filled == self.batch_segments:
                 self._update()
@@ -106,12 +107,13 @@ class TrainerKernel:
         place = ref.actor * self.splits_per_actor + ref.split
         return None if place in self.places_filled else place
 
-    def _take(self, segment: dict[str, np.ndarray], place: int) -> None:
+    def _take(self, segment: dict[str, np.ndarray], place: int) -> bool:
         versions = segment[C.POLICY_VERSION][:-1]
         lag = self.version - versions
-        if int(lag.max()) > self.max_policy_lag:
+        # lag < 0: acted by a version this trainer never made (it was restarted from a checkpoint)
+        if int(lag.max()) > self.max_policy_lag or int(lag.min()) < 0:
             self.dropped += 1
-            return
+            return False
         self.lag_sum += int(lag.sum())
         self.lag_count += lag.size
         cols = slice(place * self.rows, (place + 1) * self.rows)
@@ -119,6 +121,12 @@ class TrainerKernel:
             array[:, cols] = segment[name]
         self.filled += 1
         self.places_filled.add(place)
+        return True
+
+    def _untake(self, place: int) -> None:
+        self.filled -= 1
+        self.places_filled.discard(place)
+        self.dropped += 1
 
     def _update(self) -> None:
         started = time.perf_counter()

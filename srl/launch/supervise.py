@@ -1,0 +1,107 @@
+"""The controller's loop, whatever the placement: reports in, failed workers restarted, stop rules.
+
+A launcher hands over its workers as a `Workers` (local processes, Ray actors); the loop feeds
+reports to the monitor, notices a worker that exited, reported an error or went silent, and
+restarts it in place (same role, index and shared slots; see srl.streams.incarnations) as the
+`RestartPolicy` allows. A trainer (or pod) restarts from its last checkpoint. A failure past
+the policy's limit ends the run with that worker's last traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Protocol
+
+from srl.graph import Graph, WorkerSpec
+from srl.launch.monitor import RunMonitor
+from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.restarts import CrashLoop, RestartPolicy
+from srl.streams.control import Kind, Role, decode_report
+from srl.streams.incarnations import Incarnations
+from srl.streams.transport import Receiver, Transport
+
+POLL_S = 0.05
+ERROR_REPORT_WAIT_S = 0.2  # after an exit, the time its error report may still take to arrive
+
+
+class Workers(Protocol):
+    """A launcher's handle on its running workers, by name ("actor:0")."""
+
+    def start(self, spec: WorkerSpec, graph: Graph) -> None:
+        """Start (or start again) the worker of `spec`, built from `graph`."""
+
+    def exit_code(self, name: str) -> int | None:
+        """None while the worker runs; its exit code (or -signal) once it has ended."""
+
+    def kill(self, name: str) -> None:
+        """Force the worker dead and wait until it is (a hung one, before its restart)."""
+
+
+def restart_graph(graph: Graph, spec: WorkerSpec) -> Graph:
+    """The graph a restarted worker is built from: trainers and pods resume from a checkpoint."""
+    if spec.role not in (Role.TRAINER, Role.POD):
+        return graph
+    config = graph.config.model_copy(update={"resume": str(graph.config.run_dir)})
+    return dataclasses.replace(graph, config=config)
+
+
+class Supervisor:
+    def __init__(
+        self, graph: Graph, monitor: RunMonitor, transport: Transport, inbox: Receiver,
+        workers: Workers, incarnations: Incarnations,
+    ) -> None:  # fmt: skip
+        self.graph, self.monitor, self.transport, self.inbox = graph, monitor, transport, inbox
+        self.workers, self.incarnations = workers, incarnations
+        self.policy = RestartPolicy(graph.config.max_restarts, graph.config.restart_window_s)
+        self.specs = {spec.name: spec for spec in graph.workers}
+        self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
+
+    def run(self, outputs: RunOutputs) -> str:
+        """Until a stop rule fires (return its reason) or a failure is final (WorkerFailed)."""
+        while True:
+            self.transport.wait([self.inbox], POLL_S)
+            self.drain()
+            self.check()
+            outputs.tick(self.monitor)
+            reason = self.monitor.stop_reason()
+            if reason:
+                return reason
+
+    def drain(self) -> None:
+        """Feed every waiting report to the monitor; keep error reports for the failure's detail."""
+        for message in self.inbox.recv_all():
+            kind, role, index, payload = decode_report(message)
+            if kind == Kind.ERROR:
+                self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
+            else:
+                self.monitor.on_report(role, index, payload, final=kind == Kind.FINAL)
+
+    def check(self) -> None:
+        """Restart every worker that ended or went silent (WorkerFailed when not allowed)."""
+        for name in self.specs:
+            code = self.workers.exit_code(name)
+            if code is not None:
+                time.sleep(ERROR_REPORT_WAIT_S)
+                self.drain()
+                self._failed(name, self.errors.pop(name, f"process exited unexpectedly with code {code}"))
+        for name in self.monitor.silent_workers(list(self.specs)):
+            self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
+
+    def _failed(self, name: str, detail: str) -> None:
+        try:
+            count = self.policy.on_failure(name, time.monotonic())
+        except CrashLoop as loop:
+            if self.policy.max_restarts == 0:
+                raise WorkerFailed(name, detail) from None
+            raise WorkerFailed(name, f"{loop}; its last failure:\n{detail}") from None
+        self.workers.kill(name)
+        self.drain()
+        self.errors.pop(name, None)
+        epoch = self.incarnations.bump(name)  # after the old one is dead, before the new one starts
+        spec = self.specs[name]
+        self.workers.start(spec, restart_graph(self.graph, spec))
+        self.monitor.on_restart(name)
+        first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
+        print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

@@ -1,0 +1,50 @@
+"""Incarnations: which life of each worker is the current one, kept in a shared block.
+
+A restarted worker keeps its role, index, sockets' names and shared slots, so its peers must
+tell its messages from those of its dead predecessor that are still in flight. The controller
+bumps a worker's *epoch* in this block after the old process is dead and before the new one
+starts; messages carry the epoch of their sender (and of the receiver they were meant for), and
+a message from another epoch is dropped:
+
+- samples stamped with a dead actor's epoch are dropped by the trainer, which also re-reads the
+  epoch after copying a segment (a seqlock: a copy that raced a restart is discarded);
+- an actor that sees the trainer's epoch change takes back every segment slot it had sent, and
+  ignores releases from the dead trainer; the new trainer drops samples meant for the old one;
+- an actor that sees its policy worker's epoch change sends its unanswered requests again; the
+  policy worker drops requests of dead actors and repeated ones.
+
+The block is one int64 per worker, written only by the controller; readers poll it (a few
+nanoseconds), so no message is needed to learn of a restart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from srl.streams.layout import ArraySpec, Layout
+
+INCARNATIONS_BLOCK = "incarnations"
+
+
+def incarnations_layout(workers: list[str]) -> Layout:
+    return Layout({"epoch": ArraySpec((max(len(workers), 1),), np.dtype(np.int64))})
+
+
+class Incarnations:
+    """Epoch of each worker by name ("actor:0"); a worker not listed is always in epoch 0."""
+
+    def __init__(self, workers: list[str], epochs: np.ndarray | None = None) -> None:
+        self._index = {w: i for i, w in enumerate(workers)}
+        self._epochs = np.zeros(max(len(workers), 1), np.int64) if epochs is None else epochs
+
+    def of(self, worker: str) -> int:
+        i = self._index.get(worker)
+        return 0 if i is None else int(self._epochs[i])
+
+    def bump(self, worker: str) -> int:
+        """The controller's part: `worker` starts a new life; returns its new epoch."""
+        self._epochs[self._index[worker]] += 1
+        return int(self._epochs[self._index[worker]])
+
+
+NO_RESTARTS = Incarnations([])  # for kernels built without a launcher (tests): every epoch is 0
