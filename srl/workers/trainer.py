@@ -11,6 +11,7 @@ so the update, does not depend on process timing.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -68,6 +69,7 @@ class TrainerKernel:
             policy.load_state_dict(resumed["policy"])
             algorithm.load_state_dict(resumed["algorithm"])
             self.version, self.env_steps = resumed["version"], resumed["env_steps"]
+            print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
 
     def _reset_stats(self) -> None:
         self.updates, self.dropped, self.lag_sum, self.lag_count, self.train_time_s = 0, 0, 0, 0, 0.0

@@ -1,0 +1,140 @@
+"""Fault tolerance: SIGKILLed actors and policy workers are restarted in place and the run still
+learns; a killed trainer resumes from its checkpoint; a crash loop ends the run with the worker's
+traceback; no sample is lost in a way that corrupts a segment, or duplicated, across restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+import lives_env  # noqa: F401  (registers "counting-lives")
+import recording  # noqa: F401  (registers the "record" algorithm)
+from srl import checkpoint
+from srl.config import build_config
+from srl.envs import check_counts
+from srl.launch.run import run_experiment
+from test_shutdown import spawn, srl_command, wait_for_metrics
+
+BUDGET = ["total_env_steps=400000", "seed=1", "display=off"]
+
+
+def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random) -> str | None:
+    """SIGKILL one random running worker of `roles` under `root_pid`; its title, or None."""
+    workers = []
+    for child in psutil.Process(root_pid).children(recursive=True):
+        try:
+            title = child.cmdline()[0]
+        except (psutil.Error, IndexError):
+            continue
+        if title.startswith("srl:") and title.split(":")[2] in roles:
+            workers.append((title, child))
+    if not workers:
+        return None
+    title, victim = rng.choice(sorted(workers, key=lambda w: w[0]))
+    victim.send_signal(signal.SIGKILL)
+    return title
+
+
+def test_cartpole_survives_random_kills_of_actors_and_policy_workers(run_dir):
+    proc = spawn(srl_command(
+        "run", "cartpole-ppo", f"run_dir={run_dir}", "inference=policy_worker", "max_restarts=10", *BUDGET
+    ))  # fmt: skip
+    wait_for_metrics(run_dir, proc)
+    rng, killed = random.Random(0), []
+    while len(killed) < 6 and proc.poll() is None:
+        title = kill_now(proc.pid, ("actor", "policy"), rng)
+        if title:
+            killed.append(title)
+        time.sleep(1.0)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert len(killed) == 6, (killed, out)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return"), summary
+    assert summary["episode_return_mean"] >= 475, summary
+    assert sum(summary["restarts"].values()) == 6, summary
+    assert out.count("srl: restarted ") == 6, out
+
+
+def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
+    proc = spawn(srl_command(
+        "run", "cartpole-ppo", f"run_dir={run_dir}", "checkpoint_interval_s=1", *BUDGET
+    ))  # fmt: skip
+    wait_for_metrics(run_dir, proc, lines=4)
+    deadline = time.monotonic() + 60
+    while (checkpoint.latest_meta(run_dir) or {}).get("version", 0) < 5 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    saved = checkpoint.latest_meta(run_dir)["version"]
+    assert kill_now(proc.pid, ("trainer",), random.Random(0)) == "srl:cartpole-ppo:trainer:0"
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["restarts"] == {"trainer:0": 1}, summary
+    assert summary["stop_reason"].startswith("target_return"), summary
+    resumed = re.findall(r"trainer resumed from checkpoint version (\d+)", out)
+    assert len(resumed) == 1 and int(resumed[0]) >= saved, (saved, out)
+    # the version went back at most to the checkpoint: never towards 0
+    versions = [json.loads(line)["policy_version"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all(b >= min(a, saved) for a, b in zip(versions, versions[1:])), (saved, versions)
+
+
+def test_a_crash_loop_ends_the_run_with_the_last_traceback(run_dir):
+    proc = spawn(srl_command(
+        "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run_dir={run_dir}",
+        "env_kwargs.crash_after_steps=100", "target_return=null", "max_restarts=2", "restart_window_s=60",
+    ))  # fmt: skip
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert out.count("srl: restarted actor:0") == 2, out
+    assert "worker actor:0 failed" in out and "restarted 2 times within 60 s" in out
+    assert "RuntimeError: boom: the environment crashed on purpose" in out and 'crashing_env.py", line' in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["restarts"] == {"actor:0": 2} and "crash loop" in summary["error"]
+
+
+def test_no_transition_is_duplicated_or_torn_across_restarts(run_dir):
+    """Counting envs, 2 actors and a policy worker, each killed while requests and segments are in
+    flight: every delivered segment is whole and every transition arrives at most once."""
+    config = build_config({
+        "experiment": "lives", "env": "counting-lives", "env_kwargs": {"episode_length": 7},
+        "algorithm": "record", "algo": {"out_dir": str(run_dir / "batches")}, "launcher": "local",
+        "num_actor_workers": 2, "envs_per_actor": 4, "ring_splits": 2, "sample_length": 5,
+        "batch_segments": 3, "max_policy_lag": 10**6, "total_env_steps": 20_000, "max_restarts": 10,
+        "run_dir": str(run_dir), "display": "off",
+    })  # fmt: skip
+    killed: list[str] = []
+
+    def killer() -> None:
+        rng, deadline = random.Random(1), time.monotonic() + 60
+        while not (run_dir / "metrics.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for roles in [("actor",), ("policy",), ("actor",), ("actor",), ("policy",)]:
+            title = None
+            while title is None and time.monotonic() < deadline:  # a new worker may not have its title yet
+                title = kill_now(os.getpid(), roles, rng)
+                time.sleep(0.1)
+            killed.append(title)
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    assert run_experiment(config) == 0
+    thread.join()
+    assert len(killed) == 5, killed
+    from recording import load_batches
+
+    batches = load_batches(Path(run_dir) / "batches")
+    totals = check_counts([b["obs"] for b in batches], [b["terminated"] for b in batches], 7)
+    lives = {env_id % 100_000 for env_id, _ in totals["per_stream"]}
+    # the first life and the last life of each actor at least (a life killed young may send nothing)
+    assert len(lives) >= 4, (lives, killed)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert sum(summary["restarts"].values()) == 5 and summary["error"] is None, summary
