@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from srl.launch.restarts import CrashLoop, RestartPolicy
@@ -44,3 +45,86 @@ def test_zero_restarts_makes_every_failure_final():
 def test_bad_limits_are_refused(bad):
     with pytest.raises(ValueError):
         RestartPolicy(*bad)
+
+
+# ------------------------------------------------- streams across restarts (no processes, by hand)
+
+from srl.streams.incarnations import Incarnations  # noqa: E402
+from srl.streams.inference import InferenceClient, InferenceServer  # noqa: E402
+from srl.streams.inline import InlineTransport  # noqa: E402
+from srl.streams.samples import SampleConsumer, SampleProducer  # noqa: E402
+
+
+def sample_ends(transport, lives):
+    slots = {(0, k): {"obs": np.zeros(3, np.float32)} for k in range(2)}  # one split, two slots
+    producer = SampleProducer(transport, 0, slots, lives)
+    consumer = SampleConsumer(transport, {(0, 0, k): slots[(0, k)] for k in range(2)}, lives)
+    return producer, consumer
+
+
+def test_a_restarted_trainer_drops_samples_meant_for_the_dead_one_and_actors_take_back_their_slots():
+    transport, lives = InlineTransport(), Incarnations(["actor:0", "trainer:0"])
+    producer, dead = sample_ends(transport, lives)
+    for _ in range(2):
+        producer.send(0, producer.acquire(0))
+    assert producer.acquire(0) is None
+    (taken,) = dead.poll(limit=1)  # the trainer takes one segment and dies before releasing it
+    lives.bump("trainer:0")
+    _, trainer = sample_ends(transport, lives)
+    assert trainer.poll(limit=8) == [] and trainer.stale == 1  # the other was sent to the dead one
+    dead.release(taken)  # a late release from the dead trainer must not free a slot twice
+    assert sorted([producer.acquire(0), producer.acquire(0)]) == [0, 1] and producer.acquire(0) is None
+    producer.send(0, 1)
+    (ref,) = trainer.poll(limit=8)
+    assert (ref.slot, ref.trainer_epoch) == (1, 1)
+    trainer.release(ref)
+    assert producer.acquire(0) == 1
+
+
+def test_a_restarted_actor_s_old_samples_and_releases_are_dropped_and_a_racing_copy_is_caught():
+    transport, lives = InlineTransport(), Incarnations(["actor:0", "trainer:0"])
+    producer, trainer = sample_ends(transport, lives)
+    producer.send(0, producer.acquire(0))
+    producer.send(0, producer.acquire(0))
+    (ref,) = trainer.poll(limit=1)
+    lives.bump("actor:0")  # the actor died: the segment still queued is from its dead life
+    assert not trainer.current(ref), "a copy taken while the actor restarted must be discarded"
+    assert trainer.poll(limit=8) == [] and trainer.stale == 1
+    reborn, _ = sample_ends(transport, lives)
+    trainer.release(ref)  # meant for the dead life
+    assert sorted([reborn.acquire(0), reborn.acquire(0)]) == [0, 1] and reborn.acquire(0) is None
+
+
+def test_actors_send_unanswered_requests_again_to_a_restarted_policy_worker_which_drops_repeats():
+    transport, lives = InlineTransport(), Incarnations(["actor:0", "policy:0"])
+    client, dead = InferenceClient(transport, 0, 0, lives), InferenceServer(transport, 0, [0], lives)
+    client.request(0, key=0)
+    client.request(1, key=0)
+    dead.reply(dead.poll(limit=1))  # answers split 0, then dies with split 1 unanswered
+    lives.bump("policy:0")
+    server = InferenceServer(transport, 0, [0], lives)
+    assert client.ready() == [0]  # split 0's reply still counts; split 1 is asked again
+    requests = server.poll(limit=8)  # split 1's first copy (still queued) and its repeat: one taken
+    assert [(r.split, r.key) for r in requests] == [(1, 0)]
+    server.reply(requests)
+    assert client.ready() == [1]
+    server.reply(requests)  # a late repeat of that reply is not taken for the next request's
+    client.request(1, key=1)
+    assert client.ready() == []
+
+
+def test_a_policy_worker_drops_requests_of_a_dead_actor_and_the_new_actor_ignores_old_replies():
+    transport, lives = InlineTransport(), Incarnations(["actor:0", "policy:0"])
+    client, server = InferenceClient(transport, 0, 0, lives), InferenceServer(transport, 0, [0], lives)
+    client.request(0, key=0)
+    (old,) = server.poll(limit=8)
+    client.request(1, key=0)
+    lives.bump("actor:0")
+    assert server.poll(limit=8) == []  # split 1's request came from the dead life
+    reborn = InferenceClient(transport, 0, 0, lives)
+    reborn.request(0, key=0)
+    server.reply([old])  # the reply to the dead life's request, same split and key
+    assert reborn.ready() == []
+    (new,) = server.poll(limit=8)
+    server.reply([new])
+    assert reborn.ready() == [0]

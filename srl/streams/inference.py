@@ -68,11 +68,6 @@ class InferenceClient:
         self._requests.send((self.actor, split, min_version, key, self.epoch))
 
     def ready(self) -> list[int]:
-        server_epoch = self._incarnations.of(self._server)
-        if server_epoch != self.server_epoch:  # restarted: what the dead one had is lost
-            self.server_epoch = server_epoch
-            for split, (min_version, key) in self._unanswered.items():
-                self._requests.send((self.actor, split, min_version, key, self.epoch))
         out = []
         for message in self._replies.recv_all():
             split, *rest = message.header
@@ -80,6 +75,11 @@ class InferenceClient:
             if epoch == self.epoch and split in self._unanswered and self._unanswered[split][1] == key:
                 del self._unanswered[split]
                 out.append(split)
+        server_epoch = self._incarnations.of(self._server)
+        if server_epoch != self.server_epoch:  # restarted: what the dead one had is lost
+            self.server_epoch = server_epoch
+            for split, (min_version, key) in self._unanswered.items():
+                self._requests.send((self.actor, split, min_version, key, self.epoch))
         return out
 
 
