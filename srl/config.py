@@ -24,6 +24,22 @@ class ConfigError(ValueError):
     """Invalid experiment config; the message names the field and the allowed values."""
 
 
+class RayResources(BaseModel):
+    """What one worker of a role asks Ray for (launcher=ray)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_cpus: float = Field(1.0, ge=0, description="CPUs reserved for the worker.")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the worker (fractions share one).")
+    memory: int | None = Field(None, ge=0, description="Bytes of memory reserved for the worker.")
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="Custom Ray resources, e.g. {node_a: 1} to pin the worker to a node."
+    )
+
+
+RAY_ROLES = ("actor", "policy", "trainer", "params", "pod")
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -31,8 +47,10 @@ class ExperimentConfig(BaseModel):
     seed: int = Field(1, description="Seed of envs, policy init and sampling; env i of actor a gets its own.")
     run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp>.")
     resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
-    launcher: Literal["inline", "local"] = Field(
-        "local", description="inline: every worker in this process (debugging); local: one process per worker."
+    launcher: Literal["inline", "local", "ray"] = Field(
+        "local",
+        description="inline: every worker in this process (debugging); local: one process per worker; "
+        "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
     modules: list[str] = Field(
         default_factory=list, description="Python modules to import first (they register envs, algorithms...)."
@@ -95,11 +113,28 @@ class ExperimentConfig(BaseModel):
     restart_window_s: float = Field(
         60.0, gt=0, description="Seconds over which max_restarts is counted (a crash loop ends the run)."
     )
+    ray_address: str | None = Field(
+        None, description="launcher=ray: address of a running Ray cluster (ray://host:10001, auto); "
+        "none: start a local Ray instance for the run."
+    )
+    ray_resources: dict[str, RayResources] = Field(
+        default_factory=dict,
+        description="launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
+        "a role not listed asks for 1 CPU (params: none, it only forwards weights).",
+    )
 
     @field_validator("modules", mode="before")
     @classmethod
     def _split_modules(cls, value: Any) -> Any:
         return [m.strip() for m in value.split(",") if m.strip()] if isinstance(value, str) else value
+
+    @field_validator("ray_resources")
+    @classmethod
+    def _known_roles(cls, value: dict[str, RayResources]) -> dict[str, RayResources]:
+        unknown = sorted(set(value) - set(RAY_ROLES))
+        if unknown:
+            raise ValueError(f"unknown roles {unknown}; roles are {', '.join(RAY_ROLES)}")
+        return value
 
     @model_validator(mode="after")
     def _check_counts(self) -> "ExperimentConfig":
@@ -170,7 +205,8 @@ def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
     for err in error.errors():
         field = prefix + ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            allowed = ", ".join(model.model_fields)
+            inner = RayResources if err["loc"][0] == "ray_resources" else model
+            allowed = ", ".join(inner.model_fields)
             lines.append(f"unknown field {field!r}; allowed fields: {allowed}")
         else:
             got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""

@@ -14,9 +14,10 @@ import secrets
 import shutil
 import signal
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
-from srl.graph import Graph
+from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.shell import worker_main
@@ -40,12 +41,12 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 class LocalWorkers:
     """One forked process per worker (the `Workers` of the supervisor)."""
 
-    def __init__(self, run_id: str, ipc_dir) -> None:
+    def __init__(self, graph: Graph, run_id: str, ipc_dir: Path) -> None:
         self.run_id, self.ipc_dir = run_id, ipc_dir
         self.procs: dict[str, mp.Process] = {}
         self._ctx = mp.get_context("fork")
 
-    def start(self, spec, graph: Graph) -> None:
+    def start(self, spec: WorkerSpec, graph: Graph) -> None:
         args = (graph, spec, self.run_id, self.ipc_dir, os.getpid())
         proc = self._ctx.Process(target=worker_main, args=args, daemon=True)
         proc.start()
@@ -60,18 +61,32 @@ class LocalWorkers:
             proc.kill()
         proc.join(timeout=5)
 
+    def running(self) -> bool:
+        return any(p.is_alive() for p in self.procs.values())
+
+    def close(self, terminate_first: bool = False) -> None:
+        for proc in self.procs.values():
+            if proc.is_alive():
+                proc.terminate() if terminate_first else proc.kill()
+            proc.join(timeout=2 if terminate_first else 5)
+
 
 def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     """Run until a stop rule fires; return the reason. Raises WorkerFailed on a final worker failure."""
+    return run_workers(graph, outputs, monitor, LocalWorkers)
+
+
+def run_workers(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_workers: Callable[..., Any]) -> str:
+    """The controller on this machine for workers placed by `make_workers(graph, run_id, ipc_dir)`
+    (local processes, Ray actors): shared blocks, control stream, supervision, stop, clean-up."""
     # The prefix lets a test session tell its own shared memory from other runs on the machine.
     run_id = os.environ.get("SRL_RUN_ID_PREFIX", "") + secrets.token_hex(4)
     ipc_dir = make_ipc_dir(run_id)
     blocks = SharedBlocks(run_id, graph.block_layouts())
-    workers = LocalWorkers(run_id, ipc_dir)
-    procs = workers.procs
-    transport = None
+    workers, transport = None, None
     previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
+        workers = make_workers(graph, run_id, ipc_dir)
         for spec in graph.workers:
             workers.start(spec, graph)
         transport = LocalTransport(run_id, ipc_dir)
@@ -85,25 +100,21 @@ def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
             reason = "interrupted"
         except WorkerFailed:
             # the others still stop cleanly: the trainer keeps its last checkpoint
-            _stop_workers(stopper, supervisor, procs, grace_s=FAILURE_GRACE_S)
+            _stop_workers(stopper, supervisor, workers, grace_s=FAILURE_GRACE_S)
             raise
-        _stop_workers(stopper, supervisor, procs)
+        _stop_workers(stopper, supervisor, workers)
         return reason
     finally:
         signal.signal(signal.SIGTERM, previous_term)
-        for proc in procs.values():  # whatever happened above, nothing outlives the run
-            if proc.is_alive():
-                proc.kill()
-            proc.join(timeout=5)
+        if workers is not None:
+            workers.close()  # whatever happened above, nothing outlives the run
         if transport is not None:
             transport.close()
         blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
-def _stop_workers(
-    stopper, supervisor: Supervisor, procs: dict[str, mp.Process], grace_s: float = STOP_GRACE_S
-) -> None:
+def _stop_workers(stopper, supervisor: Supervisor, workers: Any, grace_s: float = STOP_GRACE_S) -> None:
     """Tell every worker to stop (again and again: a late subscriber misses one broadcast),
     collect their final reports, then force whoever is left. Failures now change nothing."""
     deadline = time.monotonic() + grace_s
@@ -111,10 +122,7 @@ def _stop_workers(
         stopper.send((STOP,))
         time.sleep(POLL_S)
         supervisor.drain()
-        if not any(p.is_alive() for p in procs.values()):
+        if not workers.running():
             break
     supervisor.drain()
-    for proc in procs.values():
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=2)
+    workers.close(terminate_first=True)

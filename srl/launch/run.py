@@ -12,7 +12,7 @@ from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 
-LAUNCHERS = ("inline", "local")
+LAUNCHERS = ("inline", "local", "ray")
 
 
 def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> int:
@@ -29,6 +29,8 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     console.print(f"[bold]srl[/] {config.experiment}: launcher={config.launcher} run_dir={outputs.run_dir}")
     if config.launcher == "inline":
         from srl.launch.inline import run_inline as launch
+    elif config.launcher == "ray":
+        from srl.launch.ray_launcher import run_ray as launch
     else:
         from srl.launch.local import run_local as launch
     error, code = None, 0

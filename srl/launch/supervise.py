@@ -38,6 +38,12 @@ class Workers(Protocol):
     def kill(self, name: str) -> None:
         """Force the worker dead and wait until it is (a hung one, before its restart)."""
 
+    def running(self) -> bool:
+        """Whether any worker still runs."""
+
+    def close(self, terminate_first: bool = False) -> None:
+        """End every worker left (asking politely first if `terminate_first`) and wait for it."""
+
 
 def restart_graph(graph: Graph, spec: WorkerSpec) -> Graph:
     """The graph a restarted worker is built from: trainers and pods resume from a checkpoint."""
@@ -85,7 +91,9 @@ class Supervisor:
             if code is not None:
                 time.sleep(ERROR_REPORT_WAIT_S)
                 self.drain()
-                self._failed(name, self.errors.pop(name, f"process exited unexpectedly with code {code}"))
+                known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
+                detail = self.errors.pop(name, None) or known or f"process exited unexpectedly with code {code}"
+                self._failed(name, detail)
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
 

@@ -1,0 +1,196 @@
+"""The Ray launcher: each worker is a Ray actor holding the resources its role asks for; the
+controller (reports, restarts, stop rules: srl.launch.supervise) stays in this driver process.
+
+Without `ray_address` a local Ray instance is started for the run (and stopped after it); with
+one, the run joins that cluster. Ray places the workers and tells the controller when one dies
+(its `run` call fails); the controller restarts it as a new actor, exactly as the local launcher
+restarts a process, so Ray's own actor restarts stay off.
+
+Placement decides the transport: a worker on the controller's host uses shared memory and ipc
+sockets, as with the local launcher, whatever Ray node it belongs to (several nodes may share a
+host). A worker placed on another host needs a network stream backend; until one is wired in, it
+fails at start with an error saying so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+from srl.config import ExperimentConfig, RayResources
+from srl.graph import Graph, WorkerSpec
+from srl.launch.local import run_workers
+from srl.launch.monitor import RunMonitor
+from srl.launch.outputs import RunOutputs
+from srl.streams.control import Role
+
+DEFAULTS = {Role.PARAMS: RayResources(num_cpus=0)}  # it only forwards weights
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("launcher=ray needs Ray: pip install 'srl[ray]' (or 'ray>=2.9')") from None
+    return ray
+
+
+def resources_of(config: ExperimentConfig, role: Role) -> RayResources:
+    return config.ray_resources.get(role.title) or DEFAULTS.get(role) or RayResources()
+
+
+def actor_options(config: ExperimentConfig, role: Role) -> dict[str, Any]:
+    r = resources_of(config, role)
+    options: dict[str, Any] = {"num_cpus": r.num_cpus, "num_gpus": r.num_gpus, "max_restarts": 0}
+    if r.resources:
+        options["resources"] = dict(r.resources)
+    if r.memory:
+        options["memory"] = r.memory
+    return options
+
+
+def check_fits(graph: Graph, nodes: list[dict[str, Any]]) -> None:
+    """Every worker's request fits on some live node (else Ray would wait forever)."""
+    totals = [n["Resources"] for n in nodes if n.get("Alive")]
+    for spec in graph.workers:
+        r = resources_of(graph.config, spec.role)
+        ask = {"CPU": r.num_cpus, "GPU": r.num_gpus, "memory": r.memory or 0, **r.resources}
+        ask = {k: v for k, v in ask.items() if v}
+        if not any(all(node.get(k, 0) >= v for k, v in ask.items()) for node in totals):
+            raise RuntimeError(
+                f"worker {spec.name} asks Ray for {ask} (config ray_resources.{spec.role.title}), "
+                f"but no node has that; nodes: {totals}"
+            )
+
+
+def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
+    """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit."""
+    import setproctitle
+    import torch
+
+    import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
+    from srl.config import import_modules
+    from srl.launch.shell import run_kernel_loop
+    from srl.streams.control import Kind, WorkerLink
+    from srl.streams.local import LocalTransport
+    from srl.workers.build import make_kernel
+
+    host = _ray().util.get_node_ip_address()
+    if host != controller_host:
+        raise RuntimeError(
+            f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
+            "streams between hosts need a network backend, which launcher=ray does not wire yet"
+        )
+    import_modules(graph.config.modules)
+    setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
+    torch.set_num_threads(graph.config.torch_threads)
+    transport = LocalTransport(run_id, ipc_dir)
+    link = WorkerLink(transport, spec.role, spec.index)
+    kernel = None
+    try:
+        kernel = make_kernel(graph, spec, transport)
+        run_kernel_loop(kernel, link, transport)
+    except BaseException:
+        link.send(Kind.ERROR, {"traceback": traceback.format_exc()})
+        raise
+    finally:
+        try:
+            if kernel is not None:
+                kernel.close()
+        finally:
+            transport.close()
+
+
+class WorkerActor:
+    """The Ray actor class (made remote in RayWorkers): one worker for its whole life."""
+
+    def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
+        serve(graph, spec, run_id, ipc_dir, controller_host)
+
+
+class RayWorkers:
+    """Each worker a Ray actor (the `Workers` of the supervisor)."""
+
+    def __init__(self, graph: Graph, run_id: str, ipc_dir: Path) -> None:
+        self.ray = _ray()
+        self.run_id, self.ipc_dir = run_id, ipc_dir
+        self.host = self.ray.util.get_node_ip_address()
+        self._remote = self.ray.remote(WorkerActor)
+        self.actors: dict[str, Any] = {}
+        self.runs: dict[str, Any] = {}  # worker -> reference to its run() call
+        self.details: dict[str, str] = {}
+        check_fits(graph, self.ray.nodes())
+
+    def start(self, spec: WorkerSpec, graph: Graph) -> None:
+        actor = self._remote.options(**actor_options(graph.config, spec.role)).remote()
+        self.actors[spec.name] = actor
+        self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host)
+        self.details.pop(spec.name, None)
+
+    def exit_code(self, name: str) -> int | None:
+        ready, _ = self.ray.wait([self.runs[name]], timeout=0)
+        if not ready:
+            return None
+        try:
+            self.ray.get(ready[0])
+            return 0
+        except self.ray.exceptions.RayActorError as e:  # the process died (killed, out of memory)
+            self.details[name] = f"its Ray actor died: {e}"
+            return -9
+        except Exception as e:  # it raised; its traceback normally came as an error report
+            self.details[name] = str(e)
+            return 1
+
+    def detail(self, name: str) -> str | None:
+        return self.details.get(name)
+
+    def kill(self, name: str) -> None:
+        self.ray.kill(self.actors[name], no_restart=True)
+        try:
+            self.ray.get(self.runs[name], timeout=10)
+        except Exception:
+            pass  # killed is what we wanted
+
+    def running(self) -> bool:
+        return any(self.exit_code(name) is None for name in self.runs)
+
+    def close(self, terminate_first: bool = False) -> None:
+        for name in list(self.actors):
+            self.ray.kill(self.actors[name], no_restart=True)
+        if self.runs:
+            self.ray.wait(list(self.runs.values()), num_returns=len(self.runs), timeout=10)
+        self.actors.clear()
+
+
+def _connect(config: ExperimentConfig, graph: Graph) -> bool:
+    """Join the configured cluster, or start a local instance; True if this run must shut it down."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    if config.ray_address:
+        ray.init(address=config.ray_address)
+        return True
+    import srl
+
+    # the workers import srl (and the user's modules) from where this process does
+    paths = [str(Path(srl.__file__).resolve().parent.parent), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    cpus = sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)),  # like local processes: may oversubscribe
+        include_dashboard=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}},
+    )
+    return True
+
+
+def run_ray(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
+    ray = _ray()
+    started = _connect(graph.config, graph)
+    try:
+        return run_workers(graph, outputs, monitor, RayWorkers)
+    finally:
+        if started:
+            ray.shutdown()
