@@ -14,6 +14,7 @@ fails at start with an error saying so.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import traceback
@@ -68,7 +69,6 @@ def check_fits(graph: Graph, nodes: list[dict[str, Any]]) -> None:
 
 def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
     """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit."""
-    import setproctitle
     import torch
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
@@ -85,7 +85,8 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
             "streams between hosts need a network backend, which launcher=ray does not wire yet"
         )
     import_modules(graph.config.modules)
-    setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
+    _untracked_shared_memory()
+    _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
     transport = LocalTransport(run_id, ipc_dir)
     link = WorkerLink(transport, spec.role, spec.index)
@@ -104,8 +105,32 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
             transport.close()
 
 
+def _untracked_shared_memory() -> None:
+    """The controller owns the shared blocks. A Ray worker is not its child, so attaching would
+    register each block with this process's own resource tracker, which unlinks them all when the
+    worker dies (a kill, a crash): its restarted successor would find nothing to attach to."""
+    from multiprocessing import resource_tracker
+
+    register = resource_tracker.register
+    resource_tracker.register = lambda name, rtype: None if rtype == "shared_memory" else register(name, rtype)
+
+
+def _set_title(title: str) -> None:
+    """Ray titles its workers through its own copy of setproctitle, which wins over the module's."""
+    try:
+        from ray._raylet import setproctitle
+    except ImportError:
+        from setproctitle import setproctitle
+    setproctitle(title)
+
+
 class WorkerActor:
     """The Ray actor class (made remote in RayWorkers): one worker for its whole life."""
+
+    def where(self) -> dict[str, str]:
+        ray = _ray()
+        context = ray.get_runtime_context()
+        return {"node_id": context.get_node_id(), "host": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
     def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
         serve(graph, spec, run_id, ipc_dir, controller_host)
@@ -122,11 +147,14 @@ class RayWorkers:
         self.actors: dict[str, Any] = {}
         self.runs: dict[str, Any] = {}  # worker -> reference to its run() call
         self.details: dict[str, str] = {}
+        self.placement: dict[str, Any] = {}  # worker -> reference to where its (last) actor runs
+        self.run_dir = Path(str(graph.config.run_dir))
         check_fits(graph, self.ray.nodes())
 
     def start(self, spec: WorkerSpec, graph: Graph) -> None:
         actor = self._remote.options(**actor_options(graph.config, spec.role)).remote()
         self.actors[spec.name] = actor
+        self.placement[spec.name] = actor.where.remote()
         self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host)
         self.details.pop(spec.name, None)
 
@@ -158,11 +186,24 @@ class RayWorkers:
         return any(self.exit_code(name) is None for name in self.runs)
 
     def close(self, terminate_first: bool = False) -> None:
+        self._write_placement()
         for name in list(self.actors):
             self.ray.kill(self.actors[name], no_restart=True)
         if self.runs:
             self.ray.wait(list(self.runs.values()), num_returns=len(self.runs), timeout=10)
         self.actors.clear()
+
+
+    def _write_placement(self) -> None:
+        """run_dir/placement.json: the Ray node and host of each worker's last actor."""
+        where = {}
+        for name, ref in self.placement.items():
+            try:
+                where[name] = self.ray.get(ref, timeout=5)
+            except Exception as e:
+                where[name] = {"error": type(e).__name__}
+        if where:
+            (self.run_dir / "placement.json").write_text(json.dumps(where, indent=2, sort_keys=True) + "\n")
 
 
 def _connect(config: ExperimentConfig, graph: Graph) -> bool:

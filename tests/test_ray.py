@@ -1,0 +1,95 @@
+"""launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, and workers pinned
+to two nodes of a Ray test cluster by custom resources. Skipped when Ray is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+
+import pytest
+
+from srl.config import ConfigError, build_config, load_config
+from srl.launch.run import run_experiment
+from test_faults import kill_now
+
+ray = pytest.importorskip("ray")
+
+SLOW_START = ["heartbeat_timeout_s=120"]  # a Ray worker process may take a while to start on a busy machine
+
+
+def kill_once_training(run_dir, role: str, killed: list[str]) -> threading.Thread:
+    def killer() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+            if lines and json.loads(lines[-1])["env_steps"] > 0:
+                break
+            time.sleep(0.2)
+        title = kill_now(os.getpid(), (role,), random.Random(0))
+        killed.append(title)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_cartpole_ppo_on_ray_reaches_475_through_an_actor_kill(run_dir):
+    config = load_config("cartpole-ppo", [
+        "launcher=ray", "seed=1", "total_env_steps=400000", f"run_dir={run_dir}", "display=off", *SLOW_START
+    ])  # fmt: skip
+    killed: list[str] = []
+    thread = kill_once_training(run_dir, "actor", killed)
+    assert run_experiment(config) == 0
+    thread.join()
+    assert killed == ["srl:cartpole-ppo:actor:0"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return") and summary["episode_return_mean"] >= 475, summary
+    assert summary["restarts"] == {"actor:0": 1}, summary
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert sorted(placement) == ["actor:0", "params:0", "trainer:0"]
+    assert not ray.is_initialized(), "the local instance started for the run is shut down"
+
+
+@pytest.fixture
+def two_nodes():
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"node_a": 4}})
+    cluster.add_node(num_cpus=2, resources={"node_b": 4})
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_workers_pinned_to_two_nodes_by_custom_resources(run_dir, two_nodes):
+    config = load_config("cartpole-ppo", [
+        "launcher=ray", f"ray_address={two_nodes.address}", "inference=policy_worker", "max_updates=20",
+        f"run_dir={run_dir}", "display=off", *SLOW_START,
+        "ray_resources.actor.resources.node_b=1", "ray_resources.policy.resources.node_b=1",
+        "ray_resources.trainer.resources.node_a=1", "ray_resources.params.resources.node_a=1",
+        "ray_resources.params.num_cpus=0",
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "max_updates 20 reached" and summary["updates"] >= 20, summary
+    node = {name: where["node_id"] for name, where in json.loads((run_dir / "placement.json").read_text()).items()}
+    assert node["actor:0"] == node["policy:0"] != node["trainer:0"] == node["params:0"], node
+
+
+def test_a_request_no_node_can_meet_is_refused_before_training(run_dir):
+    config = build_config({
+        "experiment": "x", "launcher": "ray", "run_dir": str(run_dir), "display": "off",
+        "ray_resources": {"trainer": {"resources": {"no_such_node": 1}}},
+    })  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"worker trainer:0 asks Ray for .*no_such_node.*no node has that"):
+        run_experiment(config)
+
+
+def test_ray_resources_name_known_roles():
+    with pytest.raises(ConfigError, match="unknown roles \\['learner'\\]"):
+        build_config({"experiment": "x", "ray_resources": {"learner": {"num_cpus": 1}}})
