@@ -128,3 +128,72 @@ def test_a_policy_worker_drops_requests_of_a_dead_actor_and_the_new_actor_ignore
     (new,) = server.poll(limit=8)
     server.reply([new])
     assert reborn.ready() == [0]
+
+
+# ------------------------------------------------- the supervisor with fake workers (no processes)
+
+from srl.config import build_config  # noqa: E402
+from srl.graph import build_graph  # noqa: E402
+from srl.launch.monitor import RunMonitor  # noqa: E402
+from srl.launch.outputs import WorkerFailed  # noqa: E402
+from srl.launch.supervise import Supervisor  # noqa: E402
+from srl.streams.control import CONTROLLER_IN, Kind, Role, WorkerLink  # noqa: E402
+
+
+class FakeWorkers:
+    """Records starts and kills; a test sets `codes[name]` to make a worker end."""
+
+    def __init__(self, lives):
+        self.lives, self.codes, self.log = lives, {}, []
+
+    def start(self, spec, graph):
+        self.log.append(("start", spec.name, self.lives.of(spec.name), graph.config.resume))
+        self.codes.pop(spec.name, None)
+
+    def exit_code(self, name):
+        return self.codes.get(name)
+
+    def kill(self, name):
+        self.log.append(("kill", name, self.lives.of(name)))
+
+
+def supervised(**fields):
+    graph = build_graph(build_config({"experiment": "s", "run_dir": "/tmp/s", **fields}))
+    transport, lives = InlineTransport(), Incarnations([w.name for w in graph.workers])
+    workers = FakeWorkers(lives)
+    supervisor = Supervisor(graph, RunMonitor(graph.config), transport, transport.receiver(CONTROLLER_IN),
+                            workers, lives)  # fmt: skip
+    return supervisor, workers, transport
+
+
+def test_a_dead_worker_is_killed_then_its_epoch_bumped_then_started_and_a_trainer_resumes():
+    supervisor, workers, _ = supervised(max_restarts=2)
+    workers.codes["actor:0"] = -9
+    supervisor.check()
+    assert workers.log == [("kill", "actor:0", 0), ("start", "actor:0", 1, None)]
+    workers.codes["trainer:0"] = -9
+    supervisor.check()
+    assert workers.log[2:] == [("kill", "trainer:0", 0), ("start", "trainer:0", 1, "/tmp/s")]
+    assert supervisor.monitor.restarts == {"actor:0": 1, "trainer:0": 1}
+    supervisor.check()  # nothing ended since
+    assert len(workers.log) == 4
+
+
+def test_past_the_limit_the_run_ends_with_the_worker_s_last_traceback(monkeypatch):
+    monkeypatch.setattr("srl.launch.supervise.ERROR_REPORT_WAIT_S", 0.0)
+    supervisor, workers, transport = supervised(max_restarts=1)
+    link = WorkerLink(transport, Role.ACTOR, 0)
+    for attempt in ("first", "second"):
+        link.send(Kind.ERROR, {"traceback": f"Traceback ...\nRuntimeError: {attempt} boom"})
+        workers.codes["actor:0"] = 1
+        if attempt == "first":
+            supervisor.check()
+    with pytest.raises(WorkerFailed, match=r"(?s)worker actor:0 failed.*max_restarts=1.*RuntimeError: second boom"):
+        supervisor.check()
+
+
+def test_a_silent_worker_is_restarted(monkeypatch):
+    supervisor, workers, _ = supervised(heartbeat_timeout_s=5)
+    monkeypatch.setattr(supervisor.monitor, "silent_workers", lambda names: ["params:0"])
+    supervisor.check()
+    assert workers.log == [("kill", "params:0", 0), ("start", "params:0", 1, None)]

@@ -1,0 +1,96 @@
+"""Sampling throughput against the number of actor workers, for an env whose step sleeps 5 ms.
+
+    python benchmarks/scaling.py                                  # local launcher, 1..64 actors
+    python benchmarks/scaling.py --launcher ray --actors 1 2 4 8 16
+    python benchmarks/scaling.py --plot docs/scaling.png --from results.jsonl
+
+Each point is `srl bench sampling` (random policy, a trainer that learns nothing, rate taken
+between the first and last report) with `num_actor_workers=N`, repeated; prints one JSON line
+per launcher with the median env steps/s of each N. The ideal is linear, N / 5 ms: an actor steps
+its envs one after another, but sleeping uses no CPU, so actors add up until the CPUs are busy
+with everything else (inference, copies, the trainer, process switches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])  # Ray workers
+
+
+def measure(launcher: str, actors: int, seconds: float, envs_per_actor: int, step_s: float) -> float:
+    from srl.bench import bench_sampling
+
+    result = bench_sampling("sleep", [
+        "modules=sleep_env", f"launcher={launcher}", f"num_actor_workers={actors}", "inference=inline",
+        f"envs_per_actor={envs_per_actor}", "ring_splits=2", "sample_length=32", "segment_slots=2",
+        f"time_limit_s={seconds}", f"env_kwargs.step_s={step_s}", "heartbeat_timeout_s=300",
+        "ray_resources.actor.num_cpus=0", "ray_resources.trainer.num_cpus=0",
+    ])  # fmt: skip
+    if result["exit_code"] != 0 or result["env_steps_per_s"] is None:
+        raise RuntimeError(f"run failed: {result}")
+    return result["env_steps_per_s"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--launcher", choices=["local", "ray"], default="local")
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured time per run")
+    parser.add_argument("--envs-per-actor", type=int, default=4)
+    parser.add_argument("--step-s", type=float, default=0.005)
+    parser.add_argument("--plot", help="write a PNG of every JSON line in --from (needs matplotlib)")
+    parser.add_argument("--from", dest="source", help="a file of this script's JSON lines, for --plot")
+    args = parser.parse_args()
+    if args.plot:
+        plot([json.loads(line) for line in Path(args.source).read_text().splitlines() if line.strip()], args.plot)
+        return
+    if args.launcher == "ray":
+        import ray
+
+        ray.init(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
+    rates = {}
+    for n in args.actors:
+        runs = [measure(args.launcher, n, args.seconds, args.envs_per_actor, args.step_s) for _ in range(args.repeats)]
+        rates[n] = {"median": statistics.median(runs), "runs": runs}
+        print(f"# {args.launcher} actors={n}: {rates[n]}", file=sys.stderr, flush=True)
+    per_actor = 1 / args.step_s  # an actor steps its envs one after another: sleeps add up
+    print(json.dumps({
+        "benchmark": "scaling", "launcher": args.launcher, "env_step_s": args.step_s,
+        "envs_per_actor": args.envs_per_actor, "repeats": args.repeats, "measured_s": args.seconds,
+        "ideal_steps_per_s_per_actor": per_actor,
+        "env_steps_per_s": {str(n): r["median"] for n, r in rates.items()},
+        "runs": {str(n): r["runs"] for n, r in rates.items()}, "cpus": os.cpu_count(),
+    }))  # fmt: skip
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in results:
+        ns = [int(n) for n in r["env_steps_per_s"]]
+        ax.plot(ns, list(r["env_steps_per_s"].values()), "o-", label=f"{r['launcher']} launcher")
+    top = max(int(n) for r in results for n in r["env_steps_per_s"])
+    ideal = results[0]["ideal_steps_per_s_per_actor"]
+    ax.plot([1, top], [ideal, ideal * top], "k--", label="ideal (no overhead)")
+    ax.set(xscale="log", yscale="log", xlabel="actor workers", ylabel="env steps/s (median)",
+           title=f"Sampling, env step sleeps {results[0]['env_step_s'] * 1000:g} ms")  # fmt: skip
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
