@@ -40,7 +40,9 @@ def measure(launcher: str, actors: int, seconds: float, envs_per_actor: int, ste
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--launcher", choices=["local", "ray"], default="local")
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--repeats", type=int, default=3)
@@ -51,7 +53,8 @@ def main() -> None:
     parser.add_argument("--from", dest="source", help="a file of this script's JSON lines, for --plot")
     args = parser.parse_args()
     if args.plot:
-        plot([json.loads(line) for line in Path(args.source).read_text().splitlines() if line.strip()], args.plot)
+        lines = Path(args.source).read_text().splitlines()
+        plot([json.loads(line) for line in lines if line.strip()], args.plot)
         return
     if args.launcher == "ray":
         import ray
@@ -59,7 +62,10 @@ def main() -> None:
         ray.init(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
     rates = {}
     for n in args.actors:
-        runs = [measure(args.launcher, n, args.seconds, args.envs_per_actor, args.step_s) for _ in range(args.repeats)]
+        runs = [
+            measure(args.launcher, n, args.seconds, args.envs_per_actor, args.step_s)
+            for _ in range(args.repeats)
+        ]
         rates[n] = {"median": statistics.median(runs), "runs": runs}
         print(f"# {args.launcher} actors={n}: {rates[n]}", file=sys.stderr, flush=True)
     per_actor = 1 / args.step_s  # an actor steps its envs one after another: sleeps add up

@@ -29,4 +29,5 @@ class SleepEnv(Environment):
         time.sleep(self.step_s)
         self.t += 1
         done = self.t >= self.episode_length
-        return EnvStep({"agent": np.zeros(4, np.float32)}, {"agent": 1.0}, {"agent": done}, {"agent": False}, {})
+        obs = {"agent": np.zeros(4, np.float32)}
+        return EnvStep(obs, {"agent": 1.0}, {"agent": done}, {"agent": False}, {})

@@ -13,15 +13,15 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
 import lives_env  # noqa: F401  (registers "counting-lives")
+import psutil
 import recording  # noqa: F401  (registers the "record" algorithm)
+from test_shutdown import spawn, srl_command, wait_for_metrics
+
 from srl import checkpoint
 from srl.config import build_config
 from srl.envs import check_counts
 from srl.launch.run import run_experiment
-from test_shutdown import spawn, srl_command, wait_for_metrics
 
 BUDGET = ["total_env_steps=400000", "seed=1", "display=off"]
 
@@ -82,7 +82,8 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
     resumed = re.findall(r"trainer resumed from checkpoint version (\d+)", out)
     assert len(resumed) == 1 and int(resumed[0]) >= saved, (saved, out)
     # the version went back at most to the checkpoint: never towards 0
-    versions = [json.loads(line)["policy_version"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    versions = [json.loads(line)["policy_version"] for line in lines]
     assert all(b >= min(a, saved) for a, b in zip(versions, versions[1:])), (saved, versions)
 
 

@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
+from test_faults import kill_now
 
 from srl.config import ConfigError, build_config, load_config
 from srl.launch.run import run_experiment
-from test_faults import kill_now
 
 ray = pytest.importorskip("ray")
 
@@ -24,7 +24,8 @@ def kill_once_training(run_dir, role: str, killed: list[str]) -> threading.Threa
     def killer() -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+            path = run_dir / "metrics.jsonl"
+            lines = path.read_text().splitlines() if path.exists() else []
             if lines and json.loads(lines[-1])["env_steps"] > 0:
                 break
             time.sleep(0.2)
@@ -46,7 +47,8 @@ def test_cartpole_ppo_on_ray_reaches_475_through_an_actor_kill(run_dir):
     thread.join()
     assert killed == ["srl:cartpole-ppo:actor:0"]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["stop_reason"].startswith("target_return") and summary["episode_return_mean"] >= 475, summary
+    assert summary["stop_reason"].startswith("target_return"), summary
+    assert summary["episode_return_mean"] >= 475, summary
     assert summary["restarts"] == {"actor:0": 1}, summary
     placement = json.loads((run_dir / "placement.json").read_text())
     assert sorted(placement) == ["actor:0", "params:0", "trainer:0"]
@@ -77,7 +79,8 @@ def test_workers_pinned_to_two_nodes_by_custom_resources(run_dir, two_nodes):
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "max_updates 20 reached" and summary["updates"] >= 20, summary
-    node = {name: where["node_id"] for name, where in json.loads((run_dir / "placement.json").read_text()).items()}
+    placement = json.loads((run_dir / "placement.json").read_text())
+    node = {name: where["node_id"] for name, where in placement.items()}
     assert node["actor:0"] == node["policy:0"] != node["trainer:0"] == node["params:0"], node
 
 

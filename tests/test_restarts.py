@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from srl.config import build_config
+from srl.graph import build_graph
+from srl.launch.monitor import RunMonitor
+from srl.launch.outputs import WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
+from srl.launch.supervise import Supervisor
+from srl.streams.control import CONTROLLER_IN, Kind, Role, WorkerLink
+from srl.streams.incarnations import Incarnations
+from srl.streams.inference import InferenceClient, InferenceServer
+from srl.streams.inline import InlineTransport
+from srl.streams.samples import SampleConsumer, SampleProducer
 
 
 def test_restarts_within_the_window_until_the_limit_then_a_crash_loop():
@@ -49,10 +59,6 @@ def test_bad_limits_are_refused(bad):
 
 # ------------------------------------------------- streams across restarts (no processes, by hand)
 
-from srl.streams.incarnations import Incarnations  # noqa: E402
-from srl.streams.inference import InferenceClient, InferenceServer  # noqa: E402
-from srl.streams.inline import InlineTransport  # noqa: E402
-from srl.streams.samples import SampleConsumer, SampleProducer  # noqa: E402
 
 
 def sample_ends(transport, lives):
@@ -132,12 +138,6 @@ def test_a_policy_worker_drops_requests_of_a_dead_actor_and_the_new_actor_ignore
 
 # ------------------------------------------------- the supervisor with fake workers (no processes)
 
-from srl.config import build_config  # noqa: E402
-from srl.graph import build_graph  # noqa: E402
-from srl.launch.monitor import RunMonitor  # noqa: E402
-from srl.launch.outputs import WorkerFailed  # noqa: E402
-from srl.launch.supervise import Supervisor  # noqa: E402
-from srl.streams.control import CONTROLLER_IN, Kind, Role, WorkerLink  # noqa: E402
 
 
 class FakeWorkers:

@@ -76,7 +76,9 @@ def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     return run_workers(graph, outputs, monitor, LocalWorkers)
 
 
-def run_workers(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_workers: Callable[..., Any]) -> str:
+def run_workers(
+    graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_workers: Callable[..., Any]
+) -> str:
     """The controller on this machine for workers placed by `make_workers(graph, run_id, ipc_dir)`
     (local processes, Ray actors): shared blocks, control stream, supervision, stop, clean-up."""
     # The prefix lets a test session tell its own shared memory from other runs on the machine.

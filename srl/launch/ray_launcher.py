@@ -112,7 +112,7 @@ def _untracked_shared_memory() -> None:
     from multiprocessing import resource_tracker
 
     register = resource_tracker.register
-    resource_tracker.register = lambda name, rtype: None if rtype == "shared_memory" else register(name, rtype)
+    resource_tracker.register = lambda name, kind: None if kind == "shared_memory" else register(name, kind)
 
 
 def _set_title(title: str) -> None:
@@ -217,7 +217,8 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
     import srl
 
     # the workers import srl (and the user's modules) from where this process does
-    paths = [str(Path(srl.__file__).resolve().parent.parent), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    paths = [str(Path(srl.__file__).resolve().parent.parent), *inherited]
     cpus = sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
     ray.init(
         num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)),  # like local processes: may oversubscribe

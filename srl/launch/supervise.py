@@ -92,7 +92,8 @@ class Supervisor:
                 time.sleep(ERROR_REPORT_WAIT_S)
                 self.drain()
                 known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
-                detail = self.errors.pop(name, None) or known or f"process exited unexpectedly with code {code}"
+                detail = self.errors.pop(name, None) or known
+                detail = detail or f"process exited unexpectedly with code {code}"
                 self._failed(name, detail)
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")

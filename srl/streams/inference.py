@@ -108,7 +108,11 @@ class InferenceServer:
     """Policy-worker side: every request waiting now, answered after one batched forward pass."""
 
     def __init__(
-        self, transport: Transport, policy_worker: int, actors: list[int], incarnations: Incarnations = NO_RESTARTS
+        self,
+        transport: Transport,
+        policy_worker: int,
+        actors: list[int],
+        incarnations: Incarnations = NO_RESTARTS,
     ) -> None:
         self._requests = transport.receiver(requests_name(policy_worker))
         self._replies = {a: transport.sender(replies_name(a)) for a in actors}
