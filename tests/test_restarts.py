@@ -15,6 +15,7 @@ from srl.streams.control import CONTROLLER_IN, Kind, Role, WorkerLink
 from srl.streams.incarnations import Incarnations
 from srl.streams.inference import InferenceClient, InferenceServer
 from srl.streams.inline import InlineTransport
+from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer, SampleProducer
 
 
@@ -188,7 +189,8 @@ def test_past_the_limit_the_run_ends_with_the_worker_s_last_traceback(monkeypatc
         workers.codes["actor:0"] = 1
         if attempt == "first":
             supervisor.check()
-    with pytest.raises(WorkerFailed, match=r"(?s)worker actor:0 failed.*max_restarts=1.*RuntimeError: second boom"):
+    last = r"(?s)worker actor:0 failed.*max_restarts=1.*RuntimeError: second boom"
+    with pytest.raises(WorkerFailed, match=last):
         supervisor.check()
 
 
@@ -197,3 +199,11 @@ def test_a_silent_worker_is_restarted(monkeypatch):
     monkeypatch.setattr(supervisor.monitor, "silent_workers", lambda names: ["params:0"])
     supervisor.check()
     assert workers.log == [("kill", "params:0", 0), ("start", "params:0", 1, None)]
+
+
+def test_the_trainer_publishes_again_when_the_parameter_service_was_restarted():
+    transport, lives = InlineTransport(), Incarnations(["trainer:0", "params:0"])
+    publisher = ParamPublisher(transport, generation=0, incarnations=lives)
+    assert not publisher.service_restarted()
+    lives.bump("params:0")
+    assert publisher.service_restarted() and not publisher.service_restarted()

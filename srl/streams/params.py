@@ -18,10 +18,12 @@ import time
 import numpy as np
 import torch
 
+from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
 
 SERVICE_IN = "params.in"
 SERVICE_OUT = "params.out"
+SERVICE = "params:0"  # the worker that serves them
 PUBLISH, WANT = 1, 2
 WANT_RETRY_S = 0.2
 
@@ -44,12 +46,22 @@ def load_frames(module: torch.nn.Module, frames: list) -> None:
 
 
 class ParamPublisher:
-    def __init__(self, transport: Transport, generation: int = 0) -> None:
+    def __init__(
+        self, transport: Transport, generation: int = 0, incarnations: Incarnations = NO_RESTARTS
+    ) -> None:
         self._out = transport.sender(SERVICE_IN)
         self.generation = generation
+        self._incarnations = incarnations
+        self._service_epoch = incarnations.of(SERVICE)
 
     def publish(self, version: int, module: torch.nn.Module) -> None:
         self._out.send((PUBLISH, version, self.generation), state_frames(module))
+
+    def service_restarted(self) -> bool:
+        """True once after each restart of the parameter service (which lost the weights)."""
+        epoch = self._incarnations.of(SERVICE)
+        restarted, self._service_epoch = epoch != self._service_epoch, epoch
+        return restarted
 
 
 def ordering(header: tuple[int, ...]) -> tuple[int, int]:

@@ -96,7 +96,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             policy,
             algorithm,
             SampleConsumer(transport, segments, lives),
-            ParamPublisher(transport, generation=lives.of(spec.name)),
+            ParamPublisher(transport, generation=lives.of(spec.name), incarnations=lives),
             fields=graph.segment_fields(),
             sample_length=c.sample_length,
             batch_segments=c.batch_segments,

@@ -98,6 +98,8 @@ class TrainerKernel:
             self.samples.release(ref)
             if self.filled == self.batch_segments:
                 self._update()
+        if self.params.service_restarted():  # it lost the weights: waiting subscribers need them
+            self.params.publish(self.version, self.policy)
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
             self.save_checkpoint()
         return bool(refs)
