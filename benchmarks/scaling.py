@@ -63,9 +63,8 @@ def main() -> None:
     if args.launcher == "ray":
         import ray
 
-        # CPUs as many as workers: Ray then keeps that many worker processes started in advance
-        # and starts as many at once, so start-up does not eat the measured time; PYTHONPATH above
-        # reaches the workers through the raylet's environment
+        # one instance for every run, with a CPU for every worker should a role ask for one;
+        # PYTHONPATH above reaches the workers through the raylet's environment
         ray.init(include_dashboard=False, num_cpus=max(args.actors) + 2)
     rates = {}
     for n in args.actors:
