@@ -9,6 +9,7 @@ allowed, before any process starts. Cross-field checks that need the environment
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -88,11 +89,34 @@ class ExperimentConfig(BaseModel):
     display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
     heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
+    transport: Literal["shm", "tcp"] = Field(
+        "shm",
+        description="Stream backend of launcher=local. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
+        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine).",
+    )
+    bind_host: str = Field(
+        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface)."
+    )
 
     @field_validator("modules", mode="before")
     @classmethod
     def _split_modules(cls, value: Any) -> Any:
         return [m.strip() for m in value.split(",") if m.strip()] if isinstance(value, str) else value
+
+    @field_validator("bind_host")
+    @classmethod
+    def _check_bind_host(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"bind_host must be an IP address (127.0.0.1, 0.0.0.0, ::1), got {value!r}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_transport(self) -> "ExperimentConfig":
+        if self.transport == "tcp" and self.launcher != "local":
+            raise ValueError(f"transport='tcp' needs launcher='local', got launcher={self.launcher!r}")
+        return self
 
     @model_validator(mode="after")
     def _check_counts(self) -> "ExperimentConfig":

@@ -22,6 +22,7 @@ from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.shell import worker_main
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP, Kind, decode_report
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
+from srl.streams.tcp import TcpTransport
 
 STOP_GRACE_S = 10.0
 FAILURE_GRACE_S = 3.0  # a failed run may hold a hung worker: do not wait long for it
@@ -41,17 +42,19 @@ def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     # The prefix lets a test session tell its own shared memory from other runs on the machine.
     run_id = os.environ.get("SRL_RUN_ID_PREFIX", "") + secrets.token_hex(4)
     ipc_dir = make_ipc_dir(run_id)
-    blocks = SharedBlocks(run_id, graph.block_layouts())
+    wire = _tcp_wire(graph)  # None: shared memory and ipc
+    blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
     procs: dict[str, mp.Process] = {}
     transport = None
     previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         ctx = mp.get_context("fork")
         for spec in graph.workers:
-            proc = ctx.Process(target=worker_main, args=(graph, spec, run_id, ipc_dir, os.getpid()), daemon=True)
+            args = (graph, spec, run_id, ipc_dir, os.getpid(), wire)
+            proc = ctx.Process(target=worker_main, args=args, daemon=True)
             proc.start()
             procs[spec.name] = proc
-        transport = LocalTransport(run_id, ipc_dir)
+        transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
         inbox = transport.receiver(CONTROLLER_IN)
         stopper = transport.publisher(CONTROL_OUT)
         outputs.start()
@@ -75,6 +78,20 @@ def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
             transport.close()
         blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
+def _tcp_wire(graph: Graph):
+    """transport=tcp: every stream on loopback (or bind_host) ports, signed with a fresh secret."""
+    if graph.config.transport != "tcp":
+        return None
+    import torch
+
+    from srl.graph import make_policy
+    from srl.streams.tcp_setup import make_wire
+
+    with torch.random.fork_rng():  # the policy is built only to size the limits: leave torch's RNG as it was
+        policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    return make_wire(graph, policy)
 
 
 def _drain(inbox, monitor: RunMonitor) -> None:

@@ -5,6 +5,9 @@ writes observations into it and sends a `Request`; a policy worker gathers many 
 batch, writes actions and policy outputs back into the slots and answers (split,). Delivery:
 exactly one reply per request; a split has at most one request in flight, so slots never race.
 
+Over a transport that shares no memory (tcp), a request carries the slot's observations and
+the reply carries everything the policy wrote (actions, outputs, version), as raw frames.
+
 In deterministic mode a request also says which parameter version must act (`min_version`) and
 carries a key that seeds its action sampling, so no result depends on how requests were batched.
 """
@@ -16,7 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from srl.data import columns as C
 from srl.streams.transport import Receiver, Transport
+from srl.streams.wire import fill_slot, slot_frames
 
 if TYPE_CHECKING:
     from srl.workers.policy import Acting
@@ -32,6 +37,13 @@ class Request:
     key: int = 0  # seeds this request's action sampling (deterministic mode)
 
 
+REQUEST_FIELDS = (C.OBS,)  # what the actor writes into a slot; the policy writes the rest
+
+
+def reply_fields(slot: Slot) -> list[str]:
+    return [name for name in slot if name not in REQUEST_FIELDS]
+
+
 def requests_name(policy_worker: int) -> str:
     return f"policy.{policy_worker}.requests"
 
@@ -43,17 +55,24 @@ def replies_name(actor: int) -> str:
 class InferenceClient:
     """Actor side, served by a policy worker process."""
 
-    def __init__(self, transport: Transport, actor: int, policy_worker: int) -> None:
+    def __init__(self, transport: Transport, actor: int, policy_worker: int, slots: list[Slot] | None = None) -> None:
         self.actor = actor
         self._requests = transport.sender(requests_name(policy_worker))
         self._replies = transport.receiver(replies_name(actor))
         self.receivers: list[Receiver] = [self._replies]
+        self._slots = None if transport.shares_memory else slots  # slots whose arrays travel
 
     def request(self, split: int, min_version: int = 0, key: int = 0) -> None:
-        self._requests.send((self.actor, split, min_version, key))
+        frames = slot_frames(self._slots[split], REQUEST_FIELDS) if self._slots else ()
+        self._requests.send((self.actor, split, min_version, key), frames)
 
     def ready(self) -> list[int]:
-        return [m.header[0] for m in self._replies.recv_all()]
+        messages = self._replies.recv_all()
+        if self._slots:
+            for m in messages:
+                slot = self._slots[m.header[0]]
+                fill_slot(slot, reply_fields(slot), m.frames)
+        return [m.header[0] for m in messages]
 
 
 class LocalInferenceClient:
@@ -80,14 +99,24 @@ class LocalInferenceClient:
 class InferenceServer:
     """Policy-worker side: every request waiting now, answered after one batched forward pass."""
 
-    def __init__(self, transport: Transport, policy_worker: int, actors: list[int]) -> None:
+    def __init__(
+        self, transport: Transport, policy_worker: int, actors: list[int], slots: dict[tuple[int, int], Slot] | None = None
+    ) -> None:
         self._requests = transport.receiver(requests_name(policy_worker))
         self._replies = {a: transport.sender(replies_name(a)) for a in actors}
         self.receivers: list[Receiver] = [self._requests]
+        self._slots = None if transport.shares_memory else slots  # (actor, split) -> slot
 
     def poll(self, limit: int) -> list[Request]:
-        return [Request(*m.header[:4]) for m in self._requests.recv_all(limit)]
+        requests = []
+        for m in self._requests.recv_all(limit):
+            request = Request(*m.header[:4])
+            if self._slots:
+                fill_slot(self._slots[(request.actor, request.split)], REQUEST_FIELDS, m.frames)
+            requests.append(request)
+        return requests
 
     def reply(self, requests: list[Request]) -> None:
         for r in requests:
-            self._replies[r.actor].send((r.split,))
+            slot = self._slots[(r.actor, r.split)] if self._slots else None
+            self._replies[r.actor].send((r.split,), slot_frames(slot, reply_fields(slot)) if slot else ())

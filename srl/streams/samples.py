@@ -4,6 +4,9 @@ Each (actor, split) owns `slots_per_split` segment slots in the actor's shared b
 fills a free slot step by step, sends (actor, split, slot), and may not touch that slot again
 until the trainer releases it; with no free slot the actor's split waits (back-pressure), so a
 sample is never overwritten before it is consumed, and never delivered twice.
+
+Over a transport that shares no memory (tcp), the message carries the segment's arrays as raw
+frames and the trainer copies them into its own slot; a release carries none.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from srl.streams.transport import Receiver, Transport
+from srl.streams.wire import fill_slot, slot_frames
 
 SAMPLES_NAME = "trainer.samples"
 Segment = dict[str, np.ndarray]  # column -> [T + 1, rows, ...]: see srl.data.columns
@@ -42,6 +46,7 @@ class SampleProducer:
         for split, slot in slots:
             self._free.setdefault(split, deque()).append(slot)
         self.receivers: list[Receiver] = [self._released]
+        self._ships = not transport.shares_memory
 
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""
@@ -51,7 +56,8 @@ class SampleProducer:
         return free.popleft() if free else None
 
     def send(self, split: int, slot: int) -> None:
-        self._out.send((self.actor, split, slot))
+        segment = self.slots[(split, slot)]
+        self._out.send((self.actor, split, slot), slot_frames(segment, list(segment)) if self._ships else ())
 
 
 class SampleConsumer:
@@ -63,9 +69,17 @@ class SampleConsumer:
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
         self.receivers: list[Receiver] = [self._in]
+        self._ships = not transport.shares_memory
 
     def poll(self, limit: int) -> list[SegmentRef]:
-        return [SegmentRef(*m.header[:3]) for m in self._in.recv_all(limit)]
+        refs = []
+        for m in self._in.recv_all(limit):
+            ref = SegmentRef(*m.header[:3])
+            if self._ships:
+                segment = self.segment(ref)
+                fill_slot(segment, list(segment), m.frames)
+            refs.append(ref)
+        return refs
 
     def segment(self, ref: SegmentRef) -> Segment:
         return self.slots[(ref.actor, ref.split, ref.slot)]
