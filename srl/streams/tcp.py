@@ -37,9 +37,10 @@ class Wire:
     limits: Limits = Limits()
 
     def port(self, name: str) -> int:
-        if name not in self.ports:
-            raise KeyError(f"stream {name!r} has no tcp port; the launcher allocates one per stream")
-        return self.ports[name]
+        try:
+            return self.ports[name]
+        except KeyError:
+            raise KeyError(f"stream {name!r} has no tcp port; the launcher allocates one per stream") from None
 
     def bind_address(self, name: str) -> str:
         host = "*" if self.bind_host in WILDCARDS else self.bind_host
