@@ -18,6 +18,8 @@ process for inline. Prints one JSON line of medians over `--repeats` runs.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import multiprocessing as mp
 import os
@@ -181,6 +183,15 @@ def hand_overs(producer, transport, far, seconds: float) -> float:
     return sent / (time.perf_counter() - started)
 
 
+def hmac_mb_per_s(nbytes: int, seconds: float = 0.5) -> float:
+    """The tcp backend's signing cost (each message is hashed once by each end), for scale."""
+    data, key, done, started = os.urandom(nbytes), os.urandom(32), 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        hmac.new(key, data, hashlib.sha256).digest()
+        done += 1
+    return round(done * nbytes / (time.perf_counter() - started) / 1e6, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
@@ -191,6 +202,7 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--backends", nargs="+", default=["inline", "shm", "tcp"])
     args = parser.parse_args()
+    load = os.getloadavg()
     runs = {kind: [] for kind in args.backends}
     for _ in range(args.repeats):  # backends interleaved, so drift in the machine's load hits each alike
         for kind in args.backends:
@@ -199,7 +211,8 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "streams_micro", "repeats": args.repeats, "seconds": args.seconds,
         "slot": f"{args.rows}x{args.obs_dim} float32 obs", "segment_kib": args.segment_kib, "slots": args.slots,
-        "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine(), "backends": result,
+        "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine(), "loadavg_at_start": load,
+        "hmac_sha256_mb_per_s": hmac_mb_per_s(args.segment_kib << 10), "backends": result,
     }))  # fmt: skip
 
 
