@@ -87,7 +87,9 @@ def far_side(backend: Backend, stop, ready) -> None:
     transport = backend.transport()
     arrays = transport.arrays("actor0", backend.blocks)
     server = InferenceServer(transport, 0, [0], {(0, 0): sub_arrays(arrays, "infer.0.")})
-    consumer = SampleConsumer(transport, {(0, 0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in slot_ids(arrays)})
+    consumer = SampleConsumer(
+        transport, {(0, 0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in slot_ids(arrays)}
+    )
     ready.set()
     while not stop.is_set():
         served = far_side_step(server, consumer)
@@ -126,7 +128,9 @@ def measure(kind: str, args) -> dict:
         transport = backend.transport()
         arrays = transport.arrays("actor0", blocks)
         client = InferenceClient(transport, 0, 0, [sub_arrays(arrays, "infer.0.")])
-        producer = SampleProducer(transport, 0, {(0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in slot_ids(arrays)})
+        producer = SampleProducer(
+            transport, 0, {(0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in slot_ids(arrays)}
+        )
         rtt = round_trips(client, transport, far, args.seconds / 2)
         rate = hand_overs(producer, transport, far, args.seconds / 2)
         if transport is not backend.inline:
@@ -147,7 +151,9 @@ class InlineFar:
         self.arrays = backend.inline.arrays("actor0", backend.blocks)
         t = backend.inline
         self.server = InferenceServer(t, 0, [0], {(0, 0): sub_arrays(self.arrays, "infer.0.")})
-        self.consumer = SampleConsumer(t, {(0, 0, k): sub_arrays(self.arrays, f"sample.0.{k}.") for k in slot_ids(self.arrays)})
+        self.consumer = SampleConsumer(
+            t, {(0, 0, k): sub_arrays(self.arrays, f"sample.0.{k}.") for k in slot_ids(self.arrays)}
+        )
 
     def step(self) -> None:
         far_side_step(self.server, self.consumer)
@@ -193,9 +199,13 @@ def hmac_mb_per_s(nbytes: int, seconds: float = 0.5) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=2.0, help="per backend and repeat, both measurements")
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="per backend and repeat, both measurements"
+    )
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--obs-dim", type=int, default=4)
     parser.add_argument("--segment-kib", type=int, default=256)
@@ -207,7 +217,9 @@ def main() -> None:
     for _ in range(args.repeats):  # backends interleaved, so drift in the machine's load hits each alike
         for kind in args.backends:
             runs[kind].append(measure(kind, args))
-    result = {kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for kind, rs in runs.items()}
+    result = {
+        kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for kind, rs in runs.items()
+    }
     print(json.dumps({
         "benchmark": "streams_micro", "repeats": args.repeats, "seconds": args.seconds,
         "slot": f"{args.rows}x{args.obs_dim} float32 obs", "segment_kib": args.segment_kib, "slots": args.slots,

@@ -59,11 +59,18 @@ def test_tcp_between_processes():
     transport = TcpTransport(wire)
     stranger = TcpTransport(Wire(b"x" * 32, wire.ports))
     try:
-        rx, tx, bad = transport.receiver("to_parent"), transport.sender("to_child"), stranger.sender("to_child")
+        rx, tx, bad = (
+            transport.receiver("to_parent"),
+            transport.sender("to_child"),
+            stranger.sender("to_child"),
+        )
         rng = np.random.default_rng(0)
         sent = []
         for i in range(40):
-            frames = [rng.integers(0, 256, int(rng.integers(0, 1 << (i % 21))), dtype=np.uint8).tobytes(), b"ab"]
+            frames = [
+                rng.integers(0, 256, int(rng.integers(0, 1 << (i % 21))), dtype=np.uint8).tobytes(),
+                b"ab",
+            ]
             sent.append(((i, -i, 1 << 62), frames))
             tx.send(*sent[-1])
             bad.send((999,), [b"forged"])
@@ -95,7 +102,9 @@ def test_receiver_survives_garbage_on_its_port():
     try:
         rx = transport.receiver("q")
         _raw_junk(wire.port("q"), secrets.token_bytes(4096))
-        _raw_junk(wire.port("q"), b"\xff" + b"\0" * 8 + b"\x7f" + secrets.token_bytes(100))  # a ZMTP-like greeting
+        _raw_junk(
+            wire.port("q"), b"\xff" + b"\0" * 8 + b"\x7f" + secrets.token_bytes(100)
+        )  # a ZMTP-like greeting
         push = stranger.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 0)
         push.connect(wire.connect_address("q"))
@@ -174,7 +183,10 @@ def _spray(wire: Wire, stop: threading.Event) -> None:
         while not stop.is_set():
             for name, push in pushes:
                 _raw_junk(wire.port(name), secrets.token_bytes(64))
-                for parts in ([secrets.token_bytes(32), np.int64(0).tobytes()], encode(b"x" * 32, name, (0, 0, 0))):
+                for parts in (
+                    [secrets.token_bytes(32), np.int64(0).tobytes()],
+                    encode(b"x" * 32, name, (0, 0, 0)),
+                ):
                     try:
                         push.send_multipart(parts, zmq.NOBLOCK)
                     except zmq.Again:
@@ -184,7 +196,9 @@ def _spray(wire: Wire, stop: threading.Event) -> None:
         context.destroy(linger=0)
 
 
-@pytest.mark.parametrize("host,expected", [("127.0.0.1", "tcp://127.0.0.1:5"), ("0.0.0.0", "tcp://127.0.0.1:5")])
+@pytest.mark.parametrize(
+    "host,expected", [("127.0.0.1", "tcp://127.0.0.1:5"), ("0.0.0.0", "tcp://127.0.0.1:5")]
+)
 def test_wire_addresses(host, expected):
     wire = Wire(b"s" * 32, {"a": 5}, bind_host=host, hosts={})
     assert wire.connect_address("a") == expected

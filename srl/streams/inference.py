@@ -55,7 +55,9 @@ def replies_name(actor: int) -> str:
 class InferenceClient:
     """Actor side, served by a policy worker process."""
 
-    def __init__(self, transport: Transport, actor: int, policy_worker: int, slots: list[Slot] | None = None) -> None:
+    def __init__(
+        self, transport: Transport, actor: int, policy_worker: int, slots: list[Slot] | None = None
+    ) -> None:
         self.actor = actor
         self._requests = transport.sender(requests_name(policy_worker))
         self._replies = transport.receiver(replies_name(actor))
@@ -100,7 +102,11 @@ class InferenceServer:
     """Policy-worker side: every request waiting now, answered after one batched forward pass."""
 
     def __init__(
-        self, transport: Transport, policy_worker: int, actors: list[int], slots: dict[tuple[int, int], Slot] | None = None
+        self,
+        transport: Transport,
+        policy_worker: int,
+        actors: list[int],
+        slots: dict[tuple[int, int], Slot] | None = None,
     ) -> None:
         self._requests = transport.receiver(requests_name(policy_worker))
         self._replies = {a: transport.sender(replies_name(a)) for a in actors}

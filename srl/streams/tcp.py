@@ -40,7 +40,9 @@ class Wire:
         try:
             return self.ports[name]
         except KeyError:
-            raise KeyError(f"stream {name!r} has no tcp port; the launcher allocates one per stream") from None
+            raise KeyError(
+                f"stream {name!r} has no tcp port; the launcher allocates one per stream"
+            ) from None
 
     def bind_address(self, name: str) -> str:
         host = "*" if self.bind_host in WILDCARDS else self.bind_host

@@ -53,7 +53,9 @@ def run_limits(graph: Any, policy: Any) -> Limits:
     tensor or a report; no more frames than a slot or the policy's state has."""
     arrays = [] if graph.config.pod else graph.actor_layout().arrays.values()
     tensors = list(policy.state_dict().values())
-    largest = max([s.nbytes for s in arrays] + [t.numel() * t.element_size() for t in tensors] + [CONTROL_FRAME_BYTES])
+    largest = max(
+        [s.nbytes for s in arrays] + [t.numel() * t.element_size() for t in tensors] + [CONTROL_FRAME_BYTES]
+    )
     per_slot = max(len(graph.segment_fields()), len(graph.slot_fields()) + 1)
     return Limits(max_frames=max(per_slot, len(tensors), 1), max_frame_bytes=int(np.int64(largest)))
 

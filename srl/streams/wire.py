@@ -92,14 +92,20 @@ def slot_frames(slot: dict[str, np.ndarray], names: Sequence[str]) -> list[np.nd
     return [slot[name] for name in names]
 
 
-def fill_slot(slot: dict[str, np.ndarray], names: Sequence[str], frames: Sequence[bytes | memoryview]) -> None:
+def fill_slot(
+    slot: dict[str, np.ndarray], names: Sequence[str], frames: Sequence[bytes | memoryview]
+) -> None:
     """Copy received frames into `slot`'s arrays, in `names` order; every size must match the
     layout this process declared, or WireError (and the slot is left untouched)."""
     if len(frames) != len(names):
-        raise WireError(f"slot message has {len(frames)} frames, the layout has {len(names)} arrays ({list(names)})")
+        raise WireError(
+            f"slot message has {len(frames)} frames, the layout has {len(names)} arrays ({list(names)})"
+        )
     for name, frame in zip(names, frames):
         if len(frame) != slot[name].nbytes:
-            raise WireError(f"slot array {name!r}: got {len(frame)} bytes, the layout has {slot[name].nbytes}")
+            raise WireError(
+                f"slot array {name!r}: got {len(frame)} bytes, the layout has {slot[name].nbytes}"
+            )
     for name, frame in zip(names, frames):
         target = slot[name]
         np.copyto(target, np.frombuffer(frame, dtype=target.dtype).reshape(target.shape))
