@@ -206,3 +206,14 @@ def test_wire_addresses(host, expected):
     assert "s" * 32 not in repr(wire), "the secret must not appear in logs"
     with pytest.raises(KeyError, match="no tcp port"):
         wire.port("b")
+
+
+def test_a_deterministic_run_over_tcp_computes_what_one_process_computes(tmp_path):
+    """Bit-identical parameters from tcp (every slot byte through the wire, two policy workers,
+    jittered timing) and from the one-process inline run: nothing is lost, reordered or altered."""
+    from test_deterministic import params_hash
+
+    workers = ["deterministic=true", "inference=policy_worker", "num_policy_workers=2", "ring_splits=2"]
+    over_tcp = params_hash(tmp_path / "tcp", *workers, "transport=tcp")
+    inline = params_hash(tmp_path / "inline", *workers, "launcher=inline", jitter_s=0)
+    assert over_tcp == inline
