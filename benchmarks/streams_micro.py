@@ -86,7 +86,7 @@ def far_side(backend: Backend, stop, ready) -> None:
     """The policy worker and trainer, doing nothing but answering and releasing."""
     transport = backend.transport()
     arrays = transport.arrays("actor0", backend.blocks)
-    server = InferenceServer(transport, 0, [0], {(0, 0): sub_arrays(arrays, "infer.0.")})
+    server = InferenceServer(transport, 0, [0], slots={(0, 0): sub_arrays(arrays, "infer.0.")})
     consumer = SampleConsumer(
         transport, {(0, 0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in slot_ids(arrays)}
     )
@@ -127,7 +127,7 @@ def measure(kind: str, args) -> dict:
             far = None
         transport = backend.transport()
         arrays = transport.arrays("actor0", blocks)
-        client = InferenceClient(transport, 0, 0, [sub_arrays(arrays, "infer.0.")])
+        client = InferenceClient(transport, 0, 0, slots=[sub_arrays(arrays, "infer.0.")])
         producer = SampleProducer(
             transport, 0, {(0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in slot_ids(arrays)}
         )
@@ -150,7 +150,7 @@ class InlineFar:
     def __init__(self, backend: Backend) -> None:
         self.arrays = backend.inline.arrays("actor0", backend.blocks)
         t = backend.inline
-        self.server = InferenceServer(t, 0, [0], {(0, 0): sub_arrays(self.arrays, "infer.0.")})
+        self.server = InferenceServer(t, 0, [0], slots={(0, 0): sub_arrays(self.arrays, "infer.0.")})
         self.consumer = SampleConsumer(
             t, {(0, 0, k): sub_arrays(self.arrays, f"sample.0.{k}.") for k in slot_ids(self.arrays)}
         )

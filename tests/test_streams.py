@@ -275,7 +275,7 @@ def test_inference_slot_contents_reach_the_other_side(world):
     layout = slot_layout()
     world.declare("actor0", layout)
     mine, theirs = world().arrays("actor0", layout), world().arrays("actor0", layout)
-    client = InferenceClient(world(), 0, 0, [mine])
+    client = InferenceClient(world(), 0, 0, slots=[mine])
     server = InferenceServer(world(), 0, actors=[0], slots={(0, 0): theirs})
     mine["obs"][:] = np.arange(12, dtype=np.float32).reshape(3, 4)
     client.request(0)

@@ -5,8 +5,8 @@ writes observations into it and sends a `Request`; a policy worker gathers many 
 batch, writes actions and policy outputs back into the slots and answers (split,). Delivery:
 exactly one reply per request; a split has at most one request in flight, so slots never race.
 
-Over a transport that shares no memory (tcp), a request carries the slot's observations and
-the reply carries everything the policy wrote (actions, outputs, version), as raw frames.
+On a transport that shares no memory (tcp), a request carries the slot's observations and a
+reply everything the policy wrote (actions, outputs, version), as raw frames (srl.streams.carry).
 
 In deterministic mode a request also says which parameter version must act (`min_version`) and
 carries a key that seeds its action sampling, so no result depends on how requests were batched.
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from srl.data import columns as C
+from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.transport import Receiver, Transport
-from srl.streams.wire import fill_slot, slot_frames
 
 if TYPE_CHECKING:
     from srl.workers.policy import Acting
@@ -37,11 +37,12 @@ class Request:
     key: int = 0  # seeds this request's action sampling (deterministic mode)
 
 
-REQUEST_FIELDS = (C.OBS,)  # what the actor writes into a slot; the policy writes the rest
+def request_fields(slot: Slot) -> list[str]:
+    return [C.OBS]  # what the actor writes into a slot; the policy writes the rest
 
 
 def reply_fields(slot: Slot) -> list[str]:
-    return [name for name in slot if name not in REQUEST_FIELDS]
+    return [name for name in slot if name != C.OBS]
 
 
 def requests_name(policy_worker: int) -> str:
@@ -56,25 +57,20 @@ class InferenceClient:
     """Actor side, served by a policy worker process."""
 
     def __init__(
-        self, transport: Transport, actor: int, policy_worker: int, slots: list[Slot] | None = None
+        self, transport: Transport, actor: int, policy_worker: int, *, slots: list[Slot] | None = None
     ) -> None:
         self.actor = actor
-        self._requests = transport.sender(requests_name(policy_worker))
-        self._replies = transport.receiver(replies_name(actor))
+        requests = transport.sender(requests_name(policy_worker))  # header (actor, split, ...)
+        self._requests = carry_out(transport, requests, slot_at(slots, 1), request_fields)
+        replies = transport.receiver(replies_name(actor))  # header (split, ...)
+        self._replies = carry_in(transport, replies, slot_at(slots, 0), reply_fields)
         self.receivers: list[Receiver] = [self._replies]
-        self._slots = None if transport.shares_memory else slots  # slots whose arrays travel
 
     def request(self, split: int, min_version: int = 0, key: int = 0) -> None:
-        frames = slot_frames(self._slots[split], REQUEST_FIELDS) if self._slots else ()
-        self._requests.send((self.actor, split, min_version, key), frames)
+        self._requests.send((self.actor, split, min_version, key))
 
     def ready(self) -> list[int]:
-        messages = self._replies.recv_all()
-        if self._slots:
-            for m in messages:
-                slot = self._slots[m.header[0]]
-                fill_slot(slot, reply_fields(slot), m.frames)
-        return [m.header[0] for m in messages]
+        return [m.header[0] for m in self._replies.recv_all()]
 
 
 class LocalInferenceClient:
@@ -102,27 +98,21 @@ class InferenceServer:
     """Policy-worker side: every request waiting now, answered after one batched forward pass."""
 
     def __init__(
-        self,
-        transport: Transport,
-        policy_worker: int,
-        actors: list[int],
-        slots: dict[tuple[int, int], Slot] | None = None,
+        self, transport: Transport, policy_worker: int, actors: list[int], *, slots: dict | None = None
     ) -> None:
-        self._requests = transport.receiver(requests_name(policy_worker))
-        self._replies = {a: transport.sender(replies_name(a)) for a in actors}
+        requests = transport.receiver(requests_name(policy_worker))
+        self._requests = carry_in(transport, requests, slot_at(slots, 0, 1), request_fields)
+        self._replies = {a: self._reply_sender(transport, a, slots) for a in actors}
         self.receivers: list[Receiver] = [self._requests]
-        self._slots = None if transport.shares_memory else slots  # (actor, split) -> slot
+
+    @staticmethod
+    def _reply_sender(transport: Transport, actor: int, slots: dict[tuple[int, int], Slot] | None):
+        mine = {split: slot for (a, split), slot in slots.items() if a == actor} if slots else None
+        return carry_out(transport, transport.sender(replies_name(actor)), slot_at(mine, 0), reply_fields)
 
     def poll(self, limit: int) -> list[Request]:
-        requests = []
-        for m in self._requests.recv_all(limit):
-            request = Request(*m.header[:4])
-            if self._slots:
-                fill_slot(self._slots[(request.actor, request.split)], REQUEST_FIELDS, m.frames)
-            requests.append(request)
-        return requests
+        return [Request(*m.header[:4]) for m in self._requests.recv_all(limit)]
 
     def reply(self, requests: list[Request]) -> None:
         for r in requests:
-            slot = self._slots[(r.actor, r.split)] if self._slots else None
-            self._replies[r.actor].send((r.split,), slot_frames(slot, reply_fields(slot)) if slot else ())
+            self._replies[r.actor].send((r.split,))

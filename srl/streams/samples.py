@@ -5,8 +5,8 @@ fills a free slot step by step, sends (actor, split, slot), and may not touch th
 until the trainer releases it; with no free slot the actor's split waits (back-pressure), so a
 sample is never overwritten before it is consumed, and never delivered twice.
 
-Over a transport that shares no memory (tcp), the message carries the segment's arrays as raw
-frames and the trainer copies them into its own slot; a release carries none.
+On a transport that shares no memory (tcp), a sample message carries the segment's arrays and
+the trainer copies them into its own slot (srl.streams.carry); a release carries nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.transport import Receiver, Transport
-from srl.streams.wire import fill_slot, slot_frames
 
 SAMPLES_NAME = "trainer.samples"
 Segment = dict[str, np.ndarray]  # column -> [T + 1, rows, ...]: see srl.data.columns
@@ -40,13 +40,13 @@ class SampleProducer:
     def __init__(self, transport: Transport, actor: int, slots: dict[tuple[int, int], Segment]) -> None:
         self.actor = actor
         self.slots = slots  # (split, slot) -> segment arrays
-        self._out = transport.sender(SAMPLES_NAME)
+        # header (actor, split, slot): the slot is slots[(split, slot)] here
+        self._out = carry_out(transport, transport.sender(SAMPLES_NAME), slot_at(slots, 1, 2))
         self._released = transport.receiver(released_name(actor))
         self._free: dict[int, deque[int]] = {}
         for split, slot in slots:
             self._free.setdefault(split, deque()).append(slot)
         self.receivers: list[Receiver] = [self._released]
-        self._ships = not transport.shares_memory
 
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""
@@ -56,8 +56,7 @@ class SampleProducer:
         return free.popleft() if free else None
 
     def send(self, split: int, slot: int) -> None:
-        segment = self.slots[(split, slot)]
-        self._out.send((self.actor, split, slot), slot_frames(segment, list(segment)) if self._ships else ())
+        self._out.send((self.actor, split, slot))
 
 
 class SampleConsumer:
@@ -65,21 +64,13 @@ class SampleConsumer:
 
     def __init__(self, transport: Transport, slots: dict[tuple[int, int, int], Segment]) -> None:
         self.slots = slots  # (actor, split, slot) -> segment arrays
-        self._in = transport.receiver(SAMPLES_NAME)
+        self._in = carry_in(transport, transport.receiver(SAMPLES_NAME), slot_at(slots, 0, 1, 2))
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
         self.receivers: list[Receiver] = [self._in]
-        self._ships = not transport.shares_memory
 
     def poll(self, limit: int) -> list[SegmentRef]:
-        refs = []
-        for m in self._in.recv_all(limit):
-            ref = SegmentRef(*m.header[:3])
-            if self._ships:
-                segment = self.segment(ref)
-                fill_slot(segment, list(segment), m.frames)
-            refs.append(ref)
-        return refs
+        return [SegmentRef(*m.header[:3]) for m in self._in.recv_all(limit)]
 
     def segment(self, ref: SegmentRef) -> Segment:
         return self.slots[(ref.actor, ref.split, ref.slot)]

@@ -157,9 +157,8 @@ class TcpTransport(Transport):
         poller = self._pollers.get(key)
         if poller is None:
             poller = self._pollers[key] = zmq.Poller()
-            for receiver in receivers:
-                assert isinstance(receiver, _SignedReceiver)
-                poller.register(receiver.socket, zmq.POLLIN)
+            for receiver in receivers:  # a _SignedReceiver, or a wrapper that forwards `socket`
+                poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
         poller.poll(max(0, int(timeout_s * 1000)))
 
     def close(self) -> None:

@@ -50,7 +50,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     if c.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport), infer, actor)
     else:
-        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), infer)
+        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), slots=infer)
     seeds = [c.seed * 1_000_003 + g * c.envs_per_split for g in groups]
     samples = SampleProducer(transport, actor, segments)
     return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic)
@@ -71,7 +71,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         for a in actors:
             infer, _ = _actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
-        server = InferenceServer(transport, spec.index, actors, slots)
+        server = InferenceServer(transport, spec.index, actors, slots=slots)
         return PolicyWorkerKernel(_acting(graph, transport), server, slots)
     if spec.role == Role.TRAINER:
         segments = {}
