@@ -130,3 +130,35 @@ def test_slot_round_trip_through_the_wire():
     message = decode(SECRET, "s", parts_of((1,), slot_frames(sent, ["obs", "done"])), LIMITS)
     fill_slot(got, ["obs", "done"], message.frames)
     assert (got["obs"] == sent["obs"]).all() and got["done"].tolist() == [True, False, True]
+
+
+def test_carry_wraps_endpoints_only_where_memory_is_not_shared():
+    """shm/inline get their endpoint back unchanged; elsewhere a slot sender sends exactly the
+    named arrays of the slot the header names, and refuses other frames."""
+    from srl.streams.carry import SlotSender, carry_in, carry_out, slot_at
+    from srl.streams.inline import InlineTransport
+
+    class Unshared(InlineTransport):
+        shares_memory = False
+
+    slots = {(0, 1): LAYOUT.views(bytearray(LAYOUT.nbytes)), (0, 2): LAYOUT.views(bytearray(LAYOUT.nbytes))}
+    theirs = {key: LAYOUT.views(bytearray(LAYOUT.nbytes)) for key in slots}
+    shared = InlineTransport()
+    assert carry_out(shared, shared.sender("q"), slot_at(slots, 0, 1)) is shared.sender("q")
+    unshared = Unshared()
+    out = carry_out(unshared, unshared.sender("q"), slot_at(slots, 0, 1))
+    inbox = carry_in(unshared, unshared.receiver("q"), slot_at(theirs, 0, 1))
+    assert isinstance(out, SlotSender)
+    slots[(0, 2)]["obs"][:] = 5
+    slots[(0, 2)]["done"][:] = True
+    out.send((0, 2, 9))
+    (message,) = inbox.recv_all()
+    assert message.header == (0, 2, 9) and len(message.frames) == 2
+    assert (theirs[(0, 2)]["obs"] == 5).all() and theirs[(0, 2)]["done"].all()
+    assert not theirs[(0, 1)]["done"].any(), "only the named slot is written"
+    obs_only = carry_in(unshared, unshared.receiver("r"), slot_at(theirs, 0, 1), lambda slot: ["obs"])
+    carry_out(unshared, unshared.sender("r"), slot_at(slots, 0, 1)).send((0, 2))
+    with pytest.raises(WireError, match="2 frames"):  # sent every array, expected obs only
+        obs_only.recv_all()
+    with pytest.raises(ValueError, match="nothing else"):
+        out.send((0, 1), [b"extra"])
