@@ -9,6 +9,7 @@ allowed, before any process starts. Cross-field checks that need the environment
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -122,6 +123,14 @@ class ExperimentConfig(BaseModel):
         description="launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
         "a role not listed asks for 1 CPU (params: none, it only forwards weights).",
     )
+    transport: Literal["shm", "tcp"] = Field(
+        "shm",
+        description="Stream backend of launcher=local. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
+        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine).",
+    )
+    bind_host: str = Field(
+        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface)."
+    )
 
     @field_validator("modules", mode="before")
     @classmethod
@@ -135,6 +144,21 @@ class ExperimentConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown roles {unknown}; roles are {', '.join(RAY_ROLES)}")
         return value
+
+    @field_validator("bind_host")
+    @classmethod
+    def _check_bind_host(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"bind_host must be an IP address (127.0.0.1, 0.0.0.0, ::1), got {value!r}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_transport(self) -> "ExperimentConfig":
+        if self.transport == "tcp" and self.launcher != "local":
+            raise ValueError(f"transport='tcp' needs launcher='local', got launcher={self.launcher!r}")
+        return self
 
     @model_validator(mode="after")
     def _check_counts(self) -> "ExperimentConfig":

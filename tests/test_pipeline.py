@@ -45,6 +45,8 @@ def counting_config(launcher: str, run_dir: Path, **overrides):
         ("local", {}),
         ("local", {"num_policy_workers": 2}),
         ("local", {"inference": "inline"}),
+        ("local", {"transport": "tcp"}),
+        ("local", {"transport": "tcp", "inference": "inline"}),
     ],
 )
 def test_every_transition_reaches_the_trainer_exactly_once(launcher, extra, run_dir):

@@ -1,8 +1,11 @@
 """Stream conformance: each case is written once and runs on every transport backend.
 
 `world()` gives the transport of one more endpoint of the same run: the one shared
-`InlineTransport` (inline), or a new `LocalTransport` with its own zmq context on the run's ipc
-dir (local). `world.declare` creates a shared block up front, as the launcher does.
+`InlineTransport` (inline), a new `LocalTransport` with its own zmq context on the run's ipc
+dir (local), or a new `TcpTransport` with its own zmq context on loopback ports, signed with the
+run's secret (tcp; its own memory, so slot arrays travel in the messages). `world.declare`
+creates a shared block up front, as the launcher does. The tcp backend between real processes:
+`test_tcp_between_processes` here, and the counting pipeline in tests/test_pipeline.py.
 """
 
 from __future__ import annotations
@@ -24,10 +27,26 @@ from srl.streams.layout import ArraySpec, Layout
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
 from srl.streams.params import SERVICE_OUT, ParamPublisher, ParamSubscriber, load_frames, state_frames
 from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.streams.tcp import TcpTransport, Wire
+from srl.streams.tcp_setup import free_ports
 from srl.streams.transport import Message, decode_header, encode_header
 from srl.workers.params import ParamServiceKernel
 
 DEADLINE_S = 5.0
+KINDS = ["inline", "local", "tcp"]
+
+
+class LoopbackPorts(dict):
+    """A free loopback port for each stream name, allocated on first use (the launcher
+    allocates them all up front from the graph instead)."""
+
+    def __missing__(self, name: str) -> int:
+        self[name] = free_ports("127.0.0.1", 1)[0]
+        return self[name]
+
+
+def loopback_wire() -> Wire:
+    return Wire(secrets.token_bytes(32), LoopbackPorts())
 
 
 class World:
@@ -36,12 +55,13 @@ class World:
         self.run_id = "t" + secrets.token_hex(4)
         self.inline = InlineTransport() if kind == "inline" else None
         self.ipc_dir = make_ipc_dir(self.run_id) if kind == "local" else None
-        self.transports, self.blocks = [], []  # LocalTransports and SharedBlocks to close at the end
+        self.wire = loopback_wire() if kind == "tcp" else None
+        self.transports, self.blocks = [], []  # zmq transports and SharedBlocks to close at the end
 
     def __call__(self):
         if self.inline is not None:
             return self.inline
-        transport = LocalTransport(self.run_id, self.ipc_dir)
+        transport = LocalTransport(self.run_id, self.ipc_dir) if self.wire is None else TcpTransport(self.wire)
         self.transports.append(transport)
         return transport
 
@@ -51,7 +71,7 @@ class World:
 
     def settle(self) -> None:
         """Time for in-flight local messages to land, before checking that nothing more came."""
-        time.sleep(0.1 if self.kind == "local" else 0.0)
+        time.sleep(0.0 if self.kind == "inline" else 0.2)
 
     def close(self) -> None:
         for transport in self.transports:
@@ -62,7 +82,7 @@ class World:
             shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
 
-@pytest.fixture(params=["inline", "local"])
+@pytest.fixture(params=KINDS)
 def world(request):
     w = World(request.param)
     yield w
@@ -169,6 +189,8 @@ def test_publisher_reaches_every_subscriber(world):
 
 def test_arrays_are_shared_between_endpoints(world):
     """Writes through one endpoint's views are seen by another's (shared memory for local)."""
+    if not world().shares_memory:
+        pytest.skip("tcp endpoints own their memory: slot contents travel in messages (tested below)")
     specs = {"x": ((4, 3), np.float32), "n": ((5,), np.int64), "b": ((2,), np.bool_)}
     layout = Layout({name: ArraySpec(*spec) for name, spec in specs.items()})
     world.declare("blk", layout)
@@ -190,7 +212,7 @@ def test_wait_returns_by_its_timeout_and_when_a_message_arrives(world):
     transport.wait([rx], 0.3)
     idle = time.monotonic() - started
     assert idle < 1.3
-    if world.kind == "local":
+    if world.kind != "inline":
         assert idle >= 0.25, "local wait should block, not spin"
     timer = threading.Timer(0.2, lambda: tx.send((5,)))
     started = time.monotonic()
@@ -236,6 +258,36 @@ def test_inference_replies_reach_only_the_asking_actor(world):
     assert sorted(gather(clients[1].ready, 2)) == [0, 1]
     world.settle()
     assert clients[0].ready() == [] and clients[1].ready() == [] and server.poll(limit=4) == []
+
+
+def slot_layout(rows: int = 3) -> Layout:
+    return Layout({
+        "obs": ArraySpec((rows, 4), np.dtype(np.float32)),
+        "action": ArraySpec((rows,), np.dtype(np.int64)),
+        "value": ArraySpec((rows,), np.dtype(np.float32)),
+        "version": ArraySpec((1,), np.dtype(np.int64)),
+    })  # fmt: skip
+
+
+def test_inference_slot_contents_reach_the_other_side(world):
+    """The policy worker reads the observations the actor wrote, and the actor reads the actions,
+    outputs and version the policy wrote: in shared memory, or carried by the messages (tcp)."""
+    layout = slot_layout()
+    world.declare("actor0", layout)
+    mine, theirs = world().arrays("actor0", layout), world().arrays("actor0", layout)
+    client = InferenceClient(world(), 0, 0, slots=[mine])
+    server = InferenceServer(world(), 0, actors=[0], slots={(0, 0): theirs})
+    mine["obs"][:] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    client.request(0)
+    mine["obs"][:] = -1  # after the request: a socket backend must have sent its own copy
+    (request,) = gather(lambda: server.poll(limit=1), 1)
+    if not world().shares_memory:
+        assert theirs["obs"].tolist() == np.arange(12).reshape(3, 4).tolist()
+    theirs["action"][:], theirs["value"][:], theirs["version"][:] = [7, 8, 9], [0.5, 1.5, 2.5], 4
+    server.reply([request])
+    assert gather(client.ready, 1) == [0]
+    assert mine["action"].tolist() == [7, 8, 9] and mine["value"].tolist() == [0.5, 1.5, 2.5]
+    assert mine["version"].tolist() == [4]
 
 
 def test_sample_slots_back_pressure_and_release(world):
@@ -338,7 +390,7 @@ def test_control_reports_and_stop_broadcast(world):
 # ------------------------------------------------------------------------------ frames are values
 
 
-@pytest.mark.parametrize("world", ["inline", "local"], indirect=True)
+@pytest.mark.parametrize("world", KINDS, indirect=True)
 def test_a_published_version_is_a_snapshot_of_the_weights(world):
     """Weights change in place after a publish (the next optimizer step); the version must still
     carry the weights it had when published. Made deterministic by publishing before the
@@ -354,7 +406,7 @@ def test_a_published_version_is_a_snapshot_of_the_weights(world):
     assert [bytes(f) == s.tobytes() for f, s in zip(service.latest.frames, snapshot)] == [True, True]
 
 
-@pytest.mark.parametrize("world", ["inline", "local"], indirect=True)
+@pytest.mark.parametrize("world", KINDS, indirect=True)
 def test_non_contiguous_array_frames_are_sent_as_their_values(world):
     """Any numpy array is a valid frame (Sender.send's signature); it arrives as its C-order bytes."""
     rx, tx = world().receiver("q"), world().sender("q")

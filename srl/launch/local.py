@@ -24,6 +24,7 @@ from srl.launch.shell import worker_main
 from srl.launch.supervise import POLL_S, Supervisor
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
+from srl.streams.tcp import TcpTransport
 from srl.workers.build import incarnations
 
 STOP_GRACE_S = 10.0
@@ -41,13 +42,13 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 class LocalWorkers:
     """One forked process per worker (the `Workers` of the supervisor)."""
 
-    def __init__(self, graph: Graph, run_id: str, ipc_dir: Path) -> None:
-        self.run_id, self.ipc_dir = run_id, ipc_dir
+    def __init__(self, graph: Graph, run_id: str, ipc_dir: Path, wire: Any = None) -> None:
+        self.run_id, self.ipc_dir, self.wire = run_id, ipc_dir, wire
         self.procs: dict[str, mp.Process] = {}
         self._ctx = mp.get_context("fork")
 
     def start(self, spec: WorkerSpec, graph: Graph) -> None:
-        args = (graph, spec, self.run_id, self.ipc_dir, os.getpid())
+        args = (graph, spec, self.run_id, self.ipc_dir, os.getpid(), self.wire)
         proc = self._ctx.Process(target=worker_main, args=args, daemon=True)
         proc.start()
         self.procs[spec.name] = proc
@@ -79,19 +80,20 @@ def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
 def run_workers(
     graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_workers: Callable[..., Any]
 ) -> str:
-    """The controller on this machine for workers placed by `make_workers(graph, run_id, ipc_dir)`
+    """The controller on this machine for workers placed by `make_workers(graph, run_id, ipc_dir, wire)`
     (local processes, Ray actors): shared blocks, control stream, supervision, stop, clean-up."""
     # The prefix lets a test session tell its own shared memory from other runs on the machine.
     run_id = os.environ.get("SRL_RUN_ID_PREFIX", "") + secrets.token_hex(4)
     ipc_dir = make_ipc_dir(run_id)
-    blocks = SharedBlocks(run_id, graph.block_layouts())
+    wire = _tcp_wire(graph)  # None: shared memory and ipc
+    blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
     workers, transport = None, None
     previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        workers = make_workers(graph, run_id, ipc_dir)
+        workers = make_workers(graph, run_id, ipc_dir, wire)
         for spec in graph.workers:
             workers.start(spec, graph)
-        transport = LocalTransport(run_id, ipc_dir)
+        transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
         inbox = transport.receiver(CONTROLLER_IN)
         stopper = transport.publisher(CONTROL_OUT)
         supervisor = Supervisor(graph, monitor, transport, inbox, workers, incarnations(graph, transport))
@@ -114,6 +116,20 @@ def run_workers(
             transport.close()
         blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
+def _tcp_wire(graph: Graph):
+    """transport=tcp: every stream on loopback (or bind_host) ports, signed with a fresh secret."""
+    if graph.config.transport != "tcp":
+        return None
+    import torch
+
+    from srl.graph import make_policy
+    from srl.streams.tcp_setup import make_wire
+
+    with torch.random.fork_rng():  # the policy is built only to size the limits: leave torch's RNG as it was
+        policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    return make_wire(graph, policy)
 
 
 def _stop_workers(stopper, supervisor: Supervisor, workers: Any, grace_s: float = STOP_GRACE_S) -> None:

@@ -139,7 +139,8 @@ class WorkerActor:
 class RayWorkers:
     """Each worker a Ray actor (the `Workers` of the supervisor)."""
 
-    def __init__(self, graph: Graph, run_id: str, ipc_dir: Path) -> None:
+    def __init__(self, graph: Graph, run_id: str, ipc_dir: Path, wire: Any = None) -> None:
+        assert wire is None, "transport=tcp is refused with launcher=ray by the config"
         self.ray = _ray()
         self.run_id, self.ipc_dir = run_id, ipc_dir
         self.host = self.ray.util.get_node_ip_address()

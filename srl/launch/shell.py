@@ -44,20 +44,22 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
     link.send(Kind.FINAL, finish())
 
 
-def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int) -> None:
-    """Entry point of a worker process (forked by the local launcher)."""
+def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int, wire: Any = None) -> None:
+    """Entry point of a worker process (forked by the local launcher); `wire` (tcp ports and
+    secret, srl.streams.tcp.Wire) selects the tcp backend."""
     import setproctitle
     import torch
 
     from srl.streams.control import WorkerLink
     from srl.streams.local import LocalTransport
+    from srl.streams.tcp import TcpTransport
     from srl.workers.build import make_kernel
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
-    transport = LocalTransport(run_id, ipc_dir)
+    transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
     link = WorkerLink(transport, spec.role, spec.index)
     kernel, code = None, 0
     try:

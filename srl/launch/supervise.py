@@ -60,7 +60,10 @@ class Supervisor:
     ) -> None:  # fmt: skip
         self.graph, self.monitor, self.transport, self.inbox = graph, monitor, transport, inbox
         self.workers, self.incarnations = workers, incarnations
-        self.policy = RestartPolicy(graph.config.max_restarts, graph.config.restart_window_s)
+        # Epochs live in a shared block; over tcp each process has its own copy, so a restarted
+        # worker could not be told from its dead incarnation: any failure ends a tcp run.
+        max_restarts = 0 if graph.config.transport == "tcp" else graph.config.max_restarts
+        self.policy = RestartPolicy(max_restarts, graph.config.restart_window_s)
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
 

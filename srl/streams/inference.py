@@ -5,6 +5,9 @@ writes observations into it and sends a `Request`; a policy worker gathers many 
 batch, writes actions and policy outputs back into the slots and answers (split,). Delivery:
 exactly one reply per request; a split has at most one request in flight, so slots never race.
 
+On a transport that shares no memory (tcp), a request carries the slot's observations and a
+reply everything the policy wrote (actions, outputs, version), as raw frames (srl.streams.carry).
+
 In deterministic mode a request also says which parameter version must act (`min_version`) and
 carries a key that seeds its action sampling, so no result depends on how requests were batched.
 
@@ -22,6 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
+from srl.data import columns as C
+from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.transport import Receiver, Transport
 
 if TYPE_CHECKING:
@@ -39,6 +44,14 @@ class Request:
     epoch: int = 0  # the asking actor's epoch
 
 
+def request_fields(slot: Slot) -> list[str]:
+    return [C.OBS]  # what the actor writes into a slot; the policy writes the rest
+
+
+def reply_fields(slot: Slot) -> list[str]:
+    return [name for name in slot if name != C.OBS]
+
+
 def requests_name(policy_worker: int) -> str:
     return f"policy.{policy_worker}.requests"
 
@@ -51,11 +64,19 @@ class InferenceClient:
     """Actor side, served by a policy worker process."""
 
     def __init__(
-        self, transport: Transport, actor: int, policy_worker: int, incarnations: Incarnations = NO_RESTARTS
+        self,
+        transport: Transport,
+        actor: int,
+        policy_worker: int,
+        incarnations: Incarnations = NO_RESTARTS,
+        *,
+        slots: list[Slot] | None = None,
     ) -> None:
         self.actor = actor
-        self._requests = transport.sender(requests_name(policy_worker))
-        self._replies = transport.receiver(replies_name(actor))
+        requests = transport.sender(requests_name(policy_worker))  # header (actor, split, ...)
+        self._requests = carry_out(transport, requests, slot_at(slots, 1), request_fields)
+        replies = transport.receiver(replies_name(actor))  # header (split, ...)
+        self._replies = carry_in(transport, replies, slot_at(slots, 0), reply_fields)
         self._incarnations = incarnations
         self._server = f"policy:{policy_worker}"
         self.epoch = incarnations.of(f"actor:{actor}")
@@ -113,12 +134,20 @@ class InferenceServer:
         policy_worker: int,
         actors: list[int],
         incarnations: Incarnations = NO_RESTARTS,
+        *,
+        slots: dict | None = None,
     ) -> None:
-        self._requests = transport.receiver(requests_name(policy_worker))
-        self._replies = {a: transport.sender(replies_name(a)) for a in actors}
+        requests = transport.receiver(requests_name(policy_worker))
+        self._requests = carry_in(transport, requests, slot_at(slots, 0, 1), request_fields)
+        self._replies = {a: self._reply_sender(transport, a, slots) for a in actors}
         self._incarnations = incarnations
         self._taken: dict[tuple[int, int], tuple[int, int]] = {}  # (actor, split) -> last (epoch, key)
         self.receivers: list[Receiver] = [self._requests]
+
+    @staticmethod
+    def _reply_sender(transport: Transport, actor: int, slots: dict[tuple[int, int], Slot] | None):
+        mine = {split: slot for (a, split), slot in slots.items() if a == actor} if slots else None
+        return carry_out(transport, transport.sender(replies_name(actor)), slot_at(mine, 0), reply_fields)
 
     def poll(self, limit: int) -> list[Request]:
         out = []

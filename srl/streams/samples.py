@@ -8,6 +8,9 @@ sample is never overwritten before it is consumed, and never delivered twice.
 Restarts (see srl.streams.incarnations): a sample is stamped with its actor's epoch and the
 trainer epoch it was meant for, a release with both too; either side drops what another
 incarnation sent, and an actor takes back its sent slots when the trainer is restarted.
+
+On a transport that shares no memory (tcp), a sample message carries the segment's arrays and
+the trainer copies them into its own slot (srl.streams.carry); a release carries nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
+from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.transport import Receiver, Transport
 
 SAMPLES_NAME = "trainer.samples"
@@ -50,7 +54,8 @@ class SampleProducer:
     ) -> None:
         self.actor = actor
         self.slots = slots  # (split, slot) -> segment arrays
-        self._out = transport.sender(SAMPLES_NAME)
+        # header (actor, split, slot): the slot is slots[(split, slot)] here
+        self._out = carry_out(transport, transport.sender(SAMPLES_NAME), slot_at(slots, 1, 2))
         self._released = transport.receiver(released_name(actor))
         self._free: dict[int, deque[int]] = {}
         for split, slot in slots:
@@ -92,7 +97,7 @@ class SampleConsumer:
         incarnations: Incarnations = NO_RESTARTS,
     ) -> None:
         self.slots = slots  # (actor, split, slot) -> segment arrays
-        self._in = transport.receiver(SAMPLES_NAME)
+        self._in = carry_in(transport, transport.receiver(SAMPLES_NAME), slot_at(slots, 0, 1, 2))
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
         self._incarnations = incarnations

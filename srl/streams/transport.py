@@ -6,7 +6,8 @@ a backend decides the rest:
 | backend | arrays | signals | used by |
 | --- | --- | --- | --- |
 | `InlineTransport` | process memory | in-process queues | launcher=inline (one process) |
-| `LocalTransport` | POSIX shared memory | ZeroMQ ipc | launcher=local (one process per worker) |
+| `LocalTransport` | POSIX shared memory | ZeroMQ ipc | launcher=local (one process per worker), transport=shm |
+| `TcpTransport` | each process's own copy; a slot's arrays travel as raw frames with its message | ZeroMQ tcp, HMAC-signed | launcher=local with transport=tcp (loopback), workers on other machines |
 
 A *message* is a header of small integers plus optional raw byte frames (arrays). Headers are
 int64 vectors and frames are raw buffers: nothing received is ever unpickled.
@@ -57,6 +58,10 @@ class Sender(ABC):
 
 class Transport(ABC):
     """One per process; creates stream endpoints and shared arrays by name."""
+
+    # False: `arrays` are this process's own copy, so a stream that hands over a slot must send
+    # the slot's arrays with the message (srl.streams.wire.fill_slot on the other side)
+    shares_memory = True
 
     @abstractmethod
     def receiver(self, name: str) -> Receiver: ...

@@ -59,7 +59,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     if c.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport), infer, actor)
     else:
-        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives)
+        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.seed * 1_000_003 + g * c.envs_per_split + epoch * 1_000_000_007 for g in groups]
     samples = SampleProducer(transport, actor, segments, lives)
@@ -81,7 +81,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         for a in actors:
             infer, _ = _actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
-        server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport))
+        server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
         return PolicyWorkerKernel(_acting(graph, transport), server, slots)
     if spec.role == Role.TRAINER:
         segments = {}

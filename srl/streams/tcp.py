@@ -1,0 +1,168 @@
+"""Cross-machine backend: ZeroMQ over tcp, every message signed, slot arrays carried in frames.
+
+No memory is shared: each process keeps its own copy of the slots it touches (`arrays`), and
+the streams send a slot's arrays as raw frames with the message that hands it over (see
+`Transport.shares_memory`). Every message is signed with the run's secret (srl.streams.wire);
+a receiver drops and counts what fails `wire.decode`, so garbage on a port is never delivered.
+
+Where each stream listens (its port, and the host others reach it at) comes from a `Wire`,
+made by the launcher (srl.streams.tcp_setup) and handed to every worker with the secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import zmq
+
+from srl.streams.layout import Layout
+from srl.streams.transport import Message, Receiver, Sender, Transport
+from srl.streams.wire import MAX_HEADER_BYTES, Limits, WireError, decode, encode
+
+log = logging.getLogger(__name__)
+WILDCARDS = ("0.0.0.0", "::", "*")
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What a process needs to join a run's tcp streams."""
+
+    secret: bytes = field(repr=False)  # never in a log line or traceback
+    ports: Mapping[str, int]  # stream name -> the port its owner (receiver/publisher) binds
+    bind_host: str = "127.0.0.1"  # the interface owners bind; loopback unless the run says otherwise
+    hosts: Mapping[str, str] = field(default_factory=dict)  # stream name -> host others connect to
+    limits: Limits = Limits()
+
+    def port(self, name: str) -> int:
+        try:
+            return self.ports[name]
+        except KeyError:
+            raise KeyError(
+                f"stream {name!r} has no tcp port; the launcher allocates one per stream"
+            ) from None
+
+    def bind_address(self, name: str) -> str:
+        host = "*" if self.bind_host in WILDCARDS else self.bind_host
+        return f"tcp://{_bracket(host)}:{self.port(name)}"
+
+    def connect_address(self, name: str) -> str:
+        default = "127.0.0.1" if self.bind_host in WILDCARDS else self.bind_host
+        return f"tcp://{_bracket(self.hosts.get(name, default))}:{self.port(name)}"
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _SignedReceiver(Receiver):
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str) -> None:
+        self.socket, self.wire, self.name = socket, wire, name
+        self.rejected = 0  # messages dropped by wire.decode
+
+    def recv_all(self, limit: int = 1 << 30) -> list[Message]:
+        out: list[Message] = []
+        while len(out) < limit:
+            parts = self._recv_parts()
+            if parts is None:
+                break
+            try:
+                out.append(decode(self.wire.secret, self.name, parts, self.wire.limits))
+            except WireError as error:
+                self.rejected += 1
+                if self.rejected <= 10 or self.rejected % 1000 == 0:  # a flood must not flood the log
+                    log.warning("stream %s: dropped message %d: %s", self.name, self.rejected, error)
+        return out
+
+    def _recv_parts(self) -> list[memoryview] | None:
+        """One multipart message; parts past the frame limit are read and discarded, so a
+        message of a million parts holds at most limit + 3 of them here."""
+        try:
+            first = self.socket.recv(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return None
+        parts, keep = [first.buffer], self.wire.limits.max_frames + 3
+        while self.socket.getsockopt(zmq.RCVMORE):
+            part = self.socket.recv(copy=False)  # the rest of a multipart message is already here
+            if len(parts) < keep:
+                parts.append(part.buffer)
+        return parts
+
+
+class _SignedSender(Sender):
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str) -> None:
+        self.socket, self.wire, self.name = socket, wire, name
+
+    def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
+        # copy=True: zmq owns the bytes when send returns; the caller may reuse its arrays at once
+        self.socket.send_multipart(encode(self.wire.secret, self.name, header, frames), copy=True)
+
+
+class TcpTransport(Transport):
+    shares_memory = False
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+        self.context = zmq.Context()
+        self._sockets: list[zmq.Socket] = []
+        self._publishers: dict[str, _SignedSender] = {}
+        self._blocks: dict[str, bytearray] = {}
+        self._pollers: dict[tuple[int, ...], zmq.Poller] = {}
+        self._max_part_bytes = max(wire.limits.max_frame_bytes, MAX_HEADER_BYTES)
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        socket = self.context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        self._sockets.append(socket)
+        return socket
+
+    def _listen(self, kind: int, name: str) -> zmq.Socket:
+        socket = self._socket(kind)
+        # zmq drops the connection of a peer that sends a bigger frame, before buffering it
+        socket.setsockopt(zmq.MAXMSGSIZE, self._max_part_bytes)
+        socket.bind(self.wire.bind_address(name))
+        return socket
+
+    def receiver(self, name: str) -> Receiver:
+        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name)
+
+    def sender(self, name: str) -> Sender:
+        socket = self._socket(zmq.PUSH)
+        socket.setsockopt(zmq.SNDHWM, 0)  # bounded by the slots in flight, as on shm
+        socket.connect(self.wire.connect_address(name))
+        return _SignedSender(socket, self.wire, name)
+
+    def publisher(self, name: str) -> Sender:
+        if name not in self._publishers:
+            self._publishers[name] = _SignedSender(self._listen(zmq.PUB, name), self.wire, name)
+        return self._publishers[name]
+
+    def subscriber(self, name: str) -> Receiver:
+        socket = self._socket(zmq.SUB)
+        socket.setsockopt(zmq.MAXMSGSIZE, self._max_part_bytes)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.connect(self.wire.connect_address(name))
+        return _SignedReceiver(socket, self.wire, name)
+
+    def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
+        """This process's own copy of block `name`: filled by the messages that carry it."""
+        if name not in self._blocks:
+            self._blocks[name] = bytearray(layout.nbytes)
+        return layout.views(self._blocks[name])
+
+    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
+        key = tuple(id(r) for r in receivers)
+        poller = self._pollers.get(key)
+        if poller is None:
+            poller = self._pollers[key] = zmq.Poller()
+            for receiver in receivers:  # a _SignedReceiver, or a wrapper that forwards `socket`
+                poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
+        poller.poll(max(0, int(timeout_s * 1000)))
+
+    def close(self) -> None:
+        for socket in self._sockets:
+            socket.close(linger=0)
+        self._sockets.clear()
+        self.context.term()

@@ -1,0 +1,219 @@
+"""The tcp backend between real processes, and against strangers: a port of a run receives
+garbage, unsigned and wrongly signed messages, and oversized frames; none is delivered, each
+is counted, the receiver keeps working, and a whole run over tcp still loses no sample."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import secrets
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from srl.launch import local as local_launcher
+from srl.streams.tcp import TcpTransport, Wire
+from srl.streams.tcp_setup import free_ports
+from srl.streams.wire import Limits, encode
+
+DEADLINE_S = 10.0
+
+
+def make_wire(*names: str, secret: bytes | None = None, **limits) -> Wire:
+    ports = dict(zip(names, free_ports("127.0.0.1", len(names))))
+    return Wire(secret or secrets.token_bytes(32), ports, limits=Limits(**limits))
+
+
+def _echo(wire: Wire, count: int) -> None:
+    """Child process: send back each message it receives, header reversed."""
+    transport = TcpTransport(wire)
+    rx, tx = transport.receiver("to_child"), transport.sender("to_parent")
+    deadline = time.monotonic() + DEADLINE_S
+    while count and time.monotonic() < deadline:
+        transport.wait([rx], 0.1)
+        for message in rx.recv_all():
+            tx.send(message.header[::-1], message.frames)
+            count -= 1
+    time.sleep(0.5)  # linger=0: give the last replies time to leave
+    transport.close()
+
+
+def gather(receiver, n: int) -> list:
+    out: list = []
+    end = time.monotonic() + DEADLINE_S
+    while len(out) < n and time.monotonic() < end:
+        out += receiver.recv_all()
+        time.sleep(0.002)
+    return out
+
+
+def test_tcp_between_processes():
+    """40 messages (up to 1 MiB frames) to a child process and back, byte exact and in order;
+    interleaved messages signed with another secret never reach the child."""
+    wire = make_wire("to_child", "to_parent")
+    child = mp.get_context("fork").Process(target=_echo, args=(wire, 40))
+    child.start()
+    transport = TcpTransport(wire)
+    stranger = TcpTransport(Wire(b"x" * 32, wire.ports))
+    try:
+        rx, tx, bad = (
+            transport.receiver("to_parent"),
+            transport.sender("to_child"),
+            stranger.sender("to_child"),
+        )
+        rng = np.random.default_rng(0)
+        sent = []
+        for i in range(40):
+            frames = [
+                rng.integers(0, 256, int(rng.integers(0, 1 << (i % 21))), dtype=np.uint8).tobytes(),
+                b"ab",
+            ]
+            sent.append(((i, -i, 1 << 62), frames))
+            tx.send(*sent[-1])
+            bad.send((999,), [b"forged"])
+        got = gather(rx, 40)
+        assert [(m.header, [bytes(f) for f in m.frames]) for m in got] == [(h[::-1], f) for h, f in sent]
+        child.join(DEADLINE_S)
+        assert child.exitcode == 0
+        assert rx.recv_all() == [], "the child echoed a message that was not signed with the secret"
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
+        transport.close()
+        stranger.close()
+
+
+def _raw_junk(port: int, payload: bytes) -> None:
+    """A stranger that does not speak ZMTP: connects, writes bytes, leaves."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as raw:
+            raw.sendall(payload)
+    except OSError:
+        pass  # the receiver may close on us: that is its right
+
+
+def test_receiver_survives_garbage_on_its_port():
+    wire = make_wire("q", max_frames=4, max_frame_bytes=1 << 16)
+    transport, stranger = TcpTransport(wire), zmq.Context()
+    try:
+        rx = transport.receiver("q")
+        _raw_junk(wire.port("q"), secrets.token_bytes(4096))
+        _raw_junk(
+            wire.port("q"), b"\xff" + b"\0" * 8 + b"\x7f" + secrets.token_bytes(100)
+        )  # a ZMTP-like greeting
+        push = stranger.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(wire.connect_address("q"))
+        junk = [
+            [b"hello"],  # too few parts
+            [secrets.token_bytes(32), np.int64(1).tobytes()],  # right shape, no secret
+            encode(b"x" * 32, "q", (1,), [b"frame"]),  # another run's secret
+            encode(wire.secret, "other", (1,), [b"frame"]),  # this run's secret, another stream
+            encode(wire.secret, "q", (1,), [b""] * 5),  # too many frames
+            encode(wire.secret, "q", (1,), [b"x" * ((1 << 16) + 1)]),  # a frame over the limit
+            [b"x"] * 10_000,  # many parts: read and discarded past the limit
+        ]
+        for parts in junk:
+            push.send_multipart(parts)
+        end = time.monotonic() + DEADLINE_S
+        while rx.rejected < 7 and time.monotonic() < end:
+            assert rx.recv_all() == [], "garbage was delivered"
+            time.sleep(0.01)
+        # >= 7: the raw greeting above is a valid ZMTP 1.0 one, so zmq frames its random tail too
+        assert rx.rejected >= 7, rx.rejected
+        # a frame over MAXMSGSIZE: zmq drops that peer's connection before buffering it
+        push.send_multipart(encode(wire.secret, "q", (2,), [b"x" * (1 << 20)]))
+        time.sleep(0.3)
+        friend = transport.sender("q")
+        friend.send((42,), [b"fine"])
+        (message,) = gather(rx, 1)
+        assert message.header == (42,) and bytes(message.frames[0]) == b"fine"
+        assert rx.recv_all() == [], "only the friend's message is delivered"
+    finally:
+        transport.close()
+        stranger.destroy(linger=0)
+
+
+def test_a_run_over_tcp_survives_garbage_on_every_port(run_dir, monkeypatch):
+    """The counting pipeline over tcp while a stranger sprays every stream's port: the run ends
+    normally and every transition reaches the trainer exactly once."""
+    from recording import load_batches
+    from test_pipeline import EPISODE_LENGTH, counting_config
+
+    from srl.envs import check_counts
+    from srl.launch.run import run_experiment
+
+    stop = threading.Event()
+    sprayers: list[threading.Thread] = []
+    make = local_launcher._tcp_wire
+
+    def wire_and_spray(graph):
+        wire = make(graph)
+        sprayers.append(threading.Thread(target=_spray, args=(wire, stop), daemon=True))
+        sprayers[0].start()
+        return wire
+
+    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_spray)
+    try:
+        assert run_experiment(counting_config("local", run_dir, transport="tcp", total_env_steps=3000)) == 0
+    finally:
+        stop.set()
+        for thread in sprayers:
+            thread.join(5)
+    assert sprayers, "the run did not use the tcp wire"
+    batches = load_batches(run_dir / "batches")
+    totals = check_counts([b["obs"] for b in batches], [b["terminated"] for b in batches], EPISODE_LENGTH)
+    assert totals["envs"] == 8 and totals["transitions"] >= 1500, totals
+
+
+def _spray(wire: Wire, stop: threading.Event) -> None:
+    context = zmq.Context()
+    pushes = []
+    for name in wire.ports:
+        push = context.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        push.setsockopt(zmq.SNDHWM, 100)
+        push.connect(wire.connect_address(name))
+        pushes.append((name, push))
+    try:
+        while not stop.is_set():
+            for name, push in pushes:
+                _raw_junk(wire.port(name), secrets.token_bytes(64))
+                for parts in (
+                    [secrets.token_bytes(32), np.int64(0).tobytes()],
+                    encode(b"x" * 32, name, (0, 0, 0)),
+                ):
+                    try:
+                        push.send_multipart(parts, zmq.NOBLOCK)
+                    except zmq.Again:
+                        pass
+            stop.wait(0.01)
+    finally:
+        context.destroy(linger=0)
+
+
+@pytest.mark.parametrize(
+    "host,expected", [("127.0.0.1", "tcp://127.0.0.1:5"), ("0.0.0.0", "tcp://127.0.0.1:5")]
+)
+def test_wire_addresses(host, expected):
+    wire = Wire(b"s" * 32, {"a": 5}, bind_host=host, hosts={})
+    assert wire.connect_address("a") == expected
+    assert wire.bind_address("a") == ("tcp://*:5" if host == "0.0.0.0" else "tcp://127.0.0.1:5")
+    assert "s" * 32 not in repr(wire), "the secret must not appear in logs"
+    with pytest.raises(KeyError, match="no tcp port"):
+        wire.port("b")
+
+
+def test_a_deterministic_run_over_tcp_computes_what_one_process_computes(tmp_path):
+    """Bit-identical parameters from tcp (every slot byte through the wire, two policy workers,
+    jittered timing) and from the one-process inline run: nothing is lost, reordered or altered."""
+    from test_deterministic import params_hash
+
+    workers = ["deterministic=true", "inference=policy_worker", "num_policy_workers=2", "ring_splits=2"]
+    over_tcp = params_hash(tmp_path / "tcp", *workers, "transport=tcp")
+    inline = params_hash(tmp_path / "inline", *workers, "launcher=inline", jitter_s=0)
+    assert over_tcp == inline
