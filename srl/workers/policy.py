@@ -18,6 +18,7 @@ import torch
 
 from srl.api.policy import Policy
 from srl.data import columns as C
+from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
@@ -32,7 +33,11 @@ def request_seed(seed: int, r: Request) -> int:
 
 
 class Acting:
-    def __init__(self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None) -> None:
+    def __init__(
+        self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None,
+        clock: TimeBreakdown | None = None,
+    ) -> None:
+        self.clock = clock or TimeBreakdown()  # the clock of the worker this runs in
         self.policy = policy.eval()
         self.params = params
         self.sampling_seed = sampling_seed
@@ -45,17 +50,21 @@ class Acting:
         """The requests that the parameters at hand may answer (after loading the newest)."""
         if not requests:
             return []
+        previous = self.clock.switch(SEND_RECV)
         self.params.poll(self.policy)
+        self.clock.switch(previous)
         return [r for r in requests if r.min_version <= self.params.version] if self.params.version >= 0 else []
 
     def __call__(self, slots: list[Slot], requests: list[Request]) -> None:
         started = time.perf_counter()
+        previous = self.clock.switch(INFERENCE)
         if self.sampling_seed is None:
             self._act(slots)
         else:
             for slot, r in zip(slots, requests):
                 torch.manual_seed(request_seed(self.sampling_seed, r))
                 self._act([slot])
+        self.clock.switch(previous)
         self.batches += 1
         self.infer_time_s += time.perf_counter() - started
 
@@ -90,6 +99,7 @@ class PolicyWorkerKernel:
         self.server = server
         self.slots = slots  # (actor, split) -> inference slot
         self._waiting: list[Request] = []
+        self.clock = acting.clock
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -99,13 +109,17 @@ class PolicyWorkerKernel:
         pass
 
     def poll(self) -> bool:
+        previous = self.clock.switch(SEND_RECV)
         self._waiting += self.server.poll(limit=len(self.slots))
+        self.clock.switch(previous)
         now = self.acting.actionable(self._waiting)
         if not now:
             return False
         self._waiting = [r for r in self._waiting if r not in now]
         self.acting([self.slots[(r.actor, r.split)] for r in now], now)
+        previous = self.clock.switch(SEND_RECV)
         self.server.reply(now)
+        self.clock.switch(previous)
         return True
 
     def report(self) -> dict:
