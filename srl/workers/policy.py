@@ -7,6 +7,9 @@ inference=inline uses the same object on its own slots.
 Deterministic mode (`sampling_seed` set) trades batching for reproducibility: each slot gets its
 own forward pass, with torch's generator seeded from the request's key, so an action depends on
 (seed, actor, split, step) only, never on which requests happened to share a batch.
+
+A policy may also offer `rollout_numpy(obs: np.ndarray) -> dict[str, np.ndarray]`, the same
+outputs without torch (the random policy does); outside deterministic mode it is used instead.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Acting:
         self.params = params
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
+        # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
+        self._rollout_numpy = getattr(policy, "rollout_numpy", None) if sampling_seed is None else None
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
@@ -70,9 +75,12 @@ class Acting:
 
     def _act(self, slots: list[Slot]) -> None:
         obs = slots[0][C.OBS] if len(slots) == 1 else np.concatenate([s[C.OBS] for s in slots])
-        with torch.inference_mode():
-            out = self.policy.rollout(torch.from_numpy(obs))
-            out = {name: out[name].numpy() for name in self.outputs}
+        if self._rollout_numpy is not None:
+            out = self._rollout_numpy(obs)
+        else:
+            with torch.inference_mode():
+                out = self.policy.rollout(torch.from_numpy(obs))
+                out = {name: out[name].numpy() for name in self.outputs}
         start = 0
         for slot in slots:
             stop = start + len(slot[C.OBS])
