@@ -53,11 +53,13 @@ class Acting:
 
     def actionable(self, requests: list[Request]) -> list[Request]:
         """The requests that the parameters at hand may answer (after loading the newest)."""
-        if not requests:
-            return []
+        # Parameters are read even with no request: a waiting worker blocks on their socket too,
+        # and a message left unread there would wake it at once, again and again (a busy spin).
         previous = self.clock.switch(SEND_RECV)
         self.params.poll(self.policy)
         self.clock.switch(previous)
+        if not requests:
+            return []
         return [r for r in requests if r.min_version <= self.params.version] if self.params.version >= 0 else []
 
     def __call__(self, slots: list[Slot], requests: list[Request]) -> None:
