@@ -99,7 +99,7 @@ def async_rate(env_id: str, num_envs: int, seconds: float) -> float:
 
 def srl_rate(env_id: str, seconds: float, overrides: list[str]) -> float:
     # bench_sampling measures after start-up; give start-up its own allowance on top
-    startup_s = 25.0 if is_atari_id(env_id) else 5.0
+    startup_s = 40.0 if is_atari_id(env_id) else 5.0
     result = bench_sampling(env_id, [f"time_limit_s={seconds + startup_s}", *overrides])
     if result["exit_code"] != 0 or not result["env_steps_per_s"]:
         raise RuntimeError(f"srl bench failed: {result}")
@@ -142,7 +142,11 @@ def main() -> None:
                 log(f"skipping {env_id}: {error}")
                 results[env_id] = {"skipped": str(error)}
                 continue
-        results[env_id] = measure(env_id, args)
+        try:
+            results[env_id] = measure(env_id, args)
+        except RuntimeError as error:  # one env's failure still leaves the others' results
+            log(f"{env_id} failed: {error}")
+            results[env_id] = {"failed": str(error)}
     machine = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                "python": platform.python_version(), "gymnasium": gym.__version__, "numpy": np.__version__}
     print(json.dumps({"benchmark": "sampling_vs_limit", "seconds": args.seconds, "srl_overrides": args.srl,

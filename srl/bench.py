@@ -35,14 +35,16 @@ SAMPLING_DEFAULTS: dict[str, Any] = {
     "envs_per_actor": 32,
     "ring_splits": 1,
 }
-ATARI_TIME_LIMIT_S = 30.0  # an Atari actor takes seconds to start: measure long enough after
+# An Atari actor takes seconds to build and reset its envs (no-op starts): fewer envs per actor,
+# a longer run to measure after start-up, and a heartbeat limit that start-up under load can't hit.
+ATARI_DEFAULTS: dict[str, Any] = {"time_limit_s": 40.0, "envs_per_actor": 8, "heartbeat_timeout_s": 120.0}
 
 
 def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="srl-bench-") as tmp:
         values = {**SAMPLING_DEFAULTS, "env": env_id, "run_dir": str(Path(tmp) / "run")}
         if is_atari_id(env_id):
-            values["time_limit_s"] = ATARI_TIME_LIMIT_S
+            values.update(ATARI_DEFAULTS)
         values.update(parse_overrides(overrides))
         config = build_config(values)
         code = run_experiment(config)
