@@ -16,7 +16,9 @@ load hits all alike), and the median of the repeats is reported:
     python benchmarks/sampling_vs_limit.py --envs CartPole-v1 --repeats 5 --srl envs_per_actor=64
 
 Progress goes to stderr; standard output gets ONE JSON line: per env the medians (env steps
-per second), every repeat, and `srl_over_limit`, the ratio this benchmark is about.
+per second), every repeat, `srl_over_limit` (the ratio this benchmark is about, of medians),
+the median of each repeat's own ratio, and `srl_actor_env_step_share`: the share of srl's actor
+time spent inside `env.step` (a raw env process is at ~1.0), which load disturbs much less.
 """
 
 from __future__ import annotations
@@ -97,27 +99,37 @@ def async_rate(env_id: str, num_envs: int, seconds: float) -> float:
         venv.close()
 
 
-def srl_rate(env_id: str, seconds: float, overrides: list[str]) -> float:
+def srl_rate(env_id: str, seconds: float, overrides: list[str]) -> tuple[float, float]:
+    """(env steps/s, share of the actors' wall time spent in env.step): the share is what a raw
+    env process has at ~1.0, and it moves much less with the machine's load than rates do."""
     # bench_sampling measures after start-up; give start-up its own allowance on top
     startup_s = 40.0 if is_atari_id(env_id) else 5.0
     result = bench_sampling(env_id, [f"time_limit_s={seconds + startup_s}", *overrides])
     if result["exit_code"] != 0 or not result["env_steps_per_s"]:
         raise RuntimeError(f"srl bench failed: {result}")
-    return float(result["env_steps_per_s"])
+    actors = [v for k, v in result["time_breakdown"].items() if k.startswith("actor:")]
+    share = sum(a["env_step"] for a in actors) / max(sum(a["wall"] for a in actors), 1e-9)
+    return float(result["env_steps_per_s"]), share
 
 
 def measure(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[float]] = {"limit": [], "srl": [], **{f"async_{n}": [] for n in args.async_envs}}
+    shares: list[float] = []
     for repeat in range(args.repeats):
         runs["limit"].append(machine_limit(env_id, args.procs, args.seconds))
-        runs["srl"].append(srl_rate(env_id, args.seconds, args.srl))
+        rate, share = srl_rate(env_id, args.seconds, args.srl)
+        runs["srl"].append(rate)
+        shares.append(share)
         for n in args.async_envs:
             runs[f"async_{n}"].append(async_rate(env_id, n, args.seconds))
         log(f"{env_id} repeat {repeat + 1}: " + ", ".join(f"{k}={v[-1]:.0f}" for k, v in runs.items()))
     medians = {k: round(statistics.median(v), 1) for k, v in runs.items()}
+    paired = [s / limit for s, limit in zip(runs["srl"], runs["limit"])]  # each repeat's own ratio
     return {
         "env_steps_per_s": medians,
         "srl_over_limit": round(medians["srl"] / medians["limit"], 3),
+        "srl_over_limit_paired_median": round(statistics.median(paired), 3),
+        "srl_actor_env_step_share": round(statistics.median(shares), 3),
         "repeats": {k: [round(x, 1) for x in v] for k, v in runs.items()},
     }
 
@@ -134,6 +146,7 @@ def main() -> None:
     if args.repeats < 3:
         parser.error("--repeats must be >= 3 (medians)")
     results: dict[str, Any] = {}
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     for env_id in args.envs:
         if is_atari_id(env_id):
             try:
@@ -147,7 +160,8 @@ def main() -> None:
         except RuntimeError as error:  # one env's failure still leaves the others' results
             log(f"{env_id} failed: {error}")
             results[env_id] = {"failed": str(error)}
-    machine = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+    machine = {"cpus": os.cpu_count(), "loadavg_at_start": load_at_start, "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+               "processor": platform.processor() or platform.machine(),
                "python": platform.python_version(), "gymnasium": gym.__version__, "numpy": np.__version__}
     print(json.dumps({"benchmark": "sampling_vs_limit", "seconds": args.seconds, "srl_overrides": args.srl,
                       "machine": machine, "results": results}))
