@@ -53,8 +53,11 @@ class Acting:
 
     def actionable(self, requests: list[Request]) -> list[Request]:
         """The requests that the parameters at hand may answer (after loading the newest)."""
-        # Parameters are read even with no request: a waiting worker blocks on their socket too,
-        # and a message left unread there would wake it at once, again and again (a busy spin).
+        # Outside deterministic mode parameters are read even with no request: a waiting worker
+        # blocks on their socket too, and a message left unread there would wake it at once,
+        # again and again (a busy spin). Lock-step mode must not skip ahead of its requests.
+        if not requests and self.sampling_seed is not None:
+            return []
         previous = self.clock.switch(SEND_RECV)
         self.params.poll(self.policy)
         self.clock.switch(previous)
