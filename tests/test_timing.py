@@ -23,8 +23,8 @@ def test_switch_charges_the_category_left_and_categories_add_up_to_wall_time():
     taken = clock.take()
     wall = time.perf_counter() - started
     assert previous == OTHER
+    # lower bounds only (a loaded machine oversleeps): each interval went to its own category
     assert taken[ENV_STEP] >= 0.05 and taken[INFERENCE] >= 0.02
-    assert taken[ENV_STEP] < 0.05 + 0.04 and taken[INFERENCE] < 0.02 + 0.04
     assert sum(taken.values()) == pytest.approx(wall, abs=2e-3)
     assert clock.take()[ENV_STEP] == 0.0  # take resets
 
