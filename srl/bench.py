@@ -2,17 +2,21 @@
 
 The same workers and streams as training, with a random policy and a trainer that consumes
 segments and learns nothing, for `time_limit_s` seconds. The rate is taken between the first
-and the last report, so process start-up is not counted.
+report with env steps and the last, so process start-up is not counted. Defaults: one actor
+per core with inline inference (SAMPLING_DEFAULTS); any config field can be overridden.
+Atari ids ("ALE/Pong-v5") get the standard preprocessing (srl.envs.atari).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from srl.config import build_config, parse_overrides
+from srl.envs.atari import is_atari_id
 from srl.launch.run import run_experiment
 
 SAMPLING_DEFAULTS: dict[str, Any] = {
@@ -24,16 +28,29 @@ SAMPLING_DEFAULTS: dict[str, Any] = {
     "total_env_steps": 10**12,
     "display": "off",
     "log_interval_s": 0.5,
+    # The fastest placement on a small machine (docs/tuning.md): one actor per core, each acting
+    # inline on one ring of 32 envs; no policy worker competes for the cores.
+    "num_actor_workers": os.cpu_count() or 1,
+    "inference": "inline",
+    "envs_per_actor": 32,
+    "ring_splits": 1,
 }
+# An Atari actor takes seconds to build and reset its envs (no-op starts): fewer envs per actor,
+# a longer run to measure after start-up, and a heartbeat limit that start-up under load can't hit.
+ATARI_DEFAULTS: dict[str, Any] = {"time_limit_s": 40.0, "envs_per_actor": 8, "heartbeat_timeout_s": 120.0}
 
 
 def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="srl-bench-") as tmp:
         values = {**SAMPLING_DEFAULTS, "env": env_id, "run_dir": str(Path(tmp) / "run")}
+        if is_atari_id(env_id):
+            values.update(ATARI_DEFAULTS)
         values.update(parse_overrides(overrides))
         config = build_config(values)
         code = run_experiment(config)
-        lines = [json.loads(x) for x in (Path(str(config.run_dir)) / "metrics.jsonl").read_text().splitlines()]
+        run_dir = Path(str(config.run_dir))
+        lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        breakdown = json.loads((run_dir / "summary.json").read_text()).get("time_breakdown", {})
     started = next((x for x in lines if x["env_steps"] > 0), lines[0])
     last = lines[-1]
     seconds = last["time_s"] - started["time_s"]
@@ -47,4 +64,5 @@ def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
         "config": {k: config.model_dump()[k] for k in ("launcher", "num_actor_workers", "envs_per_actor",
                                                         "ring_splits", "inference", "num_policy_workers",
                                                         "sample_length")},
+        "time_breakdown": breakdown,  # worker -> seconds per category (srl.monitor.timing)
     }

@@ -20,6 +20,7 @@ import gymnasium as gym
 
 from srl.api import registry
 from srl.api.env import Environment, VectorEnv
+from srl.envs.atari import is_atari_id, make_atari
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
 from srl.envs.pettingzoo_env import PettingZooEnvironment, make_pettingzoo_env
@@ -74,6 +75,7 @@ def make_vector_env(
     the `Environment`s it returns are wrapped in a `SerialVectorEnv` (a factory that returns a
     `VectorEnv` this way must return one of exactly `num_envs` envs, when called once).
 
+    An Atari id ("ALE/Pong-v5") gives a `GymVectorEnv` of preprocessed envs (srl.envs.atari).
     Otherwise a Gymnasium id (registered in `gymnasium.envs.registry`, or "module:EnvId")
     gives a `GymVectorEnv` of `gymnasium.make(name, **kwargs)` envs. Else `UnknownNameError`.
     """
@@ -116,6 +118,8 @@ def make_vector_env(
                 )
             envs.append(built)
         return SerialVectorEnv(envs)
+    if is_atari_id(name):  # before gymnasium's registry: ale-py registers these ids on import
+        return GymVectorEnv([make_atari(name, **kwargs) for _ in range(num_envs)])
     if _is_gymnasium_id(name):
         return GymVectorEnv.make(name, num_envs, **kwargs)
     close = difflib.get_close_matches(name, [*registry.envs.names(), *gym.envs.registry], n=3)

@@ -83,8 +83,10 @@ class GymVectorEnv(VectorEnv):
 
     @classmethod
     def make(cls, id: str, num_envs: int, **kwargs: Any) -> GymVectorEnv:
-        """`num_envs` envs from `gymnasium.make(id, **kwargs)`."""
-        return cls([gym.make(id, **kwargs) for _ in range(num_envs)])
+        """`num_envs` envs from `gymnasium.make(id, **kwargs)`. Gymnasium's env checker wraps
+        only the first (the others are the same env; its wrapper costs a call on every step)."""
+        rest = {"disable_env_checker": True, **kwargs}
+        return cls([gym.make(id, **(kwargs if i == 0 else rest)) for i in range(num_envs)])
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         obs = self._obs
@@ -96,7 +98,11 @@ class GymVectorEnv(VectorEnv):
         return obs
 
     def step(self, actions: np.ndarray) -> VectorStep:
-        acts = check_actions(actions, self.num_envs, self._discrete_actions)
+        acts = check_actions(actions, self.num_envs, discrete=False)
+        if self._discrete_actions:
+            # numpy scalars of the space's dtype, as `action_space.sample()` gives: gymnasium's
+            # `Discrete.contains` checks them faster than Python ints (no np.iinfo per call)
+            acts = list(acts.reshape(self.num_envs).astype(self.action_space.dtype, copy=False))
         observations = []
         rewards = []
         ends = []  # (row, terminated, truncated) of the few envs whose episode ended

@@ -13,7 +13,8 @@ import torch
 from srl.graph import Graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
-from srl.launch.shell import REPORT_INTERVAL_S
+from srl.launch.shell import REPORT_INTERVAL_S, kernel_clock
+from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
 from srl.streams.inline import InlineTransport
 from srl.workers.build import make_kernel
 
@@ -22,6 +23,9 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     torch.set_num_threads(graph.config.torch_threads)
     transport = InlineTransport()
     kernels = [(spec, make_kernel(graph, spec, transport)) for spec in graph.workers]
+    clocks = [kernel_clock(kernel) for _, kernel in kernels]
+    for clock in clocks:  # a kernel waits while the others take their turns
+        clock.switch(WAITING)
     outputs.start()
     try:
         for _, kernel in kernels:
@@ -29,17 +33,19 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         last_report = time.monotonic()
         reason = None
         while reason is None:
-            for _, kernel in kernels:
+            for (_, kernel), clock in zip(kernels, clocks):
+                clock.switch(OTHER)
                 kernel.poll()
+                clock.switch(WAITING)
             if time.monotonic() - last_report >= REPORT_INTERVAL_S:
-                for spec, kernel in kernels:
-                    monitor.on_report(spec.role, spec.index, kernel.report())
+                for (spec, kernel), clock in zip(kernels, clocks):
+                    monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: clock.take()})
                 last_report = time.monotonic()
                 outputs.tick(monitor)
                 reason = monitor.stop_reason()
-        for spec, kernel in kernels:
+        for (spec, kernel), clock in zip(kernels, clocks):
             finish = getattr(kernel, "finish", kernel.report)
-            monitor.on_report(spec.role, spec.index, finish(), final=True)
+            monitor.on_report(spec.role, spec.index, {**finish(), REPORT_KEY: clock.take()}, final=True)
         return reason
     finally:
         for _, kernel in kernels:

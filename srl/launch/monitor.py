@@ -11,6 +11,7 @@ from typing import Any
 
 from srl.config import ExperimentConfig
 from srl.monitor.episodes import ReturnWindow
+from srl.monitor.timing import REPORT_KEY, BreakdownTable
 from srl.streams.control import Role
 
 PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s")
@@ -28,6 +29,7 @@ class RunMonitor:
         self.segments_dropped = 0
         self.final: dict[str, Any] = {}
         self.busy_s: dict[str, float] = {}  # worker -> seconds in env / inference / training
+        self.time_breakdown = BreakdownTable()  # worker -> seconds per category (srl.monitor.timing)
         self._last_steps, self._last_s = start_env_steps, self.started_s
         self.last_report_s: dict[str, float] = {}
         self.target_reached_s: float | None = None
@@ -39,6 +41,8 @@ class RunMonitor:
         for key in PER_WORKER_TIMES:
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
+        if REPORT_KEY in payload:
+            self.time_breakdown.add(worker, payload[REPORT_KEY])
         if role in (Role.ACTOR, Role.POD):
             self.env_steps += payload["env_steps"]
             self.episodes.add(payload["episode_returns"], payload["episode_lengths"])

@@ -10,6 +10,7 @@ from typing import Any
 
 from srl.config import ExperimentConfig
 from srl.launch.monitor import RunMonitor
+from srl.monitor.timing import FILE_NAME as TIME_BREAKDOWN_FILE
 
 
 class WorkerFailed(RuntimeError):
@@ -71,6 +72,9 @@ class RunOutputs:
             "params_sha256": monitor.final.get("params_sha256"),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
             "restarts": dict(sorted(monitor.restarts.items())),
+            "time_breakdown": monitor.time_breakdown.as_dict(),
         }
+        breakdown = json.dumps(summary["time_breakdown"], indent=2) + "\n"
+        (self.run_dir / TIME_BREAKDOWN_FILE).write_text(breakdown)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary

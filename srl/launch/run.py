@@ -42,6 +42,8 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     except KeyboardInterrupt:
         reason, code = "interrupted", 130
     summary = outputs.finish(monitor, reason, error)
+    if monitor.time_breakdown.workers:
+        console.print(monitor.time_breakdown.format(), highlight=False, markup=False, soft_wrap=True)
     if error:
         console.print(f"[bold red]run failed[/]: {error}")
     console.print(

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
 from srl.streams.control import Kind
 
 REPORT_INTERVAL_S = 0.5
@@ -26,6 +27,7 @@ JITTER_MAX_S = float(os.environ.get("SRL_TEST_JITTER_MAX_S", "0"))
 def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | None = None) -> None:
     """Poll until the controller says stop (or the parent vanished); report periodically."""
     receivers = kernel.receivers + link.receivers
+    clock = kernel_clock(kernel)
     kernel.start()
     last_report = time.monotonic()
     jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
@@ -33,15 +35,23 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
         if jitter is not None:
             time.sleep(jitter.uniform(0, JITTER_MAX_S))
         if not kernel.poll():
+            clock.switch(WAITING)
             transport.wait(receivers, IDLE_WAIT_S)
+            clock.switch(OTHER)
         now = time.monotonic()
         if now - last_report >= REPORT_INTERVAL_S:
-            link.send(Kind.REPORT, kernel.report())
+            link.send(Kind.REPORT, {**kernel.report(), REPORT_KEY: clock.take()})
             last_report = now
             if parent_pid is not None and os.getppid() != parent_pid:
                 raise RuntimeError("the controller process is gone")
     finish = getattr(kernel, "finish", kernel.report)
-    link.send(Kind.FINAL, finish())
+    link.send(Kind.FINAL, {**finish(), REPORT_KEY: clock.take()})
+
+
+def kernel_clock(kernel: Any) -> TimeBreakdown:
+    """The kernel's own clock (it labels its work), or a new one that sees only waiting/other."""
+    clock = getattr(kernel, "clock", None)
+    return clock if isinstance(clock, TimeBreakdown) else TimeBreakdown()
 
 
 def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int, wire: Any = None) -> None:

@@ -4,6 +4,7 @@ dataflow's sampling speed (`srl bench sampling`) without inference cost."""
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from srl.api.policy import FieldSpec, Policy
@@ -16,6 +17,8 @@ class RandomPolicy(Policy):
         super().__init__(observation_space, action_space)
         if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
             raise TypeError(f"random policy: unsupported action space {action_space}")
+        # seeded from torch's generator, so the run's seed fixes numpy's actions too
+        self._rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))))
 
     def rollout_fields(self) -> dict[str, FieldSpec]:
         return {}
@@ -26,6 +29,15 @@ class RandomPolicy(Policy):
             return {"action": torch.randint(int(space.start), int(space.start + space.n), (n,))}
         low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
         return {"action": low + (high - low) * torch.rand(n, *space.shape)}
+
+    def rollout_numpy(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+        """`rollout` without torch, for a whole group of rows at once: the sampling benchmark
+        measures the dataflow, and torch's per-call overhead would dominate this policy."""
+        n, space = len(obs), self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return {"action": self._rng.integers(int(space.start), int(space.start + space.n), n)}
+        low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+        return {"action": low + (high - low) * self._rng.random((n, *space.shape), dtype=np.float32)}
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError("the random policy does not train")

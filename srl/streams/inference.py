@@ -120,7 +120,9 @@ class LocalInferenceClient:
     def ready(self) -> list[int]:
         now = self._acting.actionable(self._pending)
         if now:
-            self._pending = [r for r in self._pending if r not in now]
+            # all pending is the usual case: skip comparing requests one by one
+            full = len(now) == len(self._pending)
+            self._pending = [] if full else [r for r in self._pending if r not in now]
             self._acting([self._slots[r.split] for r in now], now)
         return [r.split for r in now]
 

@@ -19,6 +19,7 @@ subscriber that joins late misses earlier messages (ask again, see srl.streams.p
 
 from __future__ import annotations
 
+import struct
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -34,14 +35,19 @@ class Message:
     frames: list[bytes | memoryview] = field(default_factory=list)
 
 
+# struct, not numpy: a header is packed and unpacked for every message on the sampling hot path,
+# and struct does it in a tenth of the time of building and reading a small numpy array.
+_HEADER_FORMATS = {n: struct.Struct(f"<{n}q") for n in range(1, 65)}
+
+
 def encode_header(header: Sequence[int]) -> bytes:
-    return np.asarray(header, dtype=np.int64).tobytes()
+    return _HEADER_FORMATS[len(header)].pack(*header)
 
 
 def decode_header(raw: bytes | memoryview) -> tuple[int, ...]:
     if len(raw) % 8 or len(raw) == 0 or len(raw) > 8 * 64:
         raise ValueError(f"malformed message header of {len(raw)} bytes")
-    return tuple(int(x) for x in np.frombuffer(raw, dtype=np.int64))
+    return _HEADER_FORMATS[len(raw) // 8].unpack(raw)
 
 
 class Receiver(ABC):

@@ -18,6 +18,7 @@ import numpy as np
 
 from srl.api.env import VectorEnv
 from srl.data import columns as C
+from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.streams.inference import Slot
 from srl.streams.samples import SampleProducer
 from srl.streams.transport import Receiver
@@ -41,7 +42,9 @@ class ActorKernel:
         sample_length: int,
         seeds: list[int],
         lock_step: bool = False,
+        clock: TimeBreakdown | None = None,
     ) -> None:
+        self.clock = clock or TimeBreakdown()  # shared with inline inference's `Acting`
         self.envs = envs
         self.inference = inference
         self.samples = samples
@@ -81,7 +84,10 @@ class ActorKernel:
             if self._next_segment(s):
                 self._step(s)
                 did = True
-        for s in self.inference.ready():
+        previous = self.clock.switch(SEND_RECV)  # inline inference switches to INFERENCE inside
+        ready = self.inference.ready()
+        self.clock.switch(previous)
+        for s in ready:
             self._on_action(s)
             did = True
         return did
@@ -99,7 +105,9 @@ class ActorKernel:
     def _on_action(self, s: int) -> None:
         self._record(s)
         if self.t[s] == self.T:
+            previous = self.clock.switch(SEND_RECV)
             self.samples.send(s, self.current[s])
+            self.clock.switch(previous)
             self.segments_sent[s] += 1
             self.current[s] = None
             if not self._next_segment(s):
@@ -107,7 +115,9 @@ class ActorKernel:
         self._step(s)
 
     def _next_segment(self, s: int) -> bool:
+        previous = self.clock.switch(SEND_RECV)
         slot = self.samples.acquire(s)
+        self.clock.switch(previous)
         if slot is None:
             self.blocked.add(s)
             return False
@@ -121,7 +131,9 @@ class ActorKernel:
     def _step(self, s: int) -> None:
         env, slot, t = self.envs[s], self.infer_slots[s], self.t[s]
         started = time.perf_counter()
+        previous = self.clock.switch(ENV_STEP)
         out = env.step(slot[C.ACTION])
+        self.clock.switch(previous)
         self.env_time_s += time.perf_counter() - started
         segment = self._segment(s)
         segment[C.REWARD][t] = out.reward
@@ -135,7 +147,9 @@ class ActorKernel:
 
     def _request(self, s: int) -> None:
         min_version = self.segments_sent[s] if self.lock_step else 0
+        previous = self.clock.switch(SEND_RECV)
         self.inference.request(s, min_version, self.requests_made[s])
+        self.clock.switch(previous)
         self.requests_made[s] += 1
 
     def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray) -> None:

@@ -9,6 +9,7 @@ import torch
 
 from srl.api import registry
 from srl.envs import make_vector_env
+from srl.monitor.timing import TimeBreakdown
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.streams.control import Role
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
@@ -56,19 +57,21 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     infer, segments = _actor_arrays(graph, transport, actor)
     groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
     envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split) for g in groups]
+    clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
     if c.inference == "inline":
-        port: Any = LocalInferenceClient(_acting(graph, transport), infer, actor)
+        port: Any = LocalInferenceClient(_acting(graph, transport, clock), infer, actor)
     else:
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.seed * 1_000_003 + g * c.envs_per_split + epoch * 1_000_000_007 for g in groups]
     samples = SampleProducer(transport, actor, segments, lives)
-    return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic)
+    return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic, clock=clock)
 
 
-def _acting(graph: Graph, transport: Transport) -> Acting:
+def _acting(graph: Graph, transport: Transport, clock: TimeBreakdown | None = None) -> Acting:
     c = graph.config
-    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=c.seed if c.deterministic else None)
+    seed = c.seed if c.deterministic else None
+    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=seed, clock=clock)
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:

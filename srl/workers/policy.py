@@ -7,6 +7,9 @@ inference=inline uses the same object on its own slots.
 Deterministic mode (`sampling_seed` set) trades batching for reproducibility: each slot gets its
 own forward pass, with torch's generator seeded from the request's key, so an action depends on
 (seed, actor, split, step) only, never on which requests happened to share a batch.
+
+A policy may also offer `rollout_numpy(obs: np.ndarray) -> dict[str, np.ndarray]`, the same
+outputs without torch (the random policy does); outside deterministic mode it is used instead.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import torch
 
 from srl.api.policy import Policy
 from srl.data import columns as C
+from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
@@ -32,38 +36,56 @@ def request_seed(seed: int, r: Request) -> int:
 
 
 class Acting:
-    def __init__(self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None) -> None:
+    def __init__(
+        self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None,
+        clock: TimeBreakdown | None = None,
+    ) -> None:
+        self.clock = clock or TimeBreakdown()  # the clock of the worker this runs in
         self.policy = policy.eval()
         self.params = params
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
+        # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
+        self._rollout_numpy = getattr(policy, "rollout_numpy", None) if sampling_seed is None else None
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
 
     def actionable(self, requests: list[Request]) -> list[Request]:
         """The requests that the parameters at hand may answer (after loading the newest)."""
+        # Outside deterministic mode parameters are read even with no request: a waiting worker
+        # blocks on their socket too, and a message left unread there would wake it at once,
+        # again and again (a busy spin). Lock-step mode must not skip ahead of its requests.
+        if not requests and self.sampling_seed is not None:
+            return []
+        previous = self.clock.switch(SEND_RECV)
+        self.params.poll(self.policy)
+        self.clock.switch(previous)
         if not requests:
             return []
-        self.params.poll(self.policy)
         return [r for r in requests if r.min_version <= self.params.version] if self.params.version >= 0 else []
 
     def __call__(self, slots: list[Slot], requests: list[Request]) -> None:
         started = time.perf_counter()
+        previous = self.clock.switch(INFERENCE)
         if self.sampling_seed is None:
             self._act(slots)
         else:
             for slot, r in zip(slots, requests):
                 torch.manual_seed(request_seed(self.sampling_seed, r))
                 self._act([slot])
+        self.clock.switch(previous)
         self.batches += 1
         self.infer_time_s += time.perf_counter() - started
 
     def _act(self, slots: list[Slot]) -> None:
         obs = slots[0][C.OBS] if len(slots) == 1 else np.concatenate([s[C.OBS] for s in slots])
-        with torch.inference_mode():
-            out = self.policy.rollout(torch.from_numpy(obs))
-            out = {name: out[name].numpy() for name in self.outputs}
+        if self._rollout_numpy is not None:
+            out = self._rollout_numpy(obs)
+        else:
+            with torch.inference_mode():
+                out = self.policy.rollout(torch.from_numpy(obs))
+                out = {name: out[name].numpy() for name in self.outputs}
         start = 0
         for slot in slots:
             stop = start + len(slot[C.OBS])
@@ -90,6 +112,7 @@ class PolicyWorkerKernel:
         self.server = server
         self.slots = slots  # (actor, split) -> inference slot
         self._waiting: list[Request] = []
+        self.clock = acting.clock
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -99,13 +122,17 @@ class PolicyWorkerKernel:
         pass
 
     def poll(self) -> bool:
+        previous = self.clock.switch(SEND_RECV)
         self._waiting += self.server.poll(limit=len(self.slots))
+        self.clock.switch(previous)
         now = self.acting.actionable(self._waiting)
         if not now:
             return False
         self._waiting = [r for r in self._waiting if r not in now]
         self.acting([self.slots[(r.actor, r.split)] for r in now], now)
+        previous = self.clock.switch(SEND_RECV)
         self.server.reply(now)
+        self.clock.switch(previous)
         return True
 
     def report(self) -> dict:

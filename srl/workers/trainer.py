@@ -22,6 +22,7 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
+from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
@@ -60,6 +61,7 @@ class TrainerKernel:
         self.places_filled: set[int] = set()
         self.held: list[SegmentRef] = []  # segments for the next batch (deterministic mode)
         self.max_updates = max_updates
+        self.clock = TimeBreakdown()
         self.version = 0
         self.env_steps = 0  # env steps consumed by updates (drives schedules)
         self._reset_stats()
@@ -84,6 +86,7 @@ class TrainerKernel:
 
     def poll(self) -> bool:
         limit = self.batch_segments if self.splits_per_actor else self.batch_segments - self.filled
+        self.clock.switch(SEND_RECV)  # receiving: the poll, batch copies and releases
         refs, self.held = self.held + self.samples.poll(limit=limit), []
         for ref in refs:
             if self.max_updates is not None and self.version >= self.max_updates:
@@ -100,6 +103,7 @@ class TrainerKernel:
                 self._update()
         if self.params.service_restarted():  # it lost the weights: waiting subscribers need them
             self.params.publish(self.version, self.policy)
+        self.clock.switch(OTHER)
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
             self.save_checkpoint()
         return bool(refs)
@@ -136,9 +140,12 @@ class TrainerKernel:
         started = time.perf_counter()
         steps = (self.batch[C.REWARD].shape[0] - 1) * self.batch[C.REWARD].shape[1] // self.num_agents
         self.env_steps += steps
+        previous = self.clock.switch(TRAINING)
         self.stats = self.algorithm.step(self.tensors, self.env_steps)
+        self.clock.switch(SEND_RECV)
         self.version += 1
         self.params.publish(self.version, self.policy)
+        self.clock.switch(previous)
         self.filled = 0
         self.places_filled.clear()
         self.updates += 1
