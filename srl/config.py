@@ -88,6 +88,10 @@ class ExperimentConfig(BaseModel):
     display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
     heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
+    learning_curve: bool = Field(
+        True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
+        "(needs matplotlib, the [plot] extra; skipped with a note without it)."
+    )
 
     @field_validator("modules", mode="before")
     @classmethod

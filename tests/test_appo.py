@@ -152,3 +152,4 @@ def test_cartpole_appo_reaches_475_with_policy_lag(run_dir):
     lags = [m["policy_lag_mean"] for m in lines if m.get("policy_lag_mean") is not None]
     assert max(lags) > 1.0, "actors ran ahead of the trainer: samples were off-policy"
     assert {"losses/policy_loss", "losses/value_loss", "losses/rho_clipfrac"} <= set(lines[-1])
+    assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"

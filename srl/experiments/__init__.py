@@ -99,3 +99,38 @@ def cartpole_appo() -> dict[str, Any]:
             "num_minibatches": 1,
         },
     }
+
+
+@register_experiment("acrobot-ppo")
+def acrobot_ppo() -> dict[str, Any]:
+    """Acrobot-v1 with PPO to a mean-100 return of -100 (-1 per step until the tip swings up).
+
+    Rewards are sparse-ish (every step costs the same), so a longer horizon than CartPole's
+    (gamma 0.99, lambda 0.95) and a little entropy keep exploring until the first swing-ups.
+    """
+    return {
+        "env": "Acrobot-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 16,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 32,
+        "segment_slots": 1,
+        "batch_segments": 1,
+        "max_policy_lag": 5,
+        "total_env_steps": 500_000,
+        "target_return": -100.0,
+        "algorithm": "ppo",
+        "algo": {
+            "lr": 1e-3,
+            "anneal_env_steps": 300_000,
+            "final_lr_fraction": 0.1,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "epochs": 4,
+            "num_minibatches": 4,
+            "entropy_coef": 0.01,
+            "clip_value": False,
+        },
+    }

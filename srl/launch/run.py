@@ -40,6 +40,9 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     except KeyboardInterrupt:
         reason, code = "interrupted", 130
     summary = outputs.finish(monitor, reason, error)
+    note = outputs.write_learning_curve()
+    if note:
+        console.print(note)
     if error:
         console.print(f"[bold red]run failed[/]: {error}")
     console.print(
