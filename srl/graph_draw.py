@@ -12,6 +12,7 @@ from srl.graph import Graph
 
 COLUMNS = {"actor": 0.0, "policy": 1.0, "params": 1.0, "trainer": 2.0, "controller": 2.0}
 COLORS = {"actor": "#cfe2f3", "policy": "#d9ead3", "trainer": "#fce5cd", "params": "#fff2cc", "controller": "#eeeeee"}
+COLUMNS["eval"], COLORS["eval"] = 0.0, "#ead1dc"
 FORMATS = (".png", ".svg", ".pdf")
 
 

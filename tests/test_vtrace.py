@@ -22,7 +22,7 @@ def reference_vtrace(log_rho, reward, value, terminated, truncated, gamma, rho_b
     adv = [[0.0] * rows for _ in range(steps)]
     for b in range(rows):
 
-        def transition(t):
+        def transition(t, b):
             """(reward, bootstrap value weight, ends) of t -> t + 1 with episode ends applied."""
             if terminated[t][b]:
                 return reward[t][b], 0.0, True
@@ -30,8 +30,8 @@ def reference_vtrace(log_rho, reward, value, terminated, truncated, gamma, rho_b
                 return reward[t][b] + gamma * value[t][b], 0.0, True
             return reward[t][b], gamma, False
 
-        def delta(t):
-            r, g, _ = transition(t)
+        def delta(t, b):
+            r, g, _ = transition(t, b)
             return clip(math.exp(log_rho[t][b]), rho_bar) * (r + g * value[t + 1][b] - value[t][b])
 
         for s in range(steps):
@@ -40,12 +40,12 @@ def reference_vtrace(log_rho, reward, value, terminated, truncated, gamma, rho_b
                 product = 1.0
                 for i in range(s, t):
                     product *= lam * clip(math.exp(log_rho[i][b]), c_bar)
-                total += gamma ** (t - s) * product * delta(t)
-                if transition(t)[2]:  # the episode ended: later steps belong to another one
+                total += gamma ** (t - s) * product * delta(t, b)
+                if transition(t, b)[2]:  # the episode ended: later steps belong to another one
                     break
             vs[s][b] = total
         for s in range(steps):
-            r, g, _ = transition(s)
+            r, g, _ = transition(s, b)
             next_vs = vs[s + 1][b] if s + 1 < steps else value[steps][b]
             adv[s][b] = clip(math.exp(log_rho[s][b]), rho_bar) * (r + g * next_vs - value[s][b])
     return vs, adv
@@ -54,7 +54,7 @@ def reference_vtrace(log_rho, reward, value, terminated, truncated, gamma, rho_b
 def random_case(seed):
     rng = random.Random(seed)
     steps, rows = rng.choice([1, 2, 9, 33]), rng.choice([1, 3, 8])
-    table = lambda f: [[f() for _ in range(rows)] for _ in range(steps + 1)]  # noqa: E731
+    table = lambda f: [[f() for _ in range(rows)] for _ in range(steps + 1)]
     return dict(
         log_rho=table(lambda: rng.gauss(0, 0.8)),  # ratios from ~0.1 to ~10: both clips active
         reward=table(lambda: rng.gauss(0, 1)),
@@ -106,7 +106,7 @@ def test_hand_checked_episode_end_inside_segment():
     # T = 3, gamma = 0.5, all ratios 2 clipped to rho_bar = c_bar = 1; terminated on t = 1.
     # delta = [1 + 0.5*2 - 1, 2 - 2, 3 + 0.5*4 - 3] = [1, 0, 2]; the trace is cut after t = 1:
     # vs = [1 + 1 + 0.5 * 0, 2 + 0, 3 + 2] = [2, 2, 5]; A = [1 + 0.5*2 - 1, 2 - 2, 3 + 0.5*4 - 3]
-    col = lambda *xs, dtype=torch.float32: torch.tensor(xs, dtype=dtype).unsqueeze(1)  # noqa: E731
+    col = lambda *xs, dtype=torch.float32: torch.tensor(xs, dtype=dtype).unsqueeze(1)
     out = compute_vtrace(
         col(*[math.log(2)] * 4), col(1, 2, 3, 0), col(1, 2, 3, 4),
         col(0, 1, 0, 0, dtype=torch.bool), col(0, 0, 0, 0, dtype=torch.bool), 0.5,

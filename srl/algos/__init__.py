@@ -6,7 +6,7 @@ from srl.algos.ppo import PPO, PPOConfig
 
 __all__ = ["PPO", "NoTraining", "PPOConfig", "compute_gae"]
 
-from srl.algos.appo import APPO, APPOConfig, IMPALAConfig  # noqa: E402
-from srl.algos.vtrace import compute_vtrace  # noqa: E402
+from srl.algos.appo import APPO, APPOConfig, IMPALAConfig
+from srl.algos.vtrace import compute_vtrace
 
 __all__ += ["APPO", "APPOConfig", "IMPALAConfig", "compute_vtrace"]

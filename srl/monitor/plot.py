@@ -30,9 +30,9 @@ def read_curves(metrics_path: Path) -> dict[str, list[tuple[float, float, float]
         if not line.strip():
             continue
         row = json.loads(line)
-        for name in curves:
+        for name, points in curves.items():
             if row.get(name) is not None and row.get("env_steps") is not None:
-                curves[name].append((float(row["env_steps"]), float(row.get("time_s", 0.0)), float(row[name])))
+                points.append((float(row["env_steps"]), float(row.get("time_s", 0.0)), float(row[name])))
     return {name: points for name, points in curves.items() if points}
 
 
