@@ -24,7 +24,7 @@ def _positions(graph: Graph) -> dict[str, tuple[float, float]]:
     tall = max(len(v) for v in by_role.values())
     pos = {}
     for role, members in by_role.items():
-        top = {"params": -1.5, "controller": tall + 0.5}.get(role, (tall - len(members)) / 2)
+        top = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5}.get(role, (tall - len(members)) / 2)
         for i, name in enumerate(members):
             pos[name] = (COLUMNS[role], top + i)
     return pos
