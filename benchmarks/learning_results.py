@@ -1,7 +1,7 @@
 """Env steps and wall time to an experiment's target return, over seeds: the figures of docs/results.md.
 
     python benchmarks/learning_results.py cartpole-appo --seeds 1 2 3
-    python benchmarks/learning_results.py acrobot-ppo --seeds 1 2 3 -- eval_episodes=5
+    python benchmarks/learning_results.py acrobot-ppo eval_episodes=5 --seeds 1 2 3   # overrides before the options
 
 Each seed is one `srl run EXPERIMENT seed=N` child process (timed from its launch, imports
 included) in a temporary run dir; `--keep DIR` keeps the run dirs (learning_curve.png,
@@ -47,7 +47,7 @@ def run_seed(experiment: str, seed: int, run_dir: Path, overrides: list[str], ti
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment")
-    parser.add_argument("overrides", nargs="*", help="key=value config overrides (after --)")
+    parser.add_argument("overrides", nargs="*", help="key=value config overrides (before the options)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--keep", type=Path, help="keep each run dir as DIR/EXPERIMENT-sN")
