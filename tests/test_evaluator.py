@@ -78,3 +78,11 @@ def test_eval_metrics_in_a_run(launcher, run_dir):
     assert evals, "an evaluation round finished and was reported"
     assert all(m["eval/episode_return_mean"] >= 8 for m in evals)  # CartPole lasts >= 8 steps
     assert evals[-1]["eval/policy_version"] >= 0
+
+
+def test_display_never_shows_eval_return_as_the_training_return():
+    from srl.monitor.display import _lookup
+
+    metrics = {"episode_return_mean": None, "eval/episode_return_mean": 500.0}
+    assert _lookup(metrics, ("episode_return_mean",)) is None
+    assert _lookup({"charts/episode_return_mean": 3.0}, ("episode_return_mean",)) == 3.0
