@@ -80,6 +80,7 @@ def test_eval_video_writes_every_step_of_the_episodes(tmp_path):
 
 
 def test_eval_video_errors_are_clear(tmp_path, monkeypatch):
+    pytest.importorskip("imageio_ffmpeg")  # the env check comes after the extra's
     run_dir = saved_run(tmp_path / "run")
     with pytest.raises(ConfigError, match=r"must end in \.mp4"):
         evaluate_run(run_dir, episodes=1, seed=0, video=tmp_path / "x.avi")
