@@ -22,7 +22,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from srl.evaluate import evaluate_run
 
-    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic)
+    result = evaluate_run(
+        args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic, video=args.video
+    )
     print(json.dumps(result))
     return 0
 
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=10)
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the most likely")
+    ev.add_argument("--video", metavar="FILE.mp4", help="also write the episodes as an MP4 (needs srl[video])")
     ev.set_defaults(fn=_cmd_eval)
     graph = sub.add_parser("graph", help="print the workers and streams of an experiment")
     graph.add_argument("experiment")

@@ -131,6 +131,15 @@ class ExperimentConfig(BaseModel):
     bind_host: str = Field(
         "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface)."
     )
+    learning_curve: bool = Field(
+        True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
+        "(needs matplotlib, the [plot] extra; skipped with a note without it)."
+    )
+    eval_episodes: int = Field(
+        0, ge=0, description="Deterministic evaluation episodes per round, played by an evaluator worker on its own "
+        "env with the newest parameters (eval/episode_return_mean); 0 = no evaluator."
+    )
+    eval_interval_s: float = Field(10.0, gt=0, description="Seconds between the end of one evaluation round and the next.")
 
     @field_validator("modules", mode="before")
     @classmethod

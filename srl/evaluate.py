@@ -1,4 +1,8 @@
-"""`srl eval RUN_DIR`: the run's latest checkpoint, acting for N episodes in one process."""
+"""`srl eval RUN_DIR`: the run's latest checkpoint, acting for N episodes in one process.
+
+With `video=FILE.mp4` the env is made with render_mode='rgb_array' and the frame of every step
+goes to the file (srl.monitor.video), the episodes one after another.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,19 @@ import torch
 
 from srl import checkpoint
 from srl.config import ConfigError, build_config, load_saved_config
-from srl.envs import make_vector_env
+from srl.envs import is_gymnasium_env, make_vector_env
 from srl.graph import build_graph, make_policy
+from srl.monitor.video import FrameRecorder, check_video_path, rendering_env
 
 
-def evaluate_run(run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True) -> dict[str, Any]:
+def evaluate_run(
+    run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True, video: str | Path | None = None
+) -> dict[str, Any]:
     run_dir = Path(run_dir)
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {episodes}")
+    if video is not None:
+        check_video_path(Path(video))
     config = build_config(load_saved_config(run_dir))
     state = checkpoint.load_latest(run_dir)
     if state is None:
@@ -24,10 +35,38 @@ def evaluate_run(run_dir: str | Path, episodes: int, seed: int, deterministic: b
     policy = make_policy(config, graph.observation_space, graph.action_space)
     policy.load_state_dict(state["policy"])
     policy.eval()
-    env = make_vector_env(config.env, config.env_kwargs, num_envs=1, env_index_offset=0)
+    kwargs = config.env_kwargs
+    if video is not None:
+        if not is_gymnasium_env(config.env):
+            raise ConfigError(f"--video: env {config.env!r} is not a Gymnasium env (only those render rgb_array)")
+        kwargs = {**kwargs, "render_mode": "rgb_array"}
+    env = make_vector_env(config.env, kwargs, num_envs=1, env_index_offset=0)
+    recorder = FrameRecorder(Path(video), rendering_env(env, config.env)) if video is not None else None
+    try:
+        returns = _play(env, policy, episodes, seed, deterministic, recorder)
+    finally:
+        env.close()
+        if recorder is not None:
+            recorder.close()
+    result = {
+        "run_dir": str(run_dir),
+        "policy_version": state["version"],
+        "episodes": episodes,
+        "return_mean": float(np.mean(returns)),
+        "return_std": float(np.std(returns)),
+        "returns": returns,
+    }
+    if recorder is not None:
+        result.update(video=str(video), video_frames=recorder.frames)
+    return result
+
+
+def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: FrameRecorder | None) -> list[float]:
     obs = env.reset(seed=seed)
     returns, running = [], np.zeros(env.num_rows)
     while len(returns) < episodes:
+        if recorder is not None:
+            recorder.capture()  # the state the action is chosen in
         with torch.inference_mode():
             action = policy.rollout(torch.from_numpy(obs), deterministic=deterministic)["action"].numpy()
         step = env.step(action)
@@ -36,12 +75,4 @@ def evaluate_run(run_dir: str | Path, episodes: int, seed: int, deterministic: b
         if (step.terminated | step.truncated).any():  # one env: every row ends together
             returns.append(float(running.mean()))
             running[:] = 0
-    env.close()
-    return {
-        "run_dir": str(run_dir),
-        "policy_version": state["version"],
-        "episodes": episodes,
-        "return_mean": float(np.mean(returns)),
-        "return_std": float(np.std(returns)),
-        "returns": returns,
-    }
+    return returns

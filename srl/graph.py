@@ -169,6 +169,8 @@ def build_graph(config: ExperimentConfig) -> Graph:
     if config.inference == "policy_worker":
         workers += [WorkerSpec(Role.POLICY, p) for p in range(config.num_policy_workers)]
     workers += [WorkerSpec(Role.TRAINER, 0), WorkerSpec(Role.PARAMS, 0)]
+    if config.eval_episodes:
+        workers.append(WorkerSpec(Role.EVAL, 0))
     graph.workers = workers
     graph.streams = declare_streams(graph)
     check_streams(graph)
@@ -184,6 +186,8 @@ def _pod_graph(graph: Graph) -> Graph:
         raise ConfigError(
             f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {graph.config.env!r}"
         )
+    if graph.config.eval_episodes:
+        raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
     graph.workers = [WorkerSpec(Role.POD, 0)]
     graph.streams = [StreamSpec("control", ("pod:0",), ("controller",), "reports, heartbeats")]
     _check_batch(graph)
@@ -203,6 +207,8 @@ def declare_streams(graph: Graph) -> list[StreamSpec]:
     T = c.sample_length
     streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
     subscribers = tuple(actors) if c.inference == "inline" else tuple(f"policy:{p}" for p in range(c.num_policy_workers))
+    if c.eval_episodes:
+        subscribers += ("eval:0",)
     streams.append(StreamSpec("params.in", ("trainer:0",), ("params:0",), "versioned weights"))
     streams.append(StreamSpec("params.out", ("params:0",), subscribers, "versioned weights"))
     everyone = tuple(w.name for w in graph.workers)

@@ -141,3 +141,8 @@ def describe_spaces(
         return venv.agents, venv.observation_space, venv.action_space
     finally:
         venv.close()
+
+
+def is_gymnasium_env(name: str) -> bool:
+    """`name` builds Gymnasium envs (a Gymnasium id, or the "gymnasium" factory), which take render_mode."""
+    return name == "gymnasium" or (name not in registry.envs and _is_gymnasium_id(name))

@@ -64,3 +64,73 @@ def cartpole_ppo() -> dict[str, Any]:
             "clip_value": False,
         },
     }
+
+
+@register_experiment("cartpole-appo")
+def cartpole_appo() -> dict[str, Any]:
+    """CartPole-v1 with asynchronous PPO (V-trace targets) on the local launcher.
+
+    Unlike cartpole-ppo, actors run ahead of the trainer: two ring groups with two segment slots
+    each, so samples arrive up to a few versions old and V-trace plus the clipped ratio correct for
+    that lag instead of the trainer dropping the segments.
+    """
+    return {
+        "env": "CartPole-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 16,
+        "ring_splits": 2,
+        "inference": "inline",
+        "sample_length": 32,
+        "segment_slots": 2,
+        "batch_segments": 2,
+        "max_policy_lag": 8,
+        "total_env_steps": 500_000,
+        "target_return": 475.0,
+        "algorithm": "appo",
+        "algo": {
+            "lr": 1e-3,
+            "anneal_env_steps": 150_000,
+            "final_lr_fraction": 0.1,
+            "gamma": 0.98,
+            "vtrace_lambda": 0.9,
+            "clip_ratio": 0.2,
+            "epochs": 10,
+            "num_minibatches": 1,
+        },
+    }
+
+
+@register_experiment("acrobot-ppo")
+def acrobot_ppo() -> dict[str, Any]:
+    """Acrobot-v1 with PPO to a mean-100 return of -100 (-1 per step until the tip swings up).
+
+    Rewards are sparse-ish (every step costs the same), so a longer horizon than CartPole's
+    (gamma 0.99, lambda 0.95) and a little entropy keep exploring until the first swing-ups.
+    """
+    return {
+        "env": "Acrobot-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 16,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 32,
+        "segment_slots": 1,
+        "batch_segments": 1,
+        "max_policy_lag": 5,
+        "total_env_steps": 500_000,
+        "target_return": -100.0,
+        "algorithm": "ppo",
+        "algo": {
+            "lr": 1e-3,
+            "anneal_env_steps": 300_000,
+            "final_lr_fraction": 0.1,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "epochs": 4,
+            "num_minibatches": 4,
+            "entropy_coef": 0.01,
+            "clip_value": False,
+        },
+    }

@@ -34,6 +34,8 @@ class RunMonitor:
         self.last_report_s: dict[str, float] = {}
         self.target_reached_s: float | None = None
         self.restarts: dict[str, int] = {}  # worker -> times it was restarted
+        self.eval_returns: list[float] = []  # the last finished evaluation round
+        self.eval_version: int | None = None
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -46,6 +48,9 @@ class RunMonitor:
         if role in (Role.ACTOR, Role.POD):
             self.env_steps += payload["env_steps"]
             self.episodes.add(payload["episode_returns"], payload["episode_lengths"])
+        if role == Role.EVAL and payload["eval_episode_returns"]:
+            self.eval_returns = payload["eval_episode_returns"]
+            self.eval_version = payload["eval_policy_version"]
         if role in (Role.TRAINER, Role.POD):
             self.updates += payload["updates"]
             self.segments_dropped += payload["segments_dropped"]
@@ -71,7 +76,14 @@ class RunMonitor:
             "segments_dropped": self.segments_dropped,
             "restarts": sum(self.restarts.values()),
             **losses,
+            **self._eval_metrics(),
         }
+
+    def _eval_metrics(self) -> dict[str, Any]:
+        if not self.config.eval_episodes:
+            return {}
+        mean = sum(self.eval_returns) / len(self.eval_returns) if self.eval_returns else None
+        return {"eval/episode_return_mean": mean, "eval/policy_version": self.eval_version}
 
     def stop_reason(self) -> str | None:
         c = self.config

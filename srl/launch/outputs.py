@@ -78,3 +78,16 @@ class RunOutputs:
         (self.run_dir / TIME_BREAKDOWN_FILE).write_text(breakdown)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
+
+    def write_learning_curve(self) -> str | None:
+        """learning_curve.png in the run dir (after the summary: its time is not the run's).
+        Returns a note for the console when it could not be drawn."""
+        if not self.config.learning_curve:
+            return None
+        from srl.monitor.plot import PlotUnavailable, plot_learning_curve
+
+        try:
+            path = plot_learning_curve(self.run_dir, target=self.config.target_return)
+        except PlotUnavailable as e:
+            return f"no {self.run_dir / 'learning_curve.png'}: {e}"
+        return None if path is not None else "no learning curve: no episode finished"

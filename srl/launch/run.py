@@ -44,6 +44,9 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     summary = outputs.finish(monitor, reason, error)
     if monitor.time_breakdown.workers:
         console.print(monitor.time_breakdown.format(), highlight=False, markup=False, soft_wrap=True)
+    note = outputs.write_learning_curve()
+    if note:
+        console.print(note)
     if error:
         console.print(f"[bold red]run failed[/]: {error}")
     console.print(

@@ -56,7 +56,8 @@ def _lookup(metrics: Mapping[str, Any], names: tuple[str, ...]) -> Any:
             return metrics[name]
     for name in names:
         for key, value in metrics.items():
-            if value is not None and key.rsplit("/", 1)[-1] == name:
+            # eval/ metrics describe other episodes than the training rows: never a stand-in
+            if value is not None and key.rsplit("/", 1)[-1] == name and not key.startswith("eval/"):
                 return value
     return None
 

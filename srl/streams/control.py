@@ -29,10 +29,11 @@ class Role(IntEnum):
     TRAINER = 2
     PARAMS = 3
     POD = 4  # env, policy and trainer in one process (srl.workers.pod)
+    EVAL = 6  # deterministic evaluation episodes (srl.workers.evaluator)
 
     @property
     def title(self) -> str:
-        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod"}[int(self)]
+        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 6: "eval"}[int(self)]
 
 
 class WorkerLink:

@@ -114,6 +114,15 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         )
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport)
+    if spec.role == Role.EVAL:
+        from srl.workers.evaluator import EvaluatorKernel
+
+        # env ids past every training env's, so its episodes are not theirs
+        env = make_vector_env(c.env, c.env_kwargs, 1, c.num_actor_workers * c.envs_per_actor)
+        return EvaluatorKernel(
+            _policy(graph), ParamSubscriber(transport), env, seed=c.seed * 1_000_003 + 999_983,
+            episodes=c.eval_episodes, interval_s=c.eval_interval_s,
+        )
     if spec.role == Role.POD:
         from srl.workers.pod import make_pod
 
