@@ -64,3 +64,29 @@ def cartpole_ppo() -> dict[str, Any]:
             "clip_value": False,
         },
     }
+
+
+@register_experiment("cartpole-dqn")
+def cartpole_dqn() -> dict[str, Any]:
+    """CartPole-v1 with DQN / Ape-X: actors with per-env epsilons, a prioritized n-step replay
+    buffer worker, a double-DQN trainer."""
+    return {
+        "env": "CartPole-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 8,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 16,
+        "segment_slots": 2,
+        "total_env_steps": 300_000,
+        "target_return": 475.0,
+        "policy": "q-mlp",
+        "policy_kwargs": {"hidden_sizes": [128, 128]},
+        "epsilon": 0.2,
+        "epsilon_alpha": 7.0,
+        "replay": {"capacity": 100_000, "batch_size": 128, "n_step": 3, "gamma": 0.99, "warmup": 1_000,
+                   "replay_ratio": 8.0},
+        "algorithm": "dqn",
+        "algo": {"lr": 5e-4, "target_update_interval": 250},
+    }

@@ -29,10 +29,11 @@ class Role(IntEnum):
     TRAINER = 2
     PARAMS = 3
     POD = 4  # env, policy and trainer in one process (srl.workers.pod)
+    BUFFER = 5  # replay memory between actors and trainer (srl.workers.buffer)
 
     @property
     def title(self) -> str:
-        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod"}[int(self)]
+        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer"}[int(self)]
 
 
 class WorkerLink:

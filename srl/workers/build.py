@@ -58,7 +58,10 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
 
 def _acting(graph: Graph, transport: Transport) -> Acting:
     c = graph.config
-    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=c.seed if c.deterministic else None)
+    from srl.workers.build_replay import make_exploration
+
+    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=c.seed if c.deterministic else None,
+                  exploration=make_exploration(graph))
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
@@ -72,6 +75,14 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             infer, _ = _actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
         return PolicyWorkerKernel(_acting(graph, transport), InferenceServer(transport, spec.index, actors), slots)
+    if spec.role == Role.BUFFER:
+        from srl.workers.build_replay import make_buffer
+
+        return make_buffer(graph, transport)
+    if spec.role == Role.TRAINER and c.replay is not None:
+        from srl.workers.build_replay import make_replay_trainer
+
+        return make_replay_trainer(graph, transport)
     if spec.role == Role.TRAINER:
         segments = {}
         for a in range(c.num_actor_workers):

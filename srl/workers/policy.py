@@ -16,6 +16,7 @@ import time
 import numpy as np
 import torch
 
+from srl.algos.exploration import EpsilonGreedy
 from srl.api.policy import Policy
 from srl.data import columns as C
 from srl.streams.inference import InferenceServer, Request, Slot
@@ -32,8 +33,15 @@ def request_seed(seed: int, r: Request) -> int:
 
 
 class Acting:
-    def __init__(self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        params: ParamSubscriber,
+        sampling_seed: int | None = None,
+        exploration: EpsilonGreedy | None = None,
+    ) -> None:
         self.policy = policy.eval()
+        self.exploration = exploration  # per-env epsilon-greedy over the policy's actions (DQN)
         self.params = params
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
@@ -56,6 +64,9 @@ class Acting:
             for slot, r in zip(slots, requests):
                 torch.manual_seed(request_seed(self.sampling_seed, r))
                 self._act([slot])
+        if self.exploration is not None:
+            for slot, r in zip(slots, requests):
+                self.exploration(slot, r.actor, r.split)
         self.batches += 1
         self.infer_time_s += time.perf_counter() - started
 
