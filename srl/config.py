@@ -39,8 +39,8 @@ class ReplayConfig(BaseModel):
     gamma: float = Field(0.99, ge=0, le=1, description="Discount of the n-step returns (and of the bootstrap).")
     warmup: int = Field(1_000, ge=1, description="Transitions stored before the first batch is served.")
     replay_ratio: float | None = Field(
-        None, gt=0, description="At most this many transitions sampled per transition stored (the trainer "
-        "waits for actors beyond it); None = batches as fast as the trainer takes them."
+        None, gt=0, description="Transitions sampled per transition stored after warmup, held both ways (the "
+        "trainer waits for actors, or actors for the trainer); None = batches as fast as the trainer takes them."
     )
     batch_slots: int = Field(2, ge=1, description="Batch slots in shared memory: the buffer fills one while "
                              "the trainer learns on another.")

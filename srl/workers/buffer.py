@@ -3,20 +3,23 @@
     actor segments --(sample stream)--> n-step transitions --> replay memory (ring, sum tree)
     replay memory --sample--> batch slot --(batch stream)--> trainer --|TD|, release--> priorities
 
-Each segment is copied into the memory and its slot released at once, so actors never wait on
-the trainer. Batches are served once `warmup` transitions are stored, into every free batch
-slot, and, with `replay_ratio` set, only while the transitions sampled stay within
-replay_ratio x the transitions stored (the trainer then waits for actors, on any machine).
+Each segment is copied into the memory and its slot released at once. Batches are served once
+`warmup` transitions are stored. With `replay_ratio` set, the ratio of transitions sampled to
+transitions stored after warmup is held at replay_ratio both ways: batches are served only while
+the trainer is behind it, and new segments are taken only while the trainer is not (the actors'
+segment slots fill up and they wait: back-pressure). So the updates per env step, and with them
+the learning curve per env step, do not depend on which side is faster on a given machine.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, segment_transitions
 from srl.streams.batches import BatchServer
-from srl.streams.samples import SampleConsumer
+from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 
 
@@ -37,6 +40,7 @@ class BufferKernel:
         self.warmup, self.replay_ratio = warmup, replay_ratio
         self.num_agents = num_agents
         self.sampled = 0  # transitions served in batches, for the replay ratio
+        self.pending: deque[SegmentRef] = deque()  # received, not yet stored
         self._reset_stats()
 
     def _reset_stats(self) -> None:
@@ -66,13 +70,25 @@ class BufferKernel:
             self.busy_s += time.perf_counter() - started
         return did
 
+    def _deficit(self) -> float:
+        """Transitions the trainer still has to sample to be at the replay ratio (< 0: ahead)."""
+        assert self.replay_ratio is not None
+        return self.replay_ratio * (self.memory.inserted - self.warmup) - self.sampled
+
     def _store(self) -> bool:
-        refs = self.samples.poll(limit=64)
-        for ref in refs:
+        # received at once (a waiting message would wake the idle shell again and again), stored
+        # and released only while the trainer keeps up with the replay ratio
+        self.pending.extend(self.samples.poll(limit=1 << 16))
+        stored = 0
+        while self.pending:
+            if self.replay_ratio is not None and self.memory.inserted >= self.warmup and self._deficit() > 0:
+                break  # the trainer is behind: the actors' segments wait (back-pressure)
+            ref = self.pending.popleft()
             self.memory.add(segment_transitions(self.samples.segment(ref), self.gamma, self.n_step))
             self.samples.release(ref)
-        self.segments += len(refs)
-        return bool(refs)
+            stored += 1
+        self.segments += stored
+        return stored > 0
 
     def _take_priorities(self) -> bool:
         slots = self.batches.released()
@@ -84,7 +100,7 @@ class BufferKernel:
     def _may_serve(self) -> bool:
         if self.memory.inserted < self.warmup:
             return False
-        return self.replay_ratio is None or self.sampled <= self.replay_ratio * self.memory.inserted
+        return self.replay_ratio is None or self._deficit() > 0
 
     def report(self) -> dict:
         out = {
