@@ -60,10 +60,14 @@ class DQN(Algorithm):
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         cfg = self.config
         obs, next_obs = batch[C.OBS], batch[C.NEXT_OBS]
-        q = self.policy.analyze(obs, batch[C.ACTION])["q"]
+        n = obs.shape[0]
+        # one online pass over obs and next_obs (on small batches the cost is per call, not per row)
+        q_all = self.policy.q_values(torch.cat([obs, next_obs]))
+        index = batch[C.ACTION].reshape(-1).long() - getattr(self.policy, "action_start", 0)
+        q = q_all[:n].gather(1, index.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q = self.target.q_values(next_obs)
-            picker = self.policy.q_values(next_obs) if cfg.double_dqn else next_q
+            picker = q_all[n:].detach() if cfg.double_dqn else next_q
             best = next_q.gather(1, picker.argmax(dim=1, keepdim=True)).squeeze(1)
             target = batch[C.REWARD] + batch[C.DISCOUNT] * best
         td = target - q
