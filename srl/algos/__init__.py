@@ -4,5 +4,6 @@ from srl.algos.dqn import DQN, DQNConfig
 from srl.algos.gae import compute_gae
 from srl.algos.none import NoTraining
 from srl.algos.ppo import PPO, PPOConfig
+from srl.algos.sac import SAC, SACConfig
 
-__all__ = ["DQN", "DQNConfig", "PPO", "NoTraining", "PPOConfig", "compute_gae"]
+__all__ = ["DQN", "DQNConfig", "PPO", "NoTraining", "PPOConfig", "SAC", "SACConfig", "compute_gae"]

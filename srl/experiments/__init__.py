@@ -90,3 +90,26 @@ def cartpole_dqn() -> dict[str, Any]:
         "algorithm": "dqn",
         "algo": {"lr": 5e-4, "target_update_interval": 250},
     }
+
+
+@register_experiment("pendulum-sac")
+def pendulum_sac() -> dict[str, Any]:
+    """Pendulum-v1 with SAC: a uniform 1-step replay buffer worker, twin critics, auto temperature."""
+    return {
+        "env": "Pendulum-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 4,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 16,
+        "segment_slots": 2,
+        "total_env_steps": 100_000,
+        "target_return": -200.0,
+        "policy": "squashed-gaussian-mlp",
+        "policy_kwargs": {"hidden_sizes": [64, 64]},
+        "replay": {"capacity": 100_000, "batch_size": 256, "prioritized": False, "n_step": 1, "gamma": 0.99,
+                   "warmup": 1_000, "replay_ratio": 128.0},
+        "algorithm": "sac",
+        "algo": {"actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3, "critic_hidden_sizes": [64, 64]},
+    }

@@ -3,5 +3,6 @@
 from srl.models.mlp import ActorCriticMLP
 from srl.models.qmlp import QMLP
 from srl.models.random_policy import RandomPolicy
+from srl.models.squashed_gaussian import SquashedGaussianMLP
 
-__all__ = ["ActorCriticMLP", "QMLP", "RandomPolicy"]
+__all__ = ["ActorCriticMLP", "QMLP", "RandomPolicy", "SquashedGaussianMLP"]
