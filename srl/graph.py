@@ -227,8 +227,9 @@ def declare_streams(graph: Graph) -> list[StreamSpec]:
         streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
     else:
         streams.append(StreamSpec("samples", tuple(actors), ("buffer:0",), f"segments of {T + 1} x {rows}"))
-        streams.append(StreamSpec("batches", ("buffer:0",), ("trainer:0",), f"replay batches of {c.replay.batch_size}"))
-        streams.append(StreamSpec("priorities", ("trainer:0",), ("buffer:0",), "|TD| in the released batch slot"))
+        # like segments, a batch slot comes back on release, here carrying the new priorities
+        streams.append(StreamSpec("batches", ("buffer:0",), ("trainer:0",),
+                                  f"replay batches of {c.replay.batch_size}; |TD| back on release"))
     subscribers = tuple(actors) if c.inference == "inline" else tuple(f"policy:{p}" for p in range(c.num_policy_workers))
     streams.append(StreamSpec("params.in", ("trainer:0",), ("params:0",), "versioned weights"))
     streams.append(StreamSpec("params.out", ("params:0",), subscribers, "versioned weights"))
