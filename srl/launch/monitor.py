@@ -13,7 +13,7 @@ from srl.config import ExperimentConfig
 from srl.monitor.episodes import ReturnWindow
 from srl.streams.control import Role
 
-PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s")
+PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s")
 
 
 class RunMonitor:
