@@ -25,11 +25,12 @@ def test_cartpole_dqn_learns_through_the_buffer_worker(run_dir):
     assert 0.8 * expected <= summary["updates"] <= 1.05 * expected + 2, (summary["updates"], expected)
 
 
-def test_cartpole_dqn_inline_launcher(run_dir):
-    config = load_config(
-        "cartpole-dqn",
-        ["launcher=inline", "total_env_steps=4000", "replay.warmup=500", f"run_dir={run_dir}", "display=off"],
-    )
+def test_cartpole_dqn_inline_launcher_with_policy_workers(run_dir):
+    """Epsilon-greedy in a policy worker serving two actors of two ring groups each."""
+    config = load_config("cartpole-dqn", [
+        "launcher=inline", "inference=policy_worker", "num_actor_workers=2", "ring_splits=2",
+        "total_env_steps=4000", "replay.warmup=500", f"run_dir={run_dir}", "display=off",
+    ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["updates"] > 100 and summary["params_sha256"], summary
