@@ -206,6 +206,7 @@ def _pod_graph(graph: Graph) -> Graph:
         raise ConfigError(
             f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {graph.config.env!r}"
         )
+    _check_replay(graph)  # a pod trains on segments: replay algorithms cannot run there
     graph.workers = [WorkerSpec(Role.POD, 0)]
     graph.streams = [StreamSpec("control", ("pod:0",), ("controller",), "reports, heartbeats")]
     _check_batch(graph)

@@ -97,6 +97,7 @@ def test_epsilon_greedy_explores_each_row_at_its_own_rate():
         (["env=Pendulum-v1"], "policy"),
         (["replay.alpha=-1"], "replay.alpha"),
         (["deterministic=true"], "replay"),
+        (["pod=true", "env=batched-cartpole", "replay=null"], "replay"),
     ],
 )
 def test_replay_config_errors_name_the_field(overrides, field):
