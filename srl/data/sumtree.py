@@ -41,7 +41,8 @@ class SumTree:
         node = self.leaves + index
         self.tree[node] = priority
         for _ in range(self.levels):  # recompute each touched parent from its two children
-            node = np.unique(node >> 1)
+            # a parent listed twice gets the same sum twice: no need to sort out duplicates
+            node = node >> 1
             self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
 
     def find(self, prefix: np.ndarray) -> np.ndarray:
