@@ -34,3 +34,18 @@ def test_cartpole_dqn_inline_launcher_with_policy_workers(run_dir):
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["updates"] > 100 and summary["params_sha256"], summary
+
+
+def test_cartpole_dqn_resumes_networks_target_and_counters(run_dir):
+    from srl import checkpoint
+
+    base = ["launcher=inline", "replay.warmup=500", f"run_dir={run_dir}", "display=off"]
+    assert run_experiment(load_config("cartpole-dqn", [*base, "total_env_steps=3000"])) == 0
+    first = json.loads((run_dir / "summary.json").read_text())
+    saved = checkpoint.load_latest(run_dir)["algorithm"]
+    assert saved["updates"] == first["policy_version"] > 0 and saved["target"], "target network saved"
+
+    assert run_experiment(load_config("cartpole-dqn", [f"resume={run_dir}", "total_env_steps=6000"])) == 0
+    second = json.loads((run_dir / "summary.json").read_text())
+    assert second["policy_version"] > first["policy_version"] and second["env_steps"] >= 6000
+    assert checkpoint.load_latest(run_dir)["algorithm"]["updates"] == second["policy_version"]
