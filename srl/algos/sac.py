@@ -17,7 +17,8 @@ priority written back is the larger of the two critics' |TD errors|.
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

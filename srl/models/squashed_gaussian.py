@@ -9,7 +9,7 @@ rescaling, so entropy targets are in the environment's action units.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
