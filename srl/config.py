@@ -41,6 +41,36 @@ class RayResources(BaseModel):
 RAY_ROLES = ("actor", "policy", "trainer", "params", "pod")
 
 
+class ReplayConfig(BaseModel):
+    """The buffer worker's replay memory (srl.workers.buffer); set `replay` to use one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    capacity: int = Field(100_000, ge=1, description="Transitions kept; the oldest are overwritten.")
+    batch_size: int = Field(256, ge=1, description="Transitions in each batch served to the trainer.")
+    prioritized: bool = Field(True, description="Prioritized replay (sum tree); false = uniform sampling.")
+    alpha: float = Field(0.6, ge=0, description="Priority exponent: P(i) ~ (|TD_i| + priority_eps)^alpha.")
+    beta: float = Field(0.4, ge=0, le=1, description="Importance-weight exponent: w_i ~ (N P(i))^-beta.")
+    priority_eps: float = Field(1e-3, gt=0, description="Added to |TD error| so no transition has priority 0.")
+    n_step: int = Field(3, ge=1, description="Steps summed in each return before bootstrapping.")
+    gamma: float = Field(0.99, ge=0, le=1, description="Discount of the n-step returns (and of the bootstrap).")
+    warmup: int = Field(1_000, ge=1, description="Transitions stored before the first batch is served.")
+    replay_ratio: float | None = Field(
+        None, gt=0, description="Transitions sampled per transition stored after warmup, held both ways (the "
+        "trainer waits for actors, or actors for the trainer); None = batches as fast as the trainer takes them."
+    )
+    batch_slots: int = Field(2, ge=1, description="Batch slots in shared memory: the buffer fills one while "
+                             "the trainer learns on another.")
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> "ReplayConfig":
+        if self.batch_size > self.capacity or self.warmup > self.capacity:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) and warmup ({self.warmup}) must not exceed capacity ({self.capacity})"
+            )
+        return self
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -141,6 +171,16 @@ class ExperimentConfig(BaseModel):
     )
     eval_interval_s: float = Field(10.0, gt=0, description="Seconds between the end of one evaluation round and the next.")
 
+    replay: ReplayConfig | None = Field(
+        None, description="A buffer worker between actors and trainer, with this replay memory "
+        "(replay algorithms: dqn); None = segments go straight to the trainer (on-policy)."
+    )
+    epsilon: float | None = Field(
+        None, gt=0, le=1, description="Per-env epsilon-greedy exploration (Ape-X): env i of N acts at random "
+        "with probability epsilon^(1 + epsilon_alpha * i / (N - 1)). Discrete actions; None = off."
+    )
+    epsilon_alpha: float = Field(7.0, ge=0, description="Spread of the per-env epsilons (0 = all equal).")
+
     @field_validator("modules", mode="before")
     @classmethod
     def _split_modules(cls, value: Any) -> Any:
@@ -167,6 +207,9 @@ class ExperimentConfig(BaseModel):
     def _check_transport(self) -> "ExperimentConfig":
         if self.transport == "tcp" and self.launcher != "local":
             raise ValueError(f"transport='tcp' needs launcher='local', got launcher={self.launcher!r}")
+        if self.transport == "tcp" and self.replay is not None:
+            # the buffer's batch slots are not carried by the tcp backend yet
+            raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")
         return self
 
     @model_validator(mode="after")
@@ -174,6 +217,11 @@ class ExperimentConfig(BaseModel):
         if self.envs_per_actor % self.ring_splits:
             raise ValueError(
                 f"envs_per_actor ({self.envs_per_actor}) must be a multiple of ring_splits ({self.ring_splits})"
+            )
+        if self.replay is not None and (self.deterministic or self.pod):
+            raise ValueError(
+                f"replay needs the actor/buffer/trainer dataflow: it cannot run with "
+                f"deterministic={self.deterministic} or pod={self.pod}"
             )
         if self.deterministic:  # derived: every update is one segment from each ring group, none dropped
             self.batch_segments = self.num_actor_workers * self.ring_splits
@@ -325,6 +373,7 @@ def config_reference() -> str:
 
     lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
+    lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
     for name in registry.algorithms.names():
         if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):
             continue  # users' own algorithms are documented by their users

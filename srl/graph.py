@@ -112,6 +112,23 @@ class Graph:
                     arrays[f"sample.{s}.{k}.{name}"] = ArraySpec((steps, rows, *spec.shape), spec.dtype)
         return Layout(arrays)
 
+    def batch_fields(self) -> dict[str, FieldSpec]:
+        """One replay batch row (buffer -> trainer), see srl.data.replay."""
+        from srl.data.replay import batch_fields
+
+        return batch_fields(space_spec(self.observation_space), space_spec(self.action_space))
+
+    def buffer_layout(self) -> Layout:
+        """The buffer worker's block: its batch slots."""
+        replay = self.config.replay
+        assert replay is not None
+        arrays = {
+            f"batch.{k}.{name}": ArraySpec((replay.batch_size, *spec.shape), spec.dtype)
+            for k in range(replay.batch_slots)
+            for name, spec in self.batch_fields().items()
+        }
+        return Layout(arrays)
+
     def block_layouts(self) -> dict[str, Layout]:
         from srl.streams.incarnations import INCARNATIONS_BLOCK, incarnations_layout
 
@@ -119,7 +136,12 @@ class Graph:
         if self.config.pod:
             return restarts
         layout = self.actor_layout()
-        return {**{actor_block(a): layout for a in range(self.config.num_actor_workers)}, **restarts}
+        blocks = {actor_block(a): layout for a in range(self.config.num_actor_workers)}
+        if self.config.replay is not None:
+            from srl.streams.batches import BUFFER_BLOCK
+
+            blocks[BUFFER_BLOCK] = self.buffer_layout()
+        return {**blocks, **restarts}
 
     def describe(self) -> str:
         c = self.config
@@ -168,9 +190,12 @@ def build_graph(config: ExperimentConfig) -> Graph:
     workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.num_actor_workers)]
     if config.inference == "policy_worker":
         workers += [WorkerSpec(Role.POLICY, p) for p in range(config.num_policy_workers)]
+    if config.replay is not None:
+        workers.append(WorkerSpec(Role.BUFFER, 0))
     workers += [WorkerSpec(Role.TRAINER, 0), WorkerSpec(Role.PARAMS, 0)]
     if config.eval_episodes:
         workers.append(WorkerSpec(Role.EVAL, 0))
+    _check_replay(graph)
     graph.workers = workers
     graph.streams = declare_streams(graph)
     check_streams(graph)
@@ -188,6 +213,7 @@ def _pod_graph(graph: Graph) -> Graph:
         )
     if graph.config.eval_episodes:
         raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
+    _check_replay(graph)  # a pod trains on segments: replay algorithms cannot run there
     graph.workers = [WorkerSpec(Role.POD, 0)]
     graph.streams = [StreamSpec("control", ("pod:0",), ("controller",), "reports, heartbeats")]
     _check_batch(graph)
@@ -205,7 +231,13 @@ def declare_streams(graph: Graph) -> list[StreamSpec]:
             mine = tuple(f"actor:{a}" for a in graph.actors_of(p))
             streams.append(StreamSpec(f"inference.{p}", mine, (f"policy:{p}",), f"obs -> action ({rows})"))
     T = c.sample_length
-    streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
+    if c.replay is None:
+        streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
+    else:
+        streams.append(StreamSpec("samples", tuple(actors), ("buffer:0",), f"segments of {T + 1} x {rows}"))
+        # like segments, a batch slot comes back on release, here carrying the new priorities
+        streams.append(StreamSpec("batches", ("buffer:0",), ("trainer:0",),
+                                  f"replay batches of {c.replay.batch_size}; |TD| back on release"))
     subscribers = tuple(actors) if c.inference == "inline" else tuple(f"policy:{p}" for p in range(c.num_policy_workers))
     if c.eval_episodes:
         subscribers += ("eval:0",)
@@ -236,3 +268,15 @@ def _check_batch(graph: Graph) -> None:
         entry.algorithm_cls.check_batch(c.algo_config, c.sample_length, graph.rows_per_batch)
     except ValueError as e:
         raise ConfigError(f"batch of {c.sample_length} steps x {graph.rows_per_batch} rows: {e}") from None
+
+
+def _check_replay(graph: Graph) -> None:
+    """Replay algorithms need a buffer worker; epsilon-greedy needs discrete actions."""
+    c = graph.config
+    needs = getattr(registry.algorithms.get(c.algorithm).algorithm_cls, "needs_replay", False)
+    if needs and c.replay is None:
+        raise ConfigError(f"field 'replay': algorithm {c.algorithm!r} learns from replay; set replay (e.g. replay={{}})")
+    if not needs and c.replay is not None:
+        raise ConfigError(f"field 'replay': algorithm {c.algorithm!r} learns from segments, not replay; unset it")
+    if c.epsilon is not None and not isinstance(graph.action_space, gym.spaces.Discrete):
+        raise ConfigError(f"field 'epsilon': epsilon-greedy needs Discrete actions, got {graph.action_space}")

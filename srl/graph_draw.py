@@ -11,8 +11,10 @@ from srl.config import ConfigError
 from srl.graph import Graph
 
 COLUMNS = {"actor": 0.0, "policy": 1.0, "params": 1.0, "trainer": 2.0, "controller": 2.0}
+COLUMNS["buffer"] = 1.0  # below the policy workers, between the actors and the trainer
 COLORS = {"actor": "#cfe2f3", "policy": "#d9ead3", "trainer": "#fce5cd", "params": "#fff2cc", "controller": "#eeeeee"}
 COLUMNS["eval"], COLORS["eval"] = 0.0, "#ead1dc"
+COLORS["buffer"] = "#ead1dc"
 FORMATS = (".png", ".svg", ".pdf")
 
 
@@ -24,7 +26,9 @@ def _positions(graph: Graph) -> dict[str, tuple[float, float]]:
     tall = max(len(v) for v in by_role.values())
     pos = {}
     for role, members in by_role.items():
-        top = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5}.get(role, (tall - len(members)) / 2)
+        top = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5, "buffer": tall + 0.25}.get(
+            role, (tall - len(members)) / 2
+        )
         for i, name in enumerate(members):
             pos[name] = (COLUMNS[role], top + i)
     return pos

@@ -1,10 +1,12 @@
 """Built-in algorithms; importing this package registers them (see srl.api.registry)."""
 
+from srl.algos.dqn import DQN, DQNConfig
 from srl.algos.gae import compute_gae
 from srl.algos.none import NoTraining
 from srl.algos.ppo import PPO, PPOConfig
+from srl.algos.sac import SAC, SACConfig
 
-__all__ = ["PPO", "NoTraining", "PPOConfig", "compute_gae"]
+__all__ = ["DQN", "DQNConfig", "PPO", "NoTraining", "PPOConfig", "SAC", "SACConfig", "compute_gae"]
 
 from srl.algos.appo import APPO, APPOConfig, IMPALAConfig
 from srl.algos.vtrace import compute_vtrace

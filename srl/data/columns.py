@@ -19,3 +19,12 @@ ADVANTAGE = "advantage"
 RETURN = "return"
 
 ENV_COLUMNS = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, POLICY_VERSION)
+
+# Replay batches (buffer worker -> trainer), one row per transition, see srl.data.replay:
+NEXT_OBS = "next_obs"  # observation the n-step target bootstraps from
+DISCOUNT = "discount"  # gamma^m of the m steps taken, 0 after a termination (float32)
+# REWARD holds the n-step discounted return in a replay batch
+WEIGHT = "weight"  # importance-sampling weight of a prioritized sample, max 1 in its batch (float32)
+INDEX = "index"  # replay index the row was sampled from (int64)
+STAMP = "stamp"  # insertion number of the sampled transition, to skip stale priority updates (int64)
+PRIORITY = "priority"  # |TD error| written back by the trainer before it releases the batch (float32)

@@ -134,3 +134,58 @@ def acrobot_ppo() -> dict[str, Any]:
             "clip_value": False,
         },
     }
+
+
+@register_experiment("cartpole-dqn")
+def cartpole_dqn() -> dict[str, Any]:
+    """CartPole-v1 with DQN / Ape-X: actors with per-env epsilons, a prioritized n-step replay
+    buffer worker, a double-DQN trainer.
+
+    With 8 envs the Ape-X epsilons are 0.2, 0.04, 0.008, ...: one env explores, the rest act
+    almost greedily. Its short episodes count in the mean-100 return too (which is what the
+    target reads), so a larger epsilon or more exploring envs delay the target.
+    """
+    return {
+        "env": "CartPole-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 8,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 16,
+        "segment_slots": 2,
+        "total_env_steps": 300_000,
+        "target_return": 475.0,
+        "policy": "q-mlp",
+        "policy_kwargs": {"hidden_sizes": [128, 128]},
+        "epsilon": 0.2,
+        "epsilon_alpha": 7.0,
+        # 16 transitions sampled per transition stored: one update of 128 per 8 env steps
+        "replay": {"capacity": 100_000, "batch_size": 128, "n_step": 3, "gamma": 0.99, "warmup": 1_000,
+                   "replay_ratio": 16.0},
+        "algorithm": "dqn",
+        "algo": {"lr": 1e-3, "target_update_interval": 50},
+    }
+
+
+@register_experiment("pendulum-sac")
+def pendulum_sac() -> dict[str, Any]:
+    """Pendulum-v1 with SAC: a uniform 1-step replay buffer worker, twin critics, auto temperature."""
+    return {
+        "env": "Pendulum-v1",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 4,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 16,
+        "segment_slots": 2,
+        "total_env_steps": 100_000,
+        "target_return": -200.0,
+        "policy": "squashed-gaussian-mlp",
+        "policy_kwargs": {"hidden_sizes": [64, 64]},
+        "replay": {"capacity": 100_000, "batch_size": 256, "prioritized": False, "n_step": 1, "gamma": 0.99,
+                   "warmup": 1_000, "replay_ratio": 128.0},
+        "algorithm": "sac",
+        "algo": {"actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3, "critic_hidden_sizes": [64, 64]},
+    }

@@ -14,7 +14,7 @@ from srl.monitor.episodes import ReturnWindow
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
 from srl.streams.control import Role
 
-PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s")
+PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s")
 
 
 class RunMonitor:

@@ -29,11 +29,12 @@ class Role(IntEnum):
     TRAINER = 2
     PARAMS = 3
     POD = 4  # env, policy and trainer in one process (srl.workers.pod)
+    BUFFER = 5  # replay memory between actors and trainer (srl.workers.buffer)
     EVAL = 6  # deterministic evaluation episodes (srl.workers.evaluator)
 
     @property
     def title(self) -> str:
-        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 6: "eval"}[int(self)]
+        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer", 6: "eval"}[int(self)]
 
 
 class WorkerLink:

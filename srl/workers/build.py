@@ -70,8 +70,11 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
 
 def _acting(graph: Graph, transport: Transport, clock: TimeBreakdown | None = None) -> Acting:
     c = graph.config
+    from srl.workers.build_replay import make_exploration
+
     seed = c.seed if c.deterministic else None
-    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=seed, clock=clock)
+    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=seed, clock=clock,
+                  exploration=make_exploration(graph))
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
@@ -86,6 +89,14 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
         server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
         return PolicyWorkerKernel(_acting(graph, transport), server, slots)
+    if spec.role == Role.BUFFER:
+        from srl.workers.build_replay import make_buffer
+
+        return make_buffer(graph, transport)
+    if spec.role == Role.TRAINER and c.replay is not None:
+        from srl.workers.build_replay import make_replay_trainer
+
+        return make_replay_trainer(graph, transport)
     if spec.role == Role.TRAINER:
         segments = {}
         for a in range(c.num_actor_workers):

@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from srl.algos.exploration import EpsilonGreedy
 from srl.api.policy import Policy
 from srl.data import columns as C
 from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
@@ -37,11 +38,16 @@ def request_seed(seed: int, r: Request) -> int:
 
 class Acting:
     def __init__(
-        self, policy: Policy, params: ParamSubscriber, sampling_seed: int | None = None,
+        self,
+        policy: Policy,
+        params: ParamSubscriber,
+        sampling_seed: int | None = None,
         clock: TimeBreakdown | None = None,
+        exploration: EpsilonGreedy | None = None,
     ) -> None:
         self.clock = clock or TimeBreakdown()  # the clock of the worker this runs in
         self.policy = policy.eval()
+        self.exploration = exploration  # per-env epsilon-greedy over the policy's actions (DQN)
         self.params = params
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
@@ -74,6 +80,9 @@ class Acting:
             for slot, r in zip(slots, requests):
                 torch.manual_seed(request_seed(self.sampling_seed, r))
                 self._act([slot])
+        if self.exploration is not None:
+            for slot, r in zip(slots, requests):
+                self.exploration(slot, r.actor, r.split)
         self.clock.switch(previous)
         self.batches += 1
         self.infer_time_s += time.perf_counter() - started

@@ -1,0 +1,108 @@
+"""DQN (Mnih et al., 2015) with the Ape-X refinements: double-DQN targets (van Hasselt et al.,
+2016), n-step returns and prioritized replay (computed by the buffer worker), Huber loss.
+
+One `step` on a replay batch (srl.data.replay.batch_fields, rows of n-step transitions):
+
+    a*     = argmax_a Q_online(next_obs, a)                   (double DQN: online picks)
+    target = reward + discount * Q_target(next_obs, a*)       (discount = gamma^n, 0 if terminal)
+    loss   = mean(weight * huber(target - Q_online(obs, action)))
+
+then |target - Q| goes into batch["priority"], which the buffer reads back when the trainer
+releases the batch. The target network follows the online one every target_update_interval
+updates (or softly, by tau, every update).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from srl.algos.adam import Adam
+from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.policy import Policy
+from srl.api.registry import register_algorithm
+from srl.data import columns as C
+
+
+class DQNConfig(AlgorithmConfig):
+    """DQN hyperparameters (gamma and n-step live in `replay`, where the returns are computed)."""
+
+    lr: float = Field(5e-4, gt=0, description="Adam learning rate.")
+    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
+    double_dqn: bool = Field(True, description="The online network picks the next action, the target rates it.")
+    target_update_interval: int = Field(
+        500, ge=1, description="Updates between copies of the online network into the target (tau = 1)."
+    )
+    tau: float = Field(1.0, gt=0, le=1, description="Target update: target += tau * (online - target) at each "
+                       "interval; 1 = hard copy. With tau < 1 set target_update_interval small (e.g. 1).")
+    huber_delta: float = Field(1.0, gt=0, description="TD errors beyond this are penalised linearly.")
+    max_grad_norm: float | None = Field(10.0, gt=0, description="Clip the global gradient norm; None = off.")
+
+
+class DQN(Algorithm):
+    needs_replay = True  # srl.graph: served by a buffer worker, not raw segments
+    config: DQNConfig
+
+    def __init__(self, policy: Policy, config: DQNConfig, total_env_steps: int) -> None:
+        if not isinstance(config, DQNConfig):
+            raise TypeError(f"DQN needs a DQNConfig, got {type(config).__name__}")
+        if not hasattr(policy, "q_values"):
+            raise TypeError(f"DQN needs a Q-network policy (e.g. q-mlp), got {type(policy).__name__}")
+        super().__init__(policy, config, total_env_steps)
+        self.target = copy.deepcopy(policy).requires_grad_(False)
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
+        self.updates = 0
+
+    def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
+        cfg = self.config
+        obs, next_obs = batch[C.OBS], batch[C.NEXT_OBS]
+        n = obs.shape[0]
+        # one online pass over obs and next_obs (on small batches the cost is per call, not per row)
+        q_all = self.policy.q_values(torch.cat([obs, next_obs]))
+        index = batch[C.ACTION].reshape(-1).long() - getattr(self.policy, "action_start", 0)
+        q = q_all[:n].gather(1, index.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_q = self.target.q_values(next_obs)
+            picker = q_all[n:].detach() if cfg.double_dqn else next_q
+            best = next_q.gather(1, picker.argmax(dim=1, keepdim=True)).squeeze(1)
+            target = batch[C.REWARD] + batch[C.DISCOUNT] * best
+        td = target - q
+        loss = (batch[C.WEIGHT] * torch.nn.functional.huber_loss(q, target, reduction="none",
+                                                                  delta=cfg.huber_delta)).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or float("inf"), foreach=True)
+        self.optimizer.step()
+        batch[C.PRIORITY].copy_(td.detach().abs())
+        self.updates += 1
+        if self.updates % cfg.target_update_interval == 0:
+            self._update_target()
+        return {
+            "losses/td_loss": loss.item(),
+            "losses/q_mean": q.detach().mean().item(),
+            "losses/td_abs_mean": td.detach().abs().mean().item(),
+            "losses/grad_norm": float(grad_norm),
+        }
+
+    @torch.no_grad()
+    def _update_target(self) -> None:
+        if self.config.tau == 1.0:
+            self.target.load_state_dict(self.policy.state_dict())
+            return
+        for t, p in zip(self.target.parameters(), self.policy.parameters()):
+            t.lerp_(p, self.config.tau)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "target": self.target.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.target.load_state_dict(state["target"])
+        self.updates = int(state["updates"])
+
+
+register_algorithm("dqn", DQN, DQNConfig)

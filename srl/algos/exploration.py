@@ -1,0 +1,57 @@
+"""Epsilon-greedy exploration with a fixed epsilon per environment (Ape-X, Horgan et al., 2018).
+
+Of N environments across all actors, environment i acts at random with probability
+
+    eps_i = epsilon ** (1 + alpha * i / (N - 1))
+
+so a few explore widely (eps_0 = epsilon) and most act almost greedily, with no schedule to
+tune: the spread of behaviour comes from the population, not from time. Applied where actions
+are chosen (srl.workers.policy.Acting), after the policy's greedy action.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from srl.streams.inference import Slot
+
+
+def apex_epsilons(num_envs: int, epsilon: float, alpha: float) -> np.ndarray:
+    """eps_i of environments 0 .. num_envs - 1."""
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if num_envs == 1:
+        return np.array([epsilon], np.float64)
+    return epsilon ** (1.0 + alpha * np.arange(num_envs) / (num_envs - 1))
+
+
+class EpsilonGreedy:
+    """Replaces a slot's actions, row by row, by uniform random ones with the row's epsilon."""
+
+    def __init__(self, epsilons: dict[tuple[int, int], np.ndarray], num_actions: int, start: int, seed: int) -> None:
+        self.epsilons = epsilons  # (actor, split) -> epsilon of each row of its inference slot
+        self.num_actions, self.start = num_actions, start
+        self.rng = np.random.default_rng(seed)
+        self.random_actions = 0  # since the last report
+
+    def __call__(self, slot: Slot, actor: int, split: int) -> None:
+        eps = self.epsilons[(actor, split)]
+        explore = self.rng.random(len(eps)) < eps
+        count = int(explore.sum())
+        if count:
+            slot["action"][explore] = self.start + self.rng.integers(0, self.num_actions, count)
+            self.random_actions += count
+
+
+def slot_epsilons(
+    epsilon: float, alpha: float, num_actors: int, splits: int, envs_per_split: int, agents: int
+) -> dict[tuple[int, int], np.ndarray]:
+    """Per-row epsilons of every (actor, split) slot; all agents of one env share its epsilon."""
+    eps = apex_epsilons(num_actors * splits * envs_per_split, epsilon, alpha)
+    out = {}
+    for actor in range(num_actors):
+        for split in range(splits):
+            group = actor * splits + split  # global ring group: envs group*envs_per_split onwards
+            mine = eps[group * envs_per_split : (group + 1) * envs_per_split]
+            out[(actor, split)] = np.repeat(mine, agents)
+    return out

@@ -1,0 +1,134 @@
+"""Soft Actor-Critic (Haarnoja et al., 2018) on replay batches: twin Q critics with Polyak
+targets, a squashed Gaussian actor, and an automatically tuned entropy temperature.
+
+One `step` on a replay batch (srl.data.replay.batch_fields; use replay.n_step = 1, the entropy of
+intermediate steps is not in an n-step return):
+
+    a', log p' ~ actor(next_obs)
+    y       = reward + discount * (min_i Q_targ_i(next_obs, a') - alpha * log p')
+    critics = mean(weight * ((Q_1 - y)^2 + (Q_2 - y)^2)) / 2
+    actor   = mean(alpha * log p(a|obs) - min_i Q_i(obs, a)),  a ~ actor(obs), reparameterized
+    alpha   : log_alpha -= lr * grad of -log_alpha * (log p + target_entropy)
+
+The critics and the temperature live here, not in the policy: actors only need the actor. The
+priority written back is the larger of the two critics' |TD errors|.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from srl.algos.adam import Adam
+from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.policy import Policy
+from srl.api.registry import register_algorithm
+from srl.data import columns as C
+from srl.models.squashed_gaussian import mlp
+
+
+class SACConfig(AlgorithmConfig):
+    """SAC hyperparameters (gamma and n-step live in `replay`)."""
+
+    actor_lr: float = Field(3e-4, gt=0, description="Adam learning rate of the actor.")
+    critic_lr: float = Field(3e-4, gt=0, description="Adam learning rate of the twin critics.")
+    alpha_lr: float = Field(3e-4, gt=0, description="Adam learning rate of log(alpha).")
+    tau: float = Field(0.005, gt=0, le=1, description="Polyak step of the target critics after each update.")
+    init_alpha: float = Field(1.0, gt=0, description="Initial entropy temperature.")
+    autotune_alpha: bool = Field(True, description="Tune alpha so the policy entropy tracks target_entropy.")
+    target_entropy: float | None = Field(None, description="Entropy target; None = -(action dimensions).")
+    critic_hidden_sizes: list[int] = Field([256, 256], description="Hidden layer sizes of each critic MLP.")
+
+
+class TwinQ(torch.nn.Module):
+    def __init__(self, in_dim: int, hidden_sizes: Sequence[int]) -> None:
+        super().__init__()
+        self.q1, self.q2 = mlp(in_dim, hidden_sizes, 1), mlp(in_dim, hidden_sizes, 1)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.cat([obs.reshape(obs.shape[0], -1).float(), action.reshape(action.shape[0], -1).float()], 1)
+        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+
+
+class SAC(Algorithm):
+    needs_replay = True  # srl.graph: served by a buffer worker
+    config: SACConfig
+
+    def __init__(self, policy: Policy, config: SACConfig, total_env_steps: int) -> None:
+        if not isinstance(config, SACConfig):
+            raise TypeError(f"SAC needs a SACConfig, got {type(config).__name__}")
+        if not hasattr(policy, "sample"):
+            raise TypeError(f"SAC needs a policy with reparameterized `sample` (squashed-gaussian-mlp), "
+                            f"got {type(policy).__name__}")
+        super().__init__(policy, config, total_env_steps)
+        obs_dim = int(np.prod(policy.observation_space.shape))
+        act_dim = int(np.prod(policy.action_space.shape))
+        self.critic = TwinQ(obs_dim + act_dim, config.critic_hidden_sizes)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)
+        self.target_entropy = -float(act_dim) if config.target_entropy is None else config.target_entropy
+        self.actor_opt = Adam(list(policy.parameters()), lr=config.actor_lr)
+        self.critic_opt = Adam(list(self.critic.parameters()), lr=config.critic_lr)
+        self.alpha_opt = Adam([self.log_alpha], lr=config.alpha_lr)
+
+    def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
+        obs, action = batch[C.OBS], batch[C.ACTION]
+        alpha = self.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_action, next_log_prob = self.policy.sample(batch[C.NEXT_OBS])
+            q1_t, q2_t = self.critic_target(batch[C.NEXT_OBS], next_action)
+            target = batch[C.REWARD] + batch[C.DISCOUNT] * (torch.min(q1_t, q2_t) - alpha * next_log_prob)
+        q1, q2 = self.critic(obs, action)
+        critic_loss = 0.5 * (batch[C.WEIGHT] * ((q1 - target).square() + (q2 - target).square())).mean()
+        self.critic_opt.zero_grad()
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        new_action, log_prob = self.policy.sample(obs)
+        self.critic.requires_grad_(False)  # the actor's loss moves the actor only
+        q_new = torch.min(*self.critic(obs, new_action))
+        self.critic.requires_grad_(True)
+        actor_loss = (alpha * log_prob - q_new).mean()
+        self.actor_opt.zero_grad()
+        actor_loss.backward()
+        self.actor_opt.step()
+
+        if self.config.autotune_alpha:
+            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad()
+            alpha_loss.backward()
+            self.alpha_opt.step()
+        with torch.no_grad():
+            for t, p in zip(self.critic_target.parameters(), self.critic.parameters()):
+                t.lerp_(p, self.config.tau)
+            batch[C.PRIORITY].copy_(torch.max((q1 - target).abs(), (q2 - target).abs()))
+        return {
+            "losses/critic_loss": critic_loss.item(),
+            "losses/actor_loss": actor_loss.item(),
+            "losses/alpha": alpha.item(),
+            "losses/entropy": -log_prob.detach().mean().item(),
+            "losses/q_mean": q1.detach().mean().item(),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "critic": self.critic.state_dict(), "critic_target": self.critic_target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(), "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        for name in ("actor_opt", "critic_opt", "alpha_opt"):
+            getattr(self, name).load_state_dict(state[name])
+
+
+register_algorithm("sac", SAC, SACConfig)

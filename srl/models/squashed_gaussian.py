@@ -1,0 +1,86 @@
+"""Squashed Gaussian actor for Box actions (SAC): a = low + (tanh(u) + 1) / 2 * (high - low),
+u ~ N(mean(obs), std(obs)^2).
+
+`rollout` samples (or takes tanh(mean) when deterministic) for actors; `sample` is the
+reparameterized training view with grad, with log-probabilities corrected for the tanh and the
+rescaling, so entropy targets are in the environment's action units.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from srl.api.policy import FieldSpec, Policy
+from srl.api.registry import register_policy
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in zip((in_dim, *hidden_sizes), hidden_sizes):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(hidden_sizes[-1] if hidden_sizes else in_dim, out_dim))
+
+
+@register_policy("squashed-gaussian-mlp")
+class SquashedGaussianMLP(Policy):
+    def __init__(
+        self, observation_space: gym.Space, action_space: gym.Space, hidden_sizes: Sequence[int] = (256, 256)
+    ) -> None:
+        super().__init__(observation_space, action_space)
+        if not isinstance(observation_space, gym.spaces.Box):
+            raise TypeError(f"squashed-gaussian-mlp needs a Box observation space, got {observation_space}")
+        if not isinstance(action_space, gym.spaces.Box) or not np.isfinite([action_space.low, action_space.high]).all():
+            raise TypeError(f"squashed-gaussian-mlp needs a bounded Box action space, got {action_space}")
+        self.obs_dim = int(np.prod(observation_space.shape))
+        self.action_shape = tuple(action_space.shape)
+        self.act_dim = int(np.prod(self.action_shape))
+        self.net = mlp(self.obs_dim, tuple(int(h) for h in hidden_sizes), 2 * self.act_dim)
+        low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(-1)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32).reshape(-1)
+        self.register_buffer("scale", (high - low) / 2)
+        self.register_buffer("center", (high + low) / 2)
+
+    def rollout_fields(self) -> dict[str, FieldSpec]:
+        return {}
+
+    def _head(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = obs.reshape(obs.shape[0], self.obs_dim).float()
+        mean, log_std = self.net(x).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action [B, act_dim] in env units, log_prob [B]), reparameterized (differentiable)."""
+        mean, log_std = self._head(obs)
+        noise = torch.randn_like(mean)
+        u = mean + noise * log_std.exp()
+        squashed = torch.tanh(u)
+        log_prob = (-0.5 * noise * noise - log_std - _HALF_LOG_2PI).sum(-1)
+        # change of variables: da = scale * (1 - tanh(u)^2) du; 2(log2 - u - softplus(-2u)) = log(1 - tanh^2)
+        log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u)) + self.scale.log()
+        return self.center + self.scale * squashed, log_prob - log_det.sum(-1)
+
+    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+        if deterministic:
+            action = self.center + self.scale * torch.tanh(self._head(obs)[0])
+        else:
+            action = self.sample(obs)[0]
+        return {"action": action.reshape(obs.shape[0], *self.action_shape)}
+
+    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"log_prob": [B]} of given env-unit actions (strictly inside the bounds)."""
+        mean, log_std = self._head(obs)
+        y = ((action.reshape(mean.shape) - self.center) / self.scale).clamp(-1 + 1e-6, 1 - 1e-6)
+        u = torch.atanh(y)
+        z = (u - mean) * torch.exp(-log_std)
+        log_prob = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(-1)
+        log_det = (torch.log1p(-y * y) + self.scale.log()).sum(-1)
+        return {"log_prob": log_prob - log_det}

@@ -1,0 +1,61 @@
+"""Batch stream: the buffer worker serves replay batches to the trainer by slot index.
+
+The buffer's shared block holds `batch_slots` batch slots (srl.data.replay.batch_fields). The
+buffer fills a free slot and sends (slot, env_steps); the trainer learns on it in place, writes
+each row's |TD error| into its `priority` column, and releases (slot,). Only then does the
+buffer read those priorities back into its sum tree and reuse the slot: a slot is written by
+one side at a time, and priorities travel without a copy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from srl.streams.transport import Receiver, Transport
+
+BATCHES_NAME = "trainer.batches"
+RELEASED_NAME = "buffer.released"
+BUFFER_BLOCK = "buffer"
+Batch = dict[str, np.ndarray]  # column -> [B, ...]: see srl.data.replay.batch_fields
+
+
+class BatchServer:
+    """Buffer side."""
+
+    def __init__(self, transport: Transport, slots: list[Batch]) -> None:
+        self.slots = slots
+        self._out = transport.sender(BATCHES_NAME)
+        self._released = transport.receiver(RELEASED_NAME)
+        self._free = deque(range(len(slots)))
+        self.receivers: list[Receiver] = [self._released]
+
+    def released(self) -> list[int]:
+        """Slots the trainer handed back since the last call (now free again)."""
+        slots = [m.header[0] for m in self._released.recv_all()]
+        self._free.extend(slots)
+        return slots
+
+    def acquire(self) -> int | None:
+        return self._free.popleft() if self._free else None
+
+    def send(self, slot: int, env_steps: int) -> None:
+        self._out.send((slot, env_steps))
+
+
+class BatchClient:
+    """Trainer side."""
+
+    def __init__(self, transport: Transport, slots: list[Batch]) -> None:
+        self.slots = slots
+        self._in = transport.receiver(BATCHES_NAME)
+        self._release = transport.sender(RELEASED_NAME)
+        self.receivers: list[Receiver] = [self._in]
+
+    def poll(self, limit: int = 1) -> list[tuple[int, int]]:
+        """(slot, env_steps stored by then) of each batch waiting now."""
+        return [(m.header[0], m.header[1]) for m in self._in.recv_all(limit)]
+
+    def release(self, slot: int) -> None:
+        self._release.send((slot,))

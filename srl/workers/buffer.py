@@ -1,0 +1,118 @@
+"""Buffer worker kernel: actors' segments in, n-step transitions stored, replay batches out.
+
+    actor segments --(sample stream)--> n-step transitions --> replay memory (ring, sum tree)
+    replay memory --sample--> batch slot --(batch stream)--> trainer --|TD|, release--> priorities
+
+Each segment is copied into the memory and its slot released at once. Batches are served once
+`warmup` transitions are stored. With `replay_ratio` set, the ratio of transitions sampled to
+transitions stored after warmup is held at replay_ratio both ways: batches are served only while
+the trainer is behind it, and new segments are taken only while the trainer is not (the actors'
+segment slots fill up and they wait: back-pressure). So the updates per env step, and with them
+the learning curve per env step, do not depend on which side is faster on a given machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from srl.data import columns as C
+from srl.data.replay import ReplayMemory, segment_transitions
+from srl.streams.batches import BatchServer
+from srl.streams.samples import SampleConsumer, SegmentRef
+from srl.streams.transport import Receiver
+
+
+class BufferKernel:
+    def __init__(
+        self,
+        samples: SampleConsumer,
+        batches: BatchServer,
+        memory: ReplayMemory,
+        gamma: float,
+        n_step: int,
+        warmup: int,
+        replay_ratio: float | None,
+        num_agents: int,
+    ) -> None:
+        self.samples, self.batches, self.memory = samples, batches, memory
+        self.gamma, self.n_step = gamma, n_step
+        self.warmup, self.replay_ratio = warmup, replay_ratio
+        self.num_agents = num_agents
+        self.sampled = 0  # transitions served in batches, for the replay ratio
+        self.pending: deque[SegmentRef] = deque()  # received, not yet stored
+        self._reset_stats()
+
+    def _reset_stats(self) -> None:
+        self.segments, self.batches_sent, self.priority_updates, self.busy_s = 0, 0, 0, 0.0
+
+    @property
+    def receivers(self) -> list[Receiver]:
+        return self.samples.receivers + self.batches.receivers
+
+    def start(self) -> None:
+        pass
+
+    def poll(self) -> bool:
+        started = time.perf_counter()
+        did = self._store() | self._take_priorities()
+        while self._may_serve():
+            slot = self.batches.acquire()
+            if slot is None:
+                break
+            batch = self.batches.slots[slot]
+            self.memory.sample(batch)
+            self.sampled += len(batch[C.INDEX])
+            self.batches.send(slot, self.memory.inserted // self.num_agents)
+            self.batches_sent += 1
+            did = True
+        if did:
+            self.busy_s += time.perf_counter() - started
+        return did
+
+    def _deficit(self) -> float:
+        """Transitions the trainer still has to sample to be at the replay ratio (< 0: ahead)."""
+        assert self.replay_ratio is not None
+        return self.replay_ratio * (self.memory.inserted - self.warmup) - self.sampled
+
+    def _store(self) -> bool:
+        # received at once (a waiting message would wake the idle shell again and again), stored
+        # and released only while the trainer keeps up with the replay ratio
+        self.pending.extend(self.samples.poll(limit=1 << 16))
+        stored = 0
+        while self.pending:
+            if self.replay_ratio is not None and self.memory.inserted >= self.warmup and self._deficit() > 0:
+                break  # the trainer is behind: the actors' segments wait (back-pressure)
+            ref = self.pending.popleft()
+            self.memory.add(segment_transitions(self.samples.segment(ref), self.gamma, self.n_step))
+            self.samples.release(ref)
+            stored += 1
+        self.segments += stored
+        return stored > 0
+
+    def _take_priorities(self) -> bool:
+        slots = self.batches.released()
+        for slot in slots:
+            batch = self.batches.slots[slot]
+            self.priority_updates += self.memory.update_priorities(batch[C.INDEX], batch[C.STAMP], batch[C.PRIORITY])
+        return bool(slots)
+
+    def _may_serve(self) -> bool:
+        if self.memory.inserted < self.warmup:
+            return False
+        return self.replay_ratio is None or self._deficit() > 0
+
+    def report(self) -> dict:
+        out = {
+            "replay_size": self.memory.size,
+            "replay_inserted": self.memory.inserted,
+            "segments_stored": self.segments,
+            "batches_served": self.batches_sent,
+            "priority_updates": self.priority_updates,
+            "buffer_time_s": round(self.busy_s, 4),
+        }
+        self._reset_stats()
+        return out
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,70 @@
+"""Build the replay side of the dataflow (buffer worker, replay trainer, exploration) from the graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import torch
+
+from srl.algos.exploration import EpsilonGreedy, slot_epsilons
+from srl.api import registry
+from srl.data.replay import ReplayMemory, transition_fields
+from srl.graph import Graph, actor_block, make_policy, space_spec, sub_arrays
+from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
+from srl.streams.params import ParamPublisher
+from srl.streams.samples import SampleConsumer
+from srl.streams.transport import Transport
+from srl.workers.buffer import BufferKernel
+from srl.workers.replay_trainer import ReplayTrainerKernel
+
+
+def _batch_slots(graph: Graph, transport: Transport) -> list[Batch]:
+    replay = graph.config.replay
+    assert replay is not None
+    arrays = transport.arrays(BUFFER_BLOCK, graph.buffer_layout())
+    return [sub_arrays(arrays, f"batch.{k}.") for k in range(replay.batch_slots)]
+
+
+def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
+    c, replay = graph.config, graph.config.replay
+    assert replay is not None
+    segments = {}
+    layout = graph.actor_layout()
+    for a in range(c.num_actor_workers):
+        arrays = transport.arrays(actor_block(a), layout)
+        for s in range(c.ring_splits):
+            for k in range(c.segment_slots):
+                segments[(a, s, k)] = sub_arrays(arrays, f"sample.{s}.{k}.")
+    fields = transition_fields(space_spec(graph.observation_space), space_spec(graph.action_space))
+    memory = ReplayMemory(fields, replay.capacity, replay.prioritized, replay.alpha, replay.beta,
+                          replay.priority_eps, seed=c.seed)
+    return BufferKernel(
+        SampleConsumer(transport, segments), BatchServer(transport, _batch_slots(graph, transport)), memory,
+        gamma=replay.gamma, n_step=replay.n_step, warmup=replay.warmup, replay_ratio=replay.replay_ratio,
+        num_agents=len(graph.agents),
+    )
+
+
+def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKernel:
+    c = graph.config
+    torch.manual_seed(c.seed)  # the same initial weights as the actors' copies
+    policy = make_policy(c, graph.observation_space, graph.action_space)
+    algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
+    return ReplayTrainerKernel(
+        policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),
+        run_dir=Path(str(c.run_dir)), checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None,
+        max_updates=c.max_updates,
+    )
+
+
+def make_exploration(graph: Graph) -> EpsilonGreedy | None:
+    """Per-env epsilon-greedy (Ape-X) where actions are chosen, if the config asks for it."""
+    c = graph.config
+    if c.epsilon is None:
+        return None
+    space = graph.action_space
+    assert isinstance(space, gym.spaces.Discrete)
+    eps = slot_epsilons(c.epsilon, c.epsilon_alpha, c.num_actor_workers, c.ring_splits, c.envs_per_split,
+                        len(graph.agents))
+    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.seed + 7919)

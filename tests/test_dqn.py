@@ -1,0 +1,111 @@
+"""DQN maths, per-env epsilon-greedy, and the replay config checks; no processes."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from srl.algos.dqn import DQN, DQNConfig
+from srl.algos.exploration import EpsilonGreedy, apex_epsilons, slot_epsilons
+from srl.config import ConfigError, load_config
+from srl.data import columns as C
+from srl.graph import build_graph
+from srl.models.qmlp import QMLP
+
+OBS_SPACE, ACTIONS = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)
+
+
+def batch(n, obs, action, reward, discount, next_obs):
+    return {C.OBS: obs, C.ACTION: action, C.REWARD: reward, C.DISCOUNT: discount, C.NEXT_OBS: next_obs,
+            C.WEIGHT: torch.ones(n), C.PRIORITY: torch.zeros(n)}
+
+
+def test_double_dqn_target_and_priorities_match_a_hand_computation():
+    torch.manual_seed(0)
+    policy = QMLP(OBS_SPACE, ACTIONS, hidden_sizes=(8,))
+    algo = DQN(policy, DQNConfig(lr=1e-3, target_update_interval=1000), 0)
+    with torch.no_grad():  # make the target differ from the online network
+        for p in algo.target.parameters():
+            p.add_(torch.randn_like(p))
+    n = 16
+    b = batch(n, torch.randn(n, 3), torch.randint(0, 2, (n,)), torch.randn(n), torch.rand(n), torch.randn(n, 3))
+    with torch.no_grad():
+        q = policy.q_values(b[C.OBS]).gather(1, b[C.ACTION][:, None])[:, 0]
+        pick = policy.q_values(b[C.NEXT_OBS]).argmax(1)  # online picks, target rates
+        rated = algo.target.q_values(b[C.NEXT_OBS]).gather(1, pick[:, None])[:, 0]
+        expected = (b[C.REWARD] + b[C.DISCOUNT] * rated - q).abs()
+    algo.step(b, 0)
+    torch.testing.assert_close(b[C.PRIORITY], expected)
+
+
+def test_dqn_learns_a_two_armed_bandit_and_follows_its_target():
+    torch.manual_seed(1)
+    policy = QMLP(OBS_SPACE, ACTIONS, hidden_sizes=(16,))
+    algo = DQN(policy, DQNConfig(lr=1e-2, target_update_interval=5), 0)
+    n = 64
+    for _ in range(200):
+        action = torch.randint(0, 2, (n,))
+        b = batch(n, torch.zeros(n, 3), action, action.float(), torch.zeros(n), torch.zeros(n, 3))
+        stats = algo.step(b, 0)
+    q = policy.q_values(torch.zeros(1, 3))[0]
+    assert abs(q[0].item()) < 0.05 and abs(q[1].item() - 1) < 0.05, q
+    assert stats["losses/td_loss"] < 1e-3
+    # 200 updates, a copy every 5: the target equals the online network now
+    for t, p in zip(algo.target.parameters(), policy.parameters()):
+        torch.testing.assert_close(t, p)
+    restored = DQN(QMLP(OBS_SPACE, ACTIONS, hidden_sizes=(16,)), DQNConfig(), 0)
+    restored.load_state_dict(algo.state_dict())
+    assert restored.updates == 200
+
+
+def test_dqn_rejects_a_policy_without_q_values():
+    from srl.models.mlp import ActorCriticMLP
+
+    with pytest.raises(TypeError, match="Q-network"):
+        DQN(ActorCriticMLP(OBS_SPACE, ACTIONS), DQNConfig(), 0)
+
+
+def test_apex_epsilons_follow_the_formula():
+    eps = apex_epsilons(8, 0.4, 7.0)
+    np.testing.assert_allclose(eps, [0.4 ** (1 + 7 * i / 7) for i in range(8)])
+    assert apex_epsilons(1, 0.3, 7.0).tolist() == [0.3]
+    slots = slot_epsilons(0.4, 7.0, num_actors=2, splits=2, envs_per_split=2, agents=3)
+    all_eps = apex_epsilons(8, 0.4, 7.0)
+    np.testing.assert_allclose(slots[(1, 0)], np.repeat(all_eps[4:6], 3))  # actor 1, split 0: envs 4, 5
+
+
+def test_epsilon_greedy_explores_each_row_at_its_own_rate():
+    eps = np.array([0.0, 0.5, 1.0])
+    greedy = EpsilonGreedy({(0, 0): eps}, num_actions=4, start=1, seed=0)
+    changed = np.zeros(3)
+    for _ in range(2000):
+        slot = {"action": np.zeros(3, np.int64)}  # 0 is outside the space {1..4}: replaced = visible
+        greedy(slot, 0, 0)
+        changed += slot["action"] != 0
+        assert set(slot["action"].tolist()) <= {0, 1, 2, 3, 4}
+    np.testing.assert_allclose(changed / 2000, eps, atol=0.04)
+
+
+@pytest.mark.parametrize(
+    "overrides,field",
+    [
+        (["replay.capacity=1000"], "replay"),  # added to cartpole-ppo below
+        (["replay=null"], "replay"),
+        (["replay.batch_size=10", "replay.capacity=5", "replay.warmup=5"], "replay"),
+        (["env=Pendulum-v1"], "policy"),
+        (["replay.alpha=-1"], "replay.alpha"),
+        (["deterministic=true"], "replay"),
+        (["pod=true", "env=batched-cartpole", "replay=null"], "replay"),
+    ],
+)
+def test_replay_config_errors_name_the_field(overrides, field):
+    experiment = "cartpole-ppo" if overrides == ["replay.capacity=1000"] else "cartpole-dqn"
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        build_graph(load_config(experiment, overrides))
+
+
+def test_epsilon_needs_discrete_actions():
+    with pytest.raises(ConfigError, match="epsilon"):
+        build_graph(load_config("cartpole-ppo", ["env=Pendulum-v1", "epsilon=0.1"]))
