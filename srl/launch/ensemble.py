@@ -97,6 +97,15 @@ class PopulationManager:
                 return f"target_return {target} reached by member {k} (mean of its last 100 episodes: {mean:.2f})"
         return None
 
+    def other_reason(self) -> str | None:
+        """The monitor's rules but its target: its window mixes every member's episodes."""
+        reached = self.monitor.target_reached_s
+        reason = self.monitor.stop_reason()
+        if reason is not None and reason.startswith("target_return"):
+            self.monitor.target_reached_s = reached
+            return None
+        return reason
+
     def save(self, final: bool = False) -> None:
         if self.changed or final:
             table = self.tournament.table()
@@ -151,6 +160,6 @@ def _supervise(manager: PopulationManager, outputs: RunOutputs, handles: list[An
             raise WorkerFailed(silent[0], f"no heartbeat for {manager.config.heartbeat_timeout_s} s")
         manager.save()
         outputs.tick(manager.monitor)
-        reason = manager.target_reason() or manager.monitor.stop_reason()
+        reason = manager.target_reason() or manager.other_reason()
         if reason:
             return reason
