@@ -1,9 +1,11 @@
 """Wall time to a target return: a tournament ensemble of pods against one pod, same compute.
 
-Both sides get the same cores and the same env-step budget: the ensemble runs K member processes
-(`cartpole-pod-ensemble ensemble.population=K`, one torch thread each), the single pod runs
-`cartpole-pod` with `torch_threads=K` (so it may use every core the ensemble uses) and the same
-`total_env_steps`. "Reached" is the same rule on both sides: the mean return of one pod's last 100
+Both sides get the same machine (K cores) and the same env-step budget: the ensemble runs K
+member processes (`cartpole-pod-ensemble ensemble.population=K`, one torch thread each), the
+single pod runs `cartpole-pod` with `--pod-threads` torch threads (default 1: for a 32x32 MLP more
+intra-op threads do not help, and on a loaded machine 2 threads made a seed 5x slower, past the
+timeout) and the same `total_env_steps`. The question is then what the cores a single small pod
+cannot use are worth when spent on a tournament. "Reached" is the same rule on both sides: the mean return of one pod's last 100
 training episodes >= the target (for the ensemble: any member's). For each seed the pod runs and
 then the ensemble, so drift in the machine's load hits both alike; times are from launch
 (imports count), read from each run's summary.json (`time_to_target_s`).
@@ -77,13 +79,14 @@ def main() -> int:
     parser.add_argument("--population", type=int, default=2, help="ensemble members = cores given to each side")
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("--total-env-steps", type=int, default=2_000_000, help="budget of each side (all members)")
+    parser.add_argument("--pod-threads", type=int, default=1, help="torch threads of the single pod")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     k = args.population
     common = [f"target_return={args.target}", f"total_env_steps={args.total_env_steps}"]
     pods, ensembles = [], []
     for seed in args.seeds:
-        pods.append(run("cartpole-pod", [f"seed={seed}", f"torch_threads={k}", *common], args.timeout_s))
+        pods.append(run("cartpole-pod", [f"seed={seed}", f"torch_threads={args.pod_threads}", *common], args.timeout_s))
         log(f"seed {seed} pod: {pods[-1]}")
         ensembles.append(
             run("cartpole-pod-ensemble", [f"seed={seed}", f"ensemble.population={k}", *common], args.timeout_s)
@@ -96,6 +99,7 @@ def main() -> int:
                     "loadavg_at_end": list(os.getloadavg())},
         "experiment": "cartpole-pod vs cartpole-pod-ensemble",
         "population": k,
+        "pod_torch_threads": args.pod_threads,
         "target_return": args.target,
         "seeds": args.seeds,
         "pod_time_to_target_s": {"median": pod_m, "runs": [r["time_to_target_s"] for r in pods]},
