@@ -198,6 +198,9 @@ def _pod_graph(graph: Graph) -> Graph:
 def _check_ensemble(config: ExperimentConfig) -> None:
     """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
     field such as epochs would not be one)."""
+    if config.resume is not None:
+        raise ConfigError("field 'resume': an ensemble (ensemble.population > 1) cannot resume yet; "
+                          "start a new run (its leaderboard checkpoints are in leaderboard/)")
     numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
     bad = [n for n in config.ensemble.perturb if n not in numeric]
     if bad:

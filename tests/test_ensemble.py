@@ -82,6 +82,10 @@ def test_ensemble_config_errors_name_the_field(tmp_path):
         build_graph(small_config(tmp_path, "ensemble.perturb=[epochs]"))
     with pytest.raises(ConfigError, match="need pod=true"):
         build_graph(load_config("cartpole-ppo", ["ensemble.population=2"]))
+    config = small_config(tmp_path)
+    config.resume = str(tmp_path)
+    with pytest.raises(ConfigError, match="'resume'"):
+        build_graph(config)
     graph = build_graph(small_config(tmp_path, "ensemble.population=3"))
     assert [w.name for w in graph.workers] == ["pod:0", "pod:1", "pod:2"]
     assert {s.name for s in graph.streams} == {"control", "evals", "adopt"}
