@@ -9,7 +9,7 @@ machine and in the same run, each timed over the stepping loop only (start-up ex
   (auto-reset), the driver calling `ray.get([a.step.remote() for a in actors])` once per step.
 * `srl_actor`: srl's actor env path, `srl.envs.make_vector_env(env, {}, 15)` in one process,
   stepped with a random action per env per step: all 15 advance together, every step.
-* `srl_dataflow` (Gym envs only): srl's deterministic dataflow (`deterministic=true`: each
+* `srl_dataflow`: srl's deterministic dataflow (`deterministic=true`: each
   update takes one segment from every ring group, each acted by the previous version), 3 actor
   processes x 5 envs, inline random policy, the no-op trainer; its env-step rate between its
   first and last reports (`srl bench sampling`), converted to the time for 15 x steps.
@@ -135,8 +135,12 @@ def measure_srl_dataflow(env_id: str, steps: int, repeats: int) -> list[float]:
     from srl.bench import bench_sampling
 
     total = steps * NUM_ENVS
+    # Atari frames travel as float32 (400 kB each): short segments keep the shared blocks small
+    length = 8 if env_id.startswith("ALE/") else 32
+    modules = ["modules=ale_py"] if env_id.startswith("ALE/") else []  # importing it registers ALE/ ids
     overrides = ["deterministic=true", "num_actor_workers=3", "envs_per_actor=5", "ring_splits=1",
-                 "inference=inline", "sample_length=32", f"total_env_steps={total}", "time_limit_s=600"]
+                 "inference=inline", f"sample_length={length}", f"total_env_steps={total}", "time_limit_s=600",
+                 *modules]
     times = []
     for _ in range(repeats):
         result = bench_sampling(env_id, overrides)
@@ -178,7 +182,7 @@ def compare(env_id: str, steps: int, repeats: int, kinds: list[str]) -> dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=10_000, help="lock-steps of the Gym env")
+    parser.add_argument("--steps", type=int, default=10_000, help="lock-steps of the Gym env (0: skip)")
     parser.add_argument("--atari-steps", type=int, default=10_000, help="lock-steps of the Atari game (0: skip)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env", default="CartPole-v1")
@@ -190,7 +194,8 @@ def main() -> int:
     _ensure_ray()
     import ray
 
-    results = [compare(args.env, args.steps, args.repeats, ["ray", "srl_actor", "srl_dataflow"])]
+    kinds = ["ray", "srl_actor", "srl_dataflow"]
+    results = [] if args.steps <= 0 else [compare(args.env, args.steps, args.repeats, kinds)]
     try:
         import ale_py
 
@@ -199,7 +204,7 @@ def main() -> int:
         atari = None
         log("ale-py is not installed: Atari skipped")
     if atari and args.atari_steps > 0:
-        results.append(compare(ATARI_ID, args.atari_steps, args.repeats, ["ray", "srl_actor"]))
+        results.append(compare(ATARI_ID, args.atari_steps, args.repeats, kinds))
     print(json.dumps({
         "benchmark": "lf_lockstep",
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
