@@ -44,7 +44,7 @@ def run(experiment: str, overrides: list[str], timeout_s: float) -> dict[str, An
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         started = time.time()
         try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=timeout_s)
             code = proc.returncode
         except subprocess.TimeoutExpired:
             return {"reached": False, "time_to_target_s": None, "error": f"timeout {timeout_s} s"}

@@ -157,7 +157,7 @@ def child(kind: str, env_id: str, steps: int, repeats: int) -> list[float] | Non
     cmd = [sys.executable, __file__, "--child", kind, "--env", env_id, "--steps", str(steps),
            "--repeats", str(repeats)]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         log(f"{kind} on {env_id} failed:\n{proc.stderr[-3000:]}")
         return None

@@ -83,7 +83,9 @@ class InlineMember:
 
 def member_loop(kernel: Any, conn: Connection, parent_pid: int) -> None:
     """A member process's loop: commands, one update, messages; until told to stop."""
-    send = lambda m: conn.send_bytes(json.dumps(m).encode())  # noqa: E731
+    def send(message: dict[str, Any]) -> None:
+        conn.send_bytes(json.dumps(message).encode())
+
     reporter = _Reporter(kernel)
     kernel.start()
     while True:
@@ -114,7 +116,7 @@ def _member_main(config: ExperimentConfig, index: int, conn: Connection, parent_
     try:
         kernel = make_member(config, index)
         member_loop(kernel, conn, parent_pid)
-    except BaseException:
+    except BaseException:  # noqa: BLE001  (anything, even SystemExit, is reported to the manager)
         try:
             conn.send_bytes(json.dumps(_message("error", index, {"traceback": traceback.format_exc()})).encode())
         except OSError:

@@ -52,8 +52,7 @@ class PodMember:
         self.updates_since_eval = 0
         self.adoptions = 0
         self.events: list[dict[str, Any]] = []
-
-    receivers: list = []  # a member only computes
+        self.receivers: list = []  # a member only computes: nothing to wait on
 
     def start(self) -> None:
         self.pod.start()
