@@ -33,7 +33,10 @@ class EnsembleConfig(BaseModel):
         1, ge=1, description="Pods trained at once (one process each with launcher=local); 1 = a single pod."
     )
     eval_interval_updates: int = Field(10, ge=1, description="Updates between a member's evaluations.")
-    eval_episodes: int = Field(32, ge=1, description="Greedy episodes per evaluation (one per eval env, same seed for all).")
+    eval_episodes: int = Field(
+        32, ge=0, description="Greedy episodes per evaluation (one per eval env, same seed for all); 0 = score "
+        "a member by the mean return of its last 100 training episodes instead (free: no extra env steps)."
+    )
     leaderboard_size: int = Field(5, ge=1, description="Best evaluations kept, with their checkpoints, in leaderboard.json.")
     ready_evals: int = Field(
         2, ge=1, description="Evaluations a member gets after it (re)starts before it may be replaced."

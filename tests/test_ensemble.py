@@ -127,3 +127,20 @@ def test_ensemble_replaces_laggards_and_its_best_member_solves_cartpole(tmp_path
     out = capsys.readouterr().out
     assert "leaderboard: population 3" in out and "replacement(s)" in out
     assert main(["leaderboard", str(tmp_path / "members")]) == 2
+
+
+def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_path):
+    config = small_config(tmp_path, "ensemble.eval_episodes=0", "ensemble.eval_interval_updates=1")
+    m = make_member(config, 0)
+    try:
+        assert m.eval_env is None
+        m.start()
+        returns: list[float] = []
+        while not m.events:  # no event before the first finished episode
+            m.poll()
+            returns += m.pod.finished_returns
+            m.report()  # empties the pod's lists: the member must have kept its own
+        [event] = m.take_events()
+        assert returns and event["eval_return"] == pytest.approx(sum(returns) / len(returns))
+    finally:
+        m.close()

@@ -23,6 +23,7 @@ import torch
 from pydantic import ValidationError
 
 from srl.envs.batched import BatchedTorchEnv
+from srl.monitor.episodes import ReturnWindow
 from srl.workers.pod import PodKernel
 
 
@@ -31,7 +32,7 @@ class PodMember:
         self,
         index: int,
         pod: PodKernel,
-        eval_env: BatchedTorchEnv,
+        eval_env: BatchedTorchEnv | None,
         folder: Path | str,
         eval_interval_updates: int = 10,
         eval_seed: int = 0,
@@ -52,15 +53,19 @@ class PodMember:
         self.updates_since_eval = 0
         self.adoptions = 0
         self.events: list[dict[str, Any]] = []
+        self.recent = ReturnWindow(100)  # training episodes: the score when there is no eval env
         self.receivers: list = []  # a member only computes: nothing to wait on
 
     def start(self) -> None:
         self.pod.start()
 
     def poll(self) -> bool:
-        self.pod.poll()
+        pod = self.pod
+        seen = len(pod.finished_returns)  # pod.report() empties these lists; only new ones count
+        pod.poll()
+        self.recent.add(pod.finished_returns[seen:], pod.finished_lengths[seen:])
         self.updates_since_eval += 1
-        if self.updates_since_eval >= self.eval_interval_updates:
+        if self.updates_since_eval >= self.eval_interval_updates and (self.eval_env or len(self.recent)):
             self.updates_since_eval = 0
             self.events.append(self.evaluate_and_save())
         return True
@@ -72,8 +77,12 @@ class PodMember:
         return {name: float(getattr(config, name)) for name in self.hparam_names}
 
     def evaluate(self) -> float:
-        """Mean return of one episode per eval env (per row: agents of an env share theirs), greedy."""
+        """Mean return of one episode per eval env (per row: agents of an env share theirs), greedy.
+        Without an eval env: the mean return of its last 100 training episodes (free, but
+        stochastic actions, and partly played by the weights before the last updates)."""
         env, policy = self.eval_env, self.pod.policy
+        if env is None:
+            return float(self.recent.mean_return)
         with torch.inference_mode():
             obs = env.reset(seed=self.eval_seed)
             returns = torch.zeros(env.num_rows, dtype=torch.float64, device=env.device)
@@ -138,7 +147,8 @@ class PodMember:
 
     def close(self) -> None:
         self.pod.close()
-        self.eval_env.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
 
 
 def member_seed(seed: int, index: int) -> int:
@@ -162,7 +172,7 @@ def make_member(config: Any, index: int) -> PodMember:
         device=c.device, run_dir=folder,
         checkpoint_interval_s=c.checkpoint_interval_s,
     )
-    eval_env = make_batched_env(c.env, e.eval_episodes, device=c.device, **c.env_kwargs)
+    eval_env = make_batched_env(c.env, e.eval_episodes, device=c.device, **c.env_kwargs) if e.eval_episodes else None
     return PodMember(
         index, pod, eval_env, folder, eval_interval_updates=e.eval_interval_updates,
         eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb),
