@@ -80,6 +80,8 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("--total-env-steps", type=int, default=2_000_000, help="budget of each side (all members)")
     parser.add_argument("--pod-threads", type=int, default=1, help="torch threads of the single pod")
+    parser.add_argument("--ensemble-overrides", nargs="*", default=[],
+                        help="extra key=value overrides of the ensemble, e.g. ensemble.eval_episodes=0")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     k = args.population
@@ -89,7 +91,7 @@ def main() -> int:
         pods.append(run("cartpole-pod", [f"seed={seed}", f"torch_threads={args.pod_threads}", *common], args.timeout_s))
         log(f"seed {seed} pod: {pods[-1]}")
         ensembles.append(
-            run("cartpole-pod-ensemble", [f"seed={seed}", f"ensemble.population={k}", *common], args.timeout_s)
+            run("cartpole-pod-ensemble", [f"seed={seed}", f"ensemble.population={k}", *common, *args.ensemble_overrides], args.timeout_s)
         )
         log(f"seed {seed} ensemble: {ensembles[-1]}")
     pod_m, ens_m = median_time(pods), median_time(ensembles)
@@ -100,6 +102,7 @@ def main() -> int:
         "experiment": "cartpole-pod vs cartpole-pod-ensemble",
         "population": k,
         "pod_torch_threads": args.pod_threads,
+        "ensemble_overrides": args.ensemble_overrides,
         "target_return": args.target,
         "seeds": args.seeds,
         "pod_time_to_target_s": {"median": pod_m, "runs": [r["time_to_target_s"] for r in pods]},
