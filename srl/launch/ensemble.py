@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing.connection
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,14 @@ class PopulationManager:
             self.changed = False
 
 
+class _Terminated(Exception):
+    pass
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
 def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     """Run every member until a stop rule fires; return the reason. Raises WorkerFailed."""
     from srl.workers.member import make_member
@@ -122,6 +131,7 @@ def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     config = graph.config
     inline = config.launcher == "inline"
     handles: list[Any] = []
+    previous_term = signal.signal(signal.SIGTERM, _raise_terminated)  # SIGTERM stops as Ctrl-C does
     try:
         for k in range(config.ensemble.population):
             handles.append(InlineMember(make_member(config, k)) if inline else ProcessMember(config, k))
@@ -129,7 +139,7 @@ def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         manager = PopulationManager(graph, monitor, handles, outputs.started_s)
         try:
             reason = _supervise(manager, outputs, handles, inline)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _Terminated):
             reason = "interrupted"
         for h in handles:
             final = h.stop()
@@ -138,6 +148,7 @@ def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         manager.save(final=True)
         return reason
     finally:
+        signal.signal(signal.SIGTERM, previous_term)
         for h in handles:
             h.close()
 

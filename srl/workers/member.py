@@ -65,7 +65,7 @@ class PodMember:
         pod.poll()
         self.recent.add(pod.finished_returns[seen:], pod.finished_lengths[seen:])
         self.updates_since_eval += 1
-        if self.updates_since_eval >= self.eval_interval_updates and (self.eval_env or len(self.recent)):
+        if self.updates_since_eval >= self.eval_interval_updates and (self.eval_env is not None or len(self.recent)):
             self.updates_since_eval = 0
             self.events.append(self.evaluate_and_save())
         return True
@@ -134,6 +134,7 @@ class PodMember:
             except ValidationError:
                 pass
         pod.algorithm.config = config
+        self.recent = ReturnWindow(100)  # those episodes were the replaced weights
         self.updates_since_eval = 0
         self.adoptions += 1
 
