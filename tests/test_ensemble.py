@@ -105,21 +105,20 @@ def test_inline_ensemble_writes_a_leaderboard(tmp_path):
 
 
 def test_ensemble_replaces_laggards_and_its_best_member_solves_cartpole(tmp_path, capsys):
-    """Three pods as processes: at least one replacement, and the run stops because a member's
-    last 100 episodes reach 475, within a fixed env-step budget (all members together)."""
+    """Three pods as processes, within a fixed env-step budget (all members together): at least
+    one replacement, and the best leaderboard entry solves CartPole (>= 475 on 8 greedy episodes).
+    The run usually stops early because a member's last 100 training episodes reach 475."""
     config = load_config(
         "cartpole-pod-ensemble",
         [f"run_dir={tmp_path}", "display=off", "seed=1", "ensemble.population=3", "total_env_steps=2000000",
-         "ensemble.eval_interval_updates=4", "ensemble.eval_episodes=8", "ensemble.margin=0"],
+         "ensemble.eval_interval_updates=8", "ensemble.eval_episodes=8"],
     )
     assert run_experiment(config) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["stop_reason"].startswith("target_return 475.0 reached by member"), summary
+    assert summary["error"] is None and summary["stop_reason"].startswith(("target_return", "total_env_steps"))
     table = leaderboard.read(tmp_path)
     assert len(table["replacements"]) >= 1, table
-    assert table["entries"][0]["eval_return"] >= 450.0, table["entries"]  # greedy, 8 episodes
-    r = table["replacements"][0]
-    assert r["member"] != r["source_member"] or r["source_env_steps"] > 0
+    assert table["entries"][0]["eval_return"] >= 475.0, table["entries"]
     # the best entry is the run's checkpoint: srl eval runs it
     result = evaluate_run(tmp_path, episodes=3, seed=5)
     assert result["return_mean"] >= 400.0
