@@ -70,6 +70,23 @@ def _cmd_config_doc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from srl import leaderboard
+
+    try:
+        table = leaderboard.read(args.run_dir)
+    except FileNotFoundError as e:
+        print(f"srl: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(table))
+    else:
+        Console(width=max(100, Console().width)).print(leaderboard.render(table))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="srl", description="Reinforcement learning as a dataflow of workers.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("env_id")
     bench.add_argument("overrides", nargs="*", help="e.g. num_actor_workers=2 time_limit_s=20")
     bench.set_defaults(fn=_cmd_bench)
+    board = sub.add_parser("leaderboard", help="print the leaderboard of an ensemble run: srl leaderboard RUN_DIR")
+    board.add_argument("run_dir")
+    board.add_argument("--json", action="store_true", help="print leaderboard.json instead of a table")
+    board.set_defaults(fn=_cmd_leaderboard)
     sub.add_parser("config-doc", help="print the config reference (docs/config.md)").set_defaults(fn=_cmd_config_doc)
     sub.add_parser("list", help="list registered experiments, algorithms, policies, envs").set_defaults(fn=_cmd_list)
     return parser

@@ -71,6 +71,37 @@ class ReplayConfig(BaseModel):
         return self
 
 
+class EnsembleConfig(BaseModel):
+    """A tournament-based ensemble of pods (`pod=true`); see srl.workers.tournament."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    population: int = Field(
+        1, ge=1, description="Pods trained at once (one process each with launcher=local); 1 = a single pod."
+    )
+    eval_interval_updates: int = Field(10, ge=1, description="Updates between a member's evaluations.")
+    eval_episodes: int = Field(
+        32, ge=0, description="Greedy episodes per evaluation (one per eval env, same seed for all); 0 = score "
+        "a member by the mean return of its last 100 training episodes instead (free: no extra env steps)."
+    )
+    leaderboard_size: int = Field(5, ge=1, description="Best evaluations kept, with their checkpoints, in leaderboard.json.")
+    ready_evals: int = Field(
+        2, ge=1, description="Evaluations a member gets after it (re)starts before it may be replaced."
+    )
+    lag_fraction: float = Field(
+        0.25, gt=0, le=1, description="A member ranking in this bottom fraction of latest returns (at least the "
+        "worst one) is lagging."
+    )
+    margin: float = Field(0.0, ge=0, description="... and only if it is more than this below the best member's return.")
+    exploit_top: int = Field(1, ge=1, description="A replacement copies one of the top this-many leaderboard entries.")
+    perturb: list[str] = Field(
+        default_factory=lambda: ["lr"], description="Numeric `algo` hyperparameters a copy perturbs."
+    )
+    perturb_factors: list[float] = Field(
+        default_factory=lambda: [0.8, 1.25], description="Each perturbed hyperparameter is multiplied by one of these."
+    )
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +133,10 @@ class ExperimentConfig(BaseModel):
         "no actors, policy workers or streams. Needs a batched env (batched-cartpole, ...).",
     )
     device: str = Field("cpu", description="Torch device of a pod (cpu, cuda, cuda:1, ...).")
+    ensemble: EnsembleConfig = Field(
+        default_factory=EnsembleConfig,
+        description="Tournament-based ensemble of pods (pod=true): ensemble.population=K trains K at once.",
+    )
     num_actor_workers: int = Field(1, ge=1, description="Actor worker processes, each stepping a ring of envs.")
     envs_per_actor: int = Field(16, ge=1, description="Environments in each actor's ring.")
     ring_splits: int = Field(
@@ -210,6 +245,9 @@ class ExperimentConfig(BaseModel):
         if self.transport == "tcp" and self.replay is not None:
             # the buffer's batch slots are not carried by the tcp backend yet
             raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")
+        if self.ensemble.population > 1 and self.launcher == "ray":
+            # the population manager forks its members itself; it has no Ray placement yet
+            raise ValueError("ensemble.population > 1 runs on launcher='local' or 'inline', not 'ray'")
         return self
 
     @model_validator(mode="after")
@@ -374,6 +412,7 @@ def config_reference() -> str:
     lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
+    lines += ["## `ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
     for name in registry.algorithms.names():
         if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):
             continue  # users' own algorithms are documented by their users

@@ -180,6 +180,8 @@ def build_graph(config: ExperimentConfig) -> Graph:
             f"(observation {observation_space}, action {action_space}): {e}"
         ) from None
     graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields())
+    if config.ensemble.population > 1 and not config.pod:
+        raise ConfigError(f"field 'ensemble.population': {config.ensemble.population} pods need pod=true")
     if config.pod:
         return _pod_graph(graph)
     if config.inference == "policy_worker" and config.num_policy_workers > config.num_actor_workers:
@@ -214,10 +216,31 @@ def _pod_graph(graph: Graph) -> Graph:
     if graph.config.eval_episodes:
         raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
     _check_replay(graph)  # a pod trains on segments: replay algorithms cannot run there
-    graph.workers = [WorkerSpec(Role.POD, 0)]
-    graph.streams = [StreamSpec("control", ("pod:0",), ("controller",), "reports, heartbeats")]
+    pods = [WorkerSpec(Role.POD, k) for k in range(graph.config.ensemble.population)]
+    graph.workers = pods
+    names = tuple(w.name for w in pods)
+    graph.streams = [StreamSpec("control", names, ("controller",), "reports, heartbeats")]
+    if len(pods) > 1:  # the tournament: evaluations up, copies of leaders down
+        _check_ensemble(graph.config)
+        graph.streams.append(StreamSpec("evals", names, ("controller",), "eval return, checkpoint"))
+        graph.streams.append(StreamSpec("adopt", ("controller",), names, "checkpoint, perturbed hparams"))
     _check_batch(graph)
     return graph
+
+
+def _check_ensemble(config: ExperimentConfig) -> None:
+    """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
+    field such as epochs would not be one)."""
+    if config.resume is not None:
+        raise ConfigError("field 'resume': an ensemble (ensemble.population > 1) cannot resume yet; "
+                          "start a new run (its leaderboard checkpoints are in leaderboard/)")
+    numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
+    bad = [n for n in config.ensemble.perturb if n not in numeric]
+    if bad:
+        raise ConfigError(
+            f"field 'ensemble.perturb': {bad} are not float hyperparameters of algorithm "
+            f"{config.algorithm!r}; allowed: {', '.join(numeric)}"
+        )
 
 
 def declare_streams(graph: Graph) -> list[StreamSpec]:

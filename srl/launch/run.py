@@ -27,7 +27,9 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     outputs = RunOutputs(config, started_s)
     monitor = RunMonitor(config, resumed["env_steps"] if resumed else 0, launched_s=started_s)
     console.print(f"[bold]srl[/] {config.experiment}: launcher={config.launcher} run_dir={outputs.run_dir}")
-    if config.launcher == "inline":
+    if config.pod and config.ensemble.population > 1:  # a tournament of pods, on either launcher
+        from srl.launch.ensemble import run_ensemble as launch
+    elif config.launcher == "inline":
         from srl.launch.inline import run_inline as launch
     elif config.launcher == "ray":
         from srl.launch.ray_launcher import run_ray as launch

@@ -1,0 +1,84 @@
+"""The leaderboard of an ensemble run, on disk: run_dir/leaderboard.json (+ .csv), checkpoints in
+run_dir/leaderboard/, and `srl leaderboard RUN_DIR` to print it.
+
+leaderboard.json is `srl.workers.tournament.Tournament.table()`: "entries" (best first: member,
+env_steps, eval_return, hparams, checkpoint, time_s, lineage), "replacements" and "members".
+leaderboard.csv holds the entries only, one row each, hyperparameters as `hp.<name>` columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from srl import checkpoint
+
+JSON_NAME = "leaderboard.json"
+CSV_NAME = "leaderboard.csv"
+FOLDER = "leaderboard"
+
+
+def entry_path(run_dir: Path, member: int, env_steps: int) -> Path:
+    return Path(run_dir) / FOLDER / f"m{member}-{env_steps:010d}.pt"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write(run_dir: Path, table: dict[str, Any]) -> None:
+    """leaderboard.json and leaderboard.csv from a `Tournament.table()`."""
+    run_dir = Path(run_dir)
+    _atomic_write(run_dir / JSON_NAME, json.dumps(table, indent=1) + "\n")
+    names = sorted({k for e in table["entries"] for k in e["hparams"]})
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["rank", "member", "env_steps", "eval_return", *[f"hp.{n}" for n in names],
+                     "checkpoint", "time_s", "lineage"])
+    for rank, e in enumerate(table["entries"], 1):
+        writer.writerow([rank, e["member"], e["env_steps"], e["eval_return"],
+                         *[e["hparams"].get(n) for n in names], e["checkpoint"], e["time_s"], e["lineage"]])
+    _atomic_write(run_dir / CSV_NAME, out.getvalue())
+
+
+def read(run_dir: Path | str) -> dict[str, Any]:
+    path = Path(run_dir) / JSON_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(run_dir)!r} has no {JSON_NAME} (not an ensemble run directory?)")
+    return json.loads(path.read_text())
+
+
+def export_best(run_dir: Path, table: dict[str, Any]) -> None:
+    """Make the best entry the run's latest checkpoint, so `srl eval RUN_DIR` runs it."""
+    if not table["entries"]:
+        return
+    best = table["entries"][0]
+    folder = checkpoint.checkpoint_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"ckpt-best-m{best['member']}-{best['env_steps']:010d}.pt"
+    shutil.copyfile(best["checkpoint"], folder / name)
+    meta = {"path": name, "version": None, "env_steps": best["env_steps"], "member": best["member"]}
+    _atomic_write(folder / checkpoint.LATEST, json.dumps(meta))
+
+
+def render(table: dict[str, Any]) -> Any:
+    """A rich Table of the entries, best first, with the replacements counted in the caption."""
+    from rich.table import Table
+
+    names = sorted({k for e in table["entries"] for k in e["hparams"]})
+    out = Table(title=f"leaderboard: population {table['population']}",
+                caption=f"{len(table['replacements'])} replacement(s)")
+    for column in ("rank", "member", "env steps", "eval return", *names, "lineage", "checkpoint"):
+        out.add_column(column, justify="right" if column not in ("lineage", "checkpoint") else "left")
+    for rank, e in enumerate(table["entries"], 1):
+        out.add_row(str(rank), f"m{e['member']}", str(e["env_steps"]), f"{e['eval_return']:.2f}",
+                    *[f"{e['hparams'][n]:.3g}" if n in e["hparams"] else "" for n in names],
+                    e["lineage"], Path(e["checkpoint"]).name)
+    return out

@@ -1,0 +1,180 @@
+"""Ensemble member kernel: a pod that evaluates itself and can become a copy of another member.
+
+    poll():  pod.poll()                              # one rollout + one update
+             every eval_interval_updates updates:
+                 return = evaluate()                 # greedy actions, fixed seed, one episode per eval env
+                 write folder/eval-<version>.pt      # weights + optimizer state + hyperparameters
+                 queue an "eval" event (srl.workers.tournament.Entry fields)
+    adopt(checkpoint, hparams)                       # weights and optimizer state of the checkpoint,
+                                                     # the given hyperparameters (a perturbed copy)
+
+The eval files belong to whoever takes the event (the population manager keeps those that join
+the leaderboard and deletes the rest). Every member evaluates on the same seed, so the start
+states are common and the ranking compares policies, not luck.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+
+from srl.envs.batched import BatchedTorchEnv
+from srl.monitor.episodes import ReturnWindow
+from srl.workers.pod import PodKernel
+
+
+class PodMember:
+    def __init__(
+        self,
+        index: int,
+        pod: PodKernel,
+        eval_env: BatchedTorchEnv | None,
+        folder: Path | str,
+        eval_interval_updates: int = 10,
+        eval_seed: int = 0,
+        hparam_names: tuple[str, ...] = ("lr",),
+    ) -> None:
+        if eval_interval_updates < 1:
+            raise ValueError(f"eval_interval_updates must be >= 1, got {eval_interval_updates}")
+        config = pod.algorithm.config
+        missing = [n for n in hparam_names if not isinstance(getattr(config, n, None), float)]
+        if missing:
+            raise ValueError(f"{type(config).__name__} has no float hyperparameters {missing}")
+        self.index, self.pod, self.eval_env = index, pod, eval_env
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.eval_interval_updates = eval_interval_updates
+        self.eval_seed = eval_seed
+        self.hparam_names = tuple(hparam_names)
+        self.updates_since_eval = 0
+        self.adoptions = 0
+        self.events: list[dict[str, Any]] = []
+        self.recent = ReturnWindow(100)  # training episodes: the score when there is no eval env
+        self.receivers: list = []  # a member only computes: nothing to wait on
+
+    def start(self) -> None:
+        self.pod.start()
+
+    def poll(self) -> bool:
+        pod = self.pod
+        seen = len(pod.finished_returns)  # pod.report() empties these lists; only new ones count
+        pod.poll()
+        self.recent.add(pod.finished_returns[seen:], pod.finished_lengths[seen:])
+        self.updates_since_eval += 1
+        if self.updates_since_eval >= self.eval_interval_updates and (self.eval_env is not None or len(self.recent)):
+            self.updates_since_eval = 0
+            self.events.append(self.evaluate_and_save())
+        return True
+
+    # -- evaluation -------------------------------------------------------------------------------
+
+    def hparams(self) -> dict[str, float]:
+        config = self.pod.algorithm.config
+        return {name: float(getattr(config, name)) for name in self.hparam_names}
+
+    def evaluate(self) -> float:
+        """Mean return of one episode per eval env (per row: agents of an env share theirs), greedy.
+        Without an eval env: the mean return of its last 100 training episodes (free, but
+        stochastic actions, and partly played by the weights before the last updates)."""
+        env, policy = self.eval_env, self.pod.policy
+        if env is None:
+            return float(self.recent.mean_return)
+        with torch.inference_mode():
+            obs = env.reset(seed=self.eval_seed)
+            returns = torch.zeros(env.num_rows, dtype=torch.float64, device=env.device)
+            finished = torch.zeros(env.num_rows, dtype=torch.bool, device=env.device)
+            for _ in range(env.max_episode_steps):
+                action = policy.rollout(obs, deterministic=True)["action"]
+                obs, reward, terminated, truncated = env.step(action)
+                returns.add_(reward.double() * ~finished)
+                finished.logical_or_(terminated).logical_or_(truncated)
+                if bool(finished.all()):
+                    break
+        return float(returns.mean())
+
+    def evaluate_and_save(self) -> dict[str, Any]:
+        eval_return = self.evaluate()
+        pod = self.pod
+        path = self.folder / f"eval-{pod.version:08d}.pt"
+        state = {
+            "version": pod.version, "env_steps": pod.env_steps_total, "policy": pod.policy.state_dict(),
+            "algorithm": pod.algorithm.state_dict(), "hparams": self.hparams(),
+        }
+        torch.save(state, path.with_suffix(".tmp"))
+        os.replace(path.with_suffix(".tmp"), path)
+        return {
+            "member": self.index, "env_steps": pod.env_steps_total, "eval_return": eval_return,
+            "hparams": self.hparams(), "checkpoint": str(path), "adoptions": self.adoptions,
+        }
+
+    def take_events(self) -> list[dict[str, Any]]:
+        events, self.events = self.events, []
+        return events
+
+    # -- replacement ------------------------------------------------------------------------------
+
+    def adopt(self, checkpoint: str | Path, hparams: dict[str, float]) -> None:
+        """Become the checkpoint's policy with its optimizer state, under `hparams`."""
+        unknown = sorted(set(hparams) - set(self.hparam_names))
+        if unknown:
+            raise ValueError(f"member {self.index}: cannot set hyperparameters {unknown}")
+        state = torch.load(checkpoint, map_location=self.pod.device, weights_only=True)
+        pod = self.pod
+        with torch.no_grad():
+            pod.policy.load_state_dict(state["policy"])
+        pod.algorithm.load_state_dict(state["algorithm"])
+        config = pod.algorithm.config
+        for name, value in hparams.items():  # a value outside the field's range (gamma > 1) is not taken
+            try:
+                config = type(config).model_validate({**config.model_dump(), name: value})
+            except ValidationError:
+                pass
+        pod.algorithm.config = config
+        self.recent = ReturnWindow(100)  # those episodes were the replaced weights
+        self.updates_since_eval = 0
+        self.adoptions += 1
+
+    # -- reports ----------------------------------------------------------------------------------
+
+    def report(self) -> dict[str, Any]:
+        return {**self.pod.report(), "member": self.index, "adoptions": self.adoptions, "hparams": self.hparams()}
+
+    def finish(self) -> dict[str, Any]:
+        return {**self.pod.finish(), "member": self.index, "adoptions": self.adoptions, "hparams": self.hparams()}
+
+    def close(self) -> None:
+        self.pod.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
+
+
+def member_seed(seed: int, index: int) -> int:
+    """Member `index`'s seed: distinct members, and distinct from other runs' seeds."""
+    return seed * 1000 + index
+
+
+def make_member(config: Any, index: int) -> PodMember:
+    """Member `index` of the ensemble of an `ExperimentConfig` (pod=true), writing under
+    run_dir/members/m<index>/."""
+    from srl.envs.batched import make_batched_env
+    from srl.workers.pod import make_pod
+
+    c, e = config, config.ensemble
+    folder = Path(str(c.run_dir)) / "members" / f"m{index}"
+    seed = member_seed(c.seed, index)
+    pod = make_pod(
+        env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
+        algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
+        total_env_steps=max(1, c.total_env_steps // e.population), seed=seed,  # each member's schedule
+        device=c.device, run_dir=folder,
+        checkpoint_interval_s=c.checkpoint_interval_s,
+    )
+    eval_env = make_batched_env(c.env, e.eval_episodes, device=c.device, **c.env_kwargs) if e.eval_episodes else None
+    return PodMember(
+        index, pod, eval_env, folder, eval_interval_updates=e.eval_interval_updates,
+        eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb),
+    )
