@@ -130,14 +130,7 @@ class LocalTransport(Transport):
         return layout.views(shm.buf)
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
-        key = tuple(id(r) for r in receivers)
-        poller = self._pollers.get(key)
-        if poller is None:
-            poller = self._pollers[key] = zmq.Poller()
-            for receiver in receivers:
-                assert isinstance(receiver, _ZmqReceiver)
-                poller.register(receiver.socket, zmq.POLLIN)
-        poller.poll(max(0, int(timeout_s * 1000)))
+        wait_on_sockets(self._pollers, receivers, timeout_s)
 
     def close(self) -> None:
         for socket in self._sockets:
@@ -156,3 +149,17 @@ def make_ipc_dir(run_id: str) -> Path:
     path = Path(os.environ.get("SRL_IPC_DIR", "/tmp")) / f"srl-{run_id}"
     path.mkdir(parents=True, exist_ok=False)
     return path
+
+
+def wait_on_sockets(
+    pollers: dict[tuple[int, ...], zmq.Poller], receivers: Sequence[Receiver], timeout_s: float
+) -> None:
+    """Block until one receiver's socket is readable (no spinning). A worker waits on the same
+    receivers every loop, so each set's poller is built once and kept in `pollers`."""
+    key = tuple(id(r) for r in receivers)
+    poller = pollers.get(key)
+    if poller is None:
+        poller = pollers[key] = zmq.Poller()
+        for receiver in receivers:  # a zmq receiver, or a wrapper that forwards its `socket`
+            poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
+    poller.poll(max(0, int(timeout_s * 1000)))

@@ -19,6 +19,7 @@ import numpy as np
 import zmq
 
 from srl.streams.layout import Layout
+from srl.streams.local import wait_on_sockets
 from srl.streams.transport import Message, Receiver, Sender, Transport
 from srl.streams.wire import MAX_HEADER_BYTES, Limits, WireError, decode, encode
 
@@ -153,13 +154,7 @@ class TcpTransport(Transport):
         return layout.views(self._blocks[name])
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
-        key = tuple(id(r) for r in receivers)
-        poller = self._pollers.get(key)
-        if poller is None:
-            poller = self._pollers[key] = zmq.Poller()
-            for receiver in receivers:  # a _SignedReceiver, or a wrapper that forwards `socket`
-                poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
-        poller.poll(max(0, int(timeout_s * 1000)))
+        wait_on_sockets(self._pollers, receivers, timeout_s)
 
     def close(self) -> None:
         for socket in self._sockets:
