@@ -114,17 +114,16 @@ def test_receiver_survives_garbage_on_its_port():
             encode(b"x" * 32, "q", (1,), [b"frame"]),  # another run's secret
             encode(wire.secret, "other", (1,), [b"frame"]),  # this run's secret, another stream
             encode(wire.secret, "q", (1,), [b""] * 5),  # too many frames
-            encode(wire.secret, "q", (1,), [b"x" * ((1 << 16) + 1)]),  # a frame over the limit
             [b"x"] * 10_000,  # many parts: read and discarded past the limit
-        ]
+        ]  # a frame over the limit comes last, below: zmq drops the sender's connection for it
         for parts in junk:
             push.send_multipart(parts)
         end = time.monotonic() + DEADLINE_S
-        while rx.rejected < 7 and time.monotonic() < end:
+        while rx.rejected < 6 and time.monotonic() < end:
             assert rx.recv_all() == [], "garbage was delivered"
             time.sleep(0.01)
-        # >= 7: the raw greeting above is a valid ZMTP 1.0 one, so zmq frames its random tail too
-        assert rx.rejected >= 7, rx.rejected
+        # >= 6: the raw greeting above is a valid ZMTP 1.0 one, so zmq may frame its random tail too
+        assert rx.rejected >= 6, rx.rejected
         # a frame over MAXMSGSIZE: zmq drops that peer's connection before buffering it
         push.send_multipart(encode(wire.secret, "q", (2,), [b"x" * (1 << 20)]))
         time.sleep(0.3)
