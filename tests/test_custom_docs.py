@@ -16,7 +16,8 @@ def test_custom_env_and_algorithm_walkthrough_runs_as_written(tmp_path):
     code = "\n\n".join(re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S))
     (tmp_path / "my_rl.py").write_text(code)
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    # the checkout under test comes after the user's module, whatever srl is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(DOC.parent.parent)])}
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "run", "sign-a2c", "modules=my_rl", f"run_dir={run_dir}", "seed=3"],
         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
