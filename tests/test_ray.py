@@ -1,26 +1,48 @@
 """launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, and workers pinned
-to two nodes of a Ray test cluster by custom resources. Skipped when Ray is not installed."""
+to two nodes of a Ray test cluster by custom resources. Skipped when Ray is not installed.
+
+Each run is its own `srl run` process: a Ray driver leaves threads behind after ray.shutdown(),
+and they must not live on in the test process."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import re
 import threading
 import time
 
 import pytest
 from test_faults import kill_now
+from test_shutdown import spawn, srl_command
 
-from srl.config import ConfigError, build_config, load_config
-from srl.launch.run import run_experiment
+from srl.config import ConfigError, build_config
 
 ray = pytest.importorskip("ray")
 
 SLOW_START = ["heartbeat_timeout_s=120"]  # a Ray worker process may take a while to start on a busy machine
 
 
-def kill_once_training(run_dir, role: str, killed: list[str]) -> threading.Thread:
+RUN_TIMEOUT_S = 900
+
+
+def run_srl(*args: str) -> tuple[int, str]:
+    """`srl run ARGS` in a process of its own session; its exit code and output."""
+    return finish(spawn(srl_command("run", *args, "display=off", *SLOW_START)))
+
+
+def finish(proc) -> tuple[int, str]:
+    try:
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    return proc.returncode, output
+
+
+def kill_once_training(run_dir, role: str, killed: list[str], root_pid: int) -> threading.Thread:
     def killer() -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -29,7 +51,7 @@ def kill_once_training(run_dir, role: str, killed: list[str]) -> threading.Threa
             if lines and json.loads(lines[-1])["env_steps"] > 0:
                 break
             time.sleep(0.2)
-        title = kill_now(os.getpid(), (role,), random.Random(0))
+        title = kill_now(root_pid, (role,), random.Random(0))
         killed.append(title)
 
     thread = threading.Thread(target=killer, daemon=True)
@@ -38,12 +60,14 @@ def kill_once_training(run_dir, role: str, killed: list[str]) -> threading.Threa
 
 
 def test_cartpole_ppo_on_ray_reaches_475_through_an_actor_kill(run_dir):
-    config = load_config("cartpole-ppo", [
-        "launcher=ray", "seed=1", "total_env_steps=400000", f"run_dir={run_dir}", "display=off", *SLOW_START
-    ])  # fmt: skip
+    proc = spawn(srl_command(
+        "run", "cartpole-ppo", "launcher=ray", "seed=1", "total_env_steps=400000", f"run_dir={run_dir}",
+        "display=off", *SLOW_START,
+    ))  # fmt: skip
     killed: list[str] = []
-    thread = kill_once_training(run_dir, "actor", killed)
-    assert run_experiment(config) == 0
+    thread = kill_once_training(run_dir, "actor", killed, proc.pid)
+    code, output = finish(proc)
+    assert code == 0, output
     thread.join()
     assert killed == ["srl:cartpole-ppo:actor:0"]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -52,7 +76,6 @@ def test_cartpole_ppo_on_ray_reaches_475_through_an_actor_kill(run_dir):
     assert summary["restarts"] == {"actor:0": 1}, summary
     placement = json.loads((run_dir / "placement.json").read_text())
     assert sorted(placement) == ["actor:0", "params:0", "trainer:0"]
-    assert not ray.is_initialized(), "the local instance started for the run is shut down"
 
 
 @pytest.fixture
@@ -69,14 +92,14 @@ def two_nodes():
 
 
 def test_workers_pinned_to_two_nodes_by_custom_resources(run_dir, two_nodes):
-    config = load_config("cartpole-ppo", [
-        "launcher=ray", f"ray_address={two_nodes.address}", "inference=policy_worker", "max_updates=20",
-        f"run_dir={run_dir}", "display=off", *SLOW_START,
+    code, output = run_srl(
+        "cartpole-ppo", "launcher=ray", f"ray_address={two_nodes.address}", "inference=policy_worker",
+        "max_updates=20", f"run_dir={run_dir}",
         "ray_resources.actor.resources.node_b=1", "ray_resources.policy.resources.node_b=1",
         "ray_resources.trainer.resources.node_a=1", "ray_resources.params.resources.node_a=1",
         "ray_resources.params.num_cpus=0",
-    ])  # fmt: skip
-    assert run_experiment(config) == 0
+    )  # fmt: skip
+    assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "max_updates 20 reached" and summary["updates"] >= 20, summary
     placement = json.loads((run_dir / "placement.json").read_text())
@@ -85,12 +108,9 @@ def test_workers_pinned_to_two_nodes_by_custom_resources(run_dir, two_nodes):
 
 
 def test_a_request_no_node_can_meet_is_refused_before_training(run_dir):
-    config = build_config({
-        "experiment": "x", "launcher": "ray", "run_dir": str(run_dir), "display": "off",
-        "ray_resources": {"trainer": {"resources": {"no_such_node": 1}}},
-    })  # fmt: skip
-    with pytest.raises(RuntimeError, match=r"worker trainer:0 asks Ray for .*no_such_node.*no node has that"):
-        run_experiment(config)
+    code, output = run_srl("cartpole-ppo", "launcher=ray", f"run_dir={run_dir}", "ray_resources.trainer.resources.no_such_node=1")
+    assert code != 0
+    assert re.search(r"worker trainer:0 asks Ray for .*no_such_node.*no node has that", output), output
 
 
 def test_ray_resources_name_known_roles():
