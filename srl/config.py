@@ -150,7 +150,15 @@ class ExperimentConfig(BaseModel):
     segment_slots: int = Field(
         2, ge=1, description="Segment buffers per ring group; more let actors run ahead of the trainer (more lag)."
     )
-    batch_segments: int = Field(1, ge=1, description="Segments the trainer gathers for one update.")
+    batch_segments: int = Field(
+        1, ge=1, description="Segments each trainer gathers for one update (with num_trainers=N, N times as many "
+        "make one synchronized update)."
+    )
+    num_trainers: int = Field(
+        1, ge=1, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
+        "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
+        "trainer 0 publishes parameters and writes checkpoints. num_actor_workers must be a multiple of it.",
+    )
     max_policy_lag: int = Field(
         2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."
     )
@@ -261,10 +269,28 @@ class ExperimentConfig(BaseModel):
                 f"replay needs the actor/buffer/trainer dataflow: it cannot run with "
                 f"deterministic={self.deterministic} or pod={self.pod}"
             )
+        self._check_trainers()
         if self.deterministic:  # derived: every update is one segment from each ring group, none dropped
-            self.batch_segments = self.num_actor_workers * self.ring_splits
+            self.batch_segments = self.num_actor_workers * self.ring_splits // self.num_trainers
             self.max_policy_lag = max(self.max_policy_lag, 1)
         return self
+
+    def _check_trainers(self) -> None:
+        """Several trainers are one synchronous group fed by the actor/trainer dataflow."""
+        n = self.num_trainers
+        if n == 1:
+            return
+        if self.replay is not None:
+            raise ValueError(f"num_trainers={n} cannot run with replay: one buffer worker serves one trainer")
+        if self.pod:
+            raise ValueError(f"num_trainers={n} cannot run with pod=true: a pod is its own trainer")
+        if self.launcher == "inline":
+            raise ValueError(f"num_trainers={n} needs one process per trainer: launcher='local' or 'ray', not 'inline'")
+        if self.num_actor_workers % n:
+            raise ValueError(
+                f"num_trainers ({n}) must divide num_actor_workers ({self.num_actor_workers}): each trainer takes "
+                "the segments of an equal share of the actors (a smaller share would hold the group back)"
+            )
 
     @property
     def envs_per_split(self) -> int:

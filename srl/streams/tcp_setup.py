@@ -15,7 +15,7 @@ import numpy as np
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN
 from srl.streams.inference import replies_name, requests_name
 from srl.streams.params import SERVICE_IN, SERVICE_OUT
-from srl.streams.samples import SAMPLES_NAME, released_name
+from srl.streams.samples import released_name, samples_name
 from srl.streams.tcp import WILDCARDS, Wire
 from srl.streams.wire import Limits
 
@@ -25,7 +25,8 @@ CONTROL_FRAME_BYTES = 4 << 20  # one JSON report; generous, reports are a few Ki
 
 def stream_names(config: Any) -> list[str]:
     """Every name a receiver or publisher binds in a run of `config` (see srl.workers.build)."""
-    names = [CONTROLLER_IN, CONTROL_OUT, SERVICE_IN, SERVICE_OUT, SAMPLES_NAME]
+    names = [CONTROLLER_IN, CONTROL_OUT, SERVICE_IN, SERVICE_OUT]
+    names += [samples_name(t) for t in range(config.num_trainers)]
     names += [requests_name(p) for p in range(config.num_policy_workers)]
     for a in range(config.num_actor_workers):
         names += [replies_name(a), released_name(a)]
