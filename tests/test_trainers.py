@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
+import random
+import threading
+import time
 
 import gymnasium as gym
 import pytest
 import torch
+from test_faults import kill_now
 from test_ppo import OBS_SPACE, make_batch
 
 from srl.algos import PPO, PPOConfig
@@ -126,3 +131,27 @@ def test_cartpole_learns_with_two_trainers(run_dir):
 def test_config_refuses_what_a_trainer_group_cannot_do(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config("cartpole-ppo", ["num_trainers=2", "num_actor_workers=2", *overrides])
+
+
+def test_a_killed_trainer_restarts_its_whole_group_from_the_checkpoint(run_dir):
+    config = load_config("cartpole-ppo", [
+        "num_trainers=2", "num_actor_workers=2", "max_updates=30", "checkpoint_interval_s=0.5",
+        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+    ])  # fmt: skip
+    killed: list[str] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("*")):
+            time.sleep(0.2)
+        title = kill_now(os.getpid(), ("trainer",), random.Random(1))
+        killed.append(str(title))
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    assert run_experiment(config) == 0
+    thread.join()
+    assert killed and killed[0].startswith("srl:cartpole-ppo:trainer:"), killed
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["restarts"] == {"trainer:0": 1, "trainer:1": 1}, summary
+    assert summary["stop_reason"] == "max_updates 30 reached", summary
