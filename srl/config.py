@@ -198,11 +198,13 @@ class ExperimentConfig(BaseModel):
     )
     transport: Literal["shm", "tcp"] = Field(
         "shm",
-        description="Stream backend of launcher=local. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
-        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine).",
+        description="Stream backend of launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
+        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine; "
+        "with launcher=ray each stream listens on its owner's node, found through Ray).",
     )
     bind_host: str = Field(
-        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface)."
+        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
+        "launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
     learning_curve: bool = Field(
         True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
@@ -248,8 +250,8 @@ class ExperimentConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_transport(self) -> "ExperimentConfig":
-        if self.transport == "tcp" and self.launcher != "local":
-            raise ValueError(f"transport='tcp' needs launcher='local', got launcher={self.launcher!r}")
+        if self.transport == "tcp" and self.launcher == "inline":
+            raise ValueError("transport='tcp' needs launcher='local' or 'ray', got launcher='inline'")
         if self.transport == "tcp" and self.replay is not None:
             # the buffer's batch slots are not carried by the tcp backend yet
             raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")

@@ -92,6 +92,7 @@ def run_workers(
     previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         workers = make_workers(graph, run_id, ipc_dir, wire)
+        wire = getattr(workers, "wire", wire)  # a cluster launcher places the streams on its nodes
         group_store = _trainer_group(graph, getattr(workers, "host", None))  # held until the run ends
         if group_store is not None:
             graph = dataclasses.replace(graph, trainer_group=group_store.address)

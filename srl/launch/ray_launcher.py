@@ -6,14 +6,18 @@ one, the run joins that cluster. Ray places the workers and tells the controller
 (its `run` call fails); the controller restarts it as a new actor, exactly as the local launcher
 restarts a process, so Ray's own actor restarts stay off.
 
-Placement decides the transport: a worker on the controller's host uses shared memory and ipc
-sockets, as with the local launcher, whatever Ray node it belongs to (several nodes may share a
-host). A worker placed on another host needs a network stream backend; until one is wired in, it
-fails at start with an error saying so.
+With transport=shm a worker on the controller's host uses shared memory and ipc sockets, as with
+the local launcher, whatever Ray node it belongs to (several nodes may share a host); a worker
+placed on another host fails at start with an error saying so. With transport=tcp workers may run
+on any node: every actor is created first, Ray says which node each landed on, each stream gets
+a free port on the node of the worker that binds it (srl.streams.tcp_setup.stream_owners), and
+the resulting addresses, with the run's secret, travel to the workers as task arguments (no
+shared filesystem; the secret is never written to disk).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -67,8 +71,9 @@ def check_fits(graph: Graph, nodes: list[dict[str, Any]]) -> None:
             )
 
 
-def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
-    """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit."""
+def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str, wire: Any = None) -> None:
+    """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit;
+    `wire` (transport=tcp) has every stream's address and the secret."""
     import torch
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
@@ -79,7 +84,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     from srl.workers.build import make_kernel
 
     host = _ray().util.get_node_ip_address()
-    if host != controller_host:
+    if wire is None and host != controller_host:
         raise RuntimeError(
             f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
             "streams between hosts need a network backend, which launcher=ray does not wire yet"
@@ -88,7 +93,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     _untracked_shared_memory()
     _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
-    transport = LocalTransport(run_id, ipc_dir)
+    transport = LocalTransport(run_id, ipc_dir) if wire is None else _tcp_transport(wire, host)
     link = WorkerLink(transport, spec.role, spec.index)
     kernel = None
     try:
@@ -103,6 +108,20 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
                 kernel.close()
         finally:
             transport.close()
+
+
+def bind_host_on(node_ip: str, configured: str) -> str:
+    """Where a listener on `node_ip` binds: every interface if the config says so, else the node's
+    IP (a loopback default would be unreachable from the other nodes)."""
+    from srl.streams.tcp import WILDCARDS
+
+    return configured if configured in WILDCARDS else node_ip
+
+
+def _tcp_transport(wire: Any, node_ip: str) -> Any:
+    from srl.streams.tcp import TcpTransport
+
+    return TcpTransport(dataclasses.replace(wire, bind_host=bind_host_on(node_ip, wire.bind_host)))
 
 
 def _untracked_shared_memory() -> None:
@@ -132,15 +151,21 @@ class WorkerActor:
         context = ray.get_runtime_context()
         return {"node_id": context.get_node_id(), "host": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
-    def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
-        serve(graph, spec, run_id, ipc_dir, controller_host)
+    def free_ports(self, host: str, count: int) -> list[int]:
+        """Ports free now on this actor's node (for the streams it will bind)."""
+        from srl.streams.tcp_setup import free_ports
+
+        return free_ports(host, count)
+
+    def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str,
+            wire: Any = None) -> None:  # fmt: skip
+        serve(graph, spec, run_id, ipc_dir, controller_host, wire)
 
 
 class RayWorkers:
     """Each worker a Ray actor (the `Workers` of the supervisor)."""
 
     def __init__(self, graph: Graph, run_id: str, ipc_dir: Path, wire: Any = None) -> None:
-        assert wire is None, "transport=tcp is refused with launcher=ray by the config"
         self.ray = _ray()
         self.run_id, self.ipc_dir = run_id, ipc_dir
         self.host = self.ray.util.get_node_ip_address()
@@ -151,12 +176,39 @@ class RayWorkers:
         self.placement: dict[str, Any] = {}  # worker -> reference to where its (last) actor runs
         self.run_dir = Path(str(graph.config.run_dir))
         check_fits(graph, self.ray.nodes())
+        self.waiting: dict[str, Any] = {}  # worker -> its actor, created but not running yet
+        self.wire = None if wire is None else self._place_streams(graph, wire)
 
-    def start(self, spec: WorkerSpec, graph: Graph) -> None:
+    def _new_actor(self, graph: Graph, spec: WorkerSpec) -> Any:
         actor = self._remote.options(**actor_options(graph.config, spec.role)).remote()
         self.actors[spec.name] = actor
         self.placement[spec.name] = actor.where.remote()
-        self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host)
+        return actor
+
+    def _place_streams(self, graph: Graph, wire: Any) -> Any:
+        """transport=tcp: create every worker's actor, then give each stream a port on the node of
+        the worker that binds it; the controller's streams listen on this node."""
+        from srl.streams.tcp_setup import CONTROLLER, free_ports, stream_owners
+
+        for spec in graph.workers:
+            self.waiting[spec.name] = self._new_actor(graph, spec)
+        names = list(self.waiting)
+        node_ip = dict(zip(names, (w["host"] for w in self.ray.get([self.placement[n] for n in names]))))
+        node_ip[CONTROLLER] = self.host
+        owners = {name: owner for name, owner in stream_owners(graph.config).items() if owner in node_ip}
+        ports: dict[str, int] = {}
+        for owner in dict.fromkeys(owners.values()):
+            mine = [name for name, o in owners.items() if o == owner]
+            host = bind_host_on(node_ip[owner], wire.bind_host)
+            found = free_ports(host, len(mine)) if owner == CONTROLLER else self.ray.get(
+                self.waiting[owner].free_ports.remote(host, len(mine)))  # fmt: skip
+            ports.update(zip(mine, found))
+        hosts = {name: node_ip[owner] for name, owner in owners.items()}
+        return dataclasses.replace(wire, ports=ports, hosts=hosts, bind_host=bind_host_on(self.host, wire.bind_host))
+
+    def start(self, spec: WorkerSpec, graph: Graph) -> None:
+        actor = self.waiting.pop(spec.name, None) or self._new_actor(graph, spec)
+        self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host, self.wire)
         self.details.pop(spec.name, None)
 
     def exit_code(self, name: str) -> int | None:
