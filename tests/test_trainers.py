@@ -121,6 +121,7 @@ def test_cartpole_learns_with_two_trainers(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"].startswith("target_return"), summary
     assert summary["episode_return_mean"] >= 300
+    assert summary["params_sha256"], "trainer 0 made its final report: no trainer was left in a collective"
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -9,6 +9,11 @@ the same step: the parameters stay identical with no algorithm knowing about the
 For equal-sized shares, the mean of the trainers' mean-loss gradients is the gradient of the mean
 loss over the union of their batches.
 
+Stopping: a trainer told to stop may leave while another waits in a collective for it. So every
+update starts with a one-integer vote (`proceed`); a leaving trainer votes once to stop
+(`leave`), and once any vote says stop, no member runs another collective: every trainer
+reaches its final report.
+
 The rendezvous is a `torch.distributed.TCPStore` served by the controller (`TrainerGroupStore`);
 trainers join it as clients under a prefix of their epoch, so a group restarted together
 (srl.launch.supervise) meets in a fresh namespace of the same store.
@@ -59,6 +64,7 @@ class GradientGroup:
         dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=self.world_size,
                                 timeout=timeout)  # fmt: skip
         self._hooks: list = []
+        self.stopped = False  # a member voted to stop: no more collectives
 
     @property
     def leader(self) -> bool:
@@ -79,6 +85,21 @@ class GradientGroup:
         assert param.grad is not None
         dist.all_reduce(param.grad)
         param.grad.div_(self.world_size)
+
+    def proceed(self) -> bool:
+        """Before an update: True if every member takes it (none is leaving)."""
+        return not self.stopped and not self._vote(stop=False)
+
+    def leave(self) -> None:
+        """Vote to stop, unless the group already stopped; the members' last collective."""
+        if not self.stopped:
+            self._vote(stop=True)
+
+    def _vote(self, stop: bool) -> bool:
+        flag = torch.tensor([int(stop)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        self.stopped = bool(flag.item())
+        return self.stopped
 
     def close(self) -> None:
         for hook in self._hooks:

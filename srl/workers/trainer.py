@@ -161,6 +161,10 @@ class TrainerKernel:
         self.dropped += 1
 
     def _update(self) -> None:
+        if self.group is not None and not self.group.proceed():  # a member is leaving: no update
+            self.filled = 0
+            self.places_filled.clear()
+            return
         started = time.perf_counter()
         steps = (self.batch[C.REWARD].shape[0] - 1) * self.batch[C.REWARD].shape[1] // self.num_agents
         self.env_steps += steps
@@ -198,6 +202,8 @@ class TrainerKernel:
         return out
 
     def finish(self) -> dict:
+        if self.group is not None:
+            self.group.leave()
         self.save_checkpoint()
         if self.digests is not None:
             rank = 0 if self.group is None else self.group.rank
