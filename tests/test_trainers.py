@@ -156,3 +156,18 @@ def test_a_killed_trainer_restarts_its_whole_group_from_the_checkpoint(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == {"trainer:0": 1, "trainer:1": 1}, summary
     assert summary["stop_reason"] == "max_updates 30 reached", summary
+
+
+def test_deterministic_runs_with_two_trainers_end_with_the_same_parameters(tmp_path):
+    """Lock step per trainer (each takes one segment from each of its actors' ring groups), and
+    the group's averaged steps: the same seed gives the same parameters."""
+    hashes = []
+    for k in range(2):
+        config = load_config("cartpole-ppo", [
+            "num_trainers=2", "num_actor_workers=2", "deterministic=true", "seed=3", "max_updates=6",
+            f"run_dir={tmp_path / str(k)}", "display=off", "learning_curve=false",
+        ])  # fmt: skip
+        assert config.batch_segments == 1, "each trainer's share: one segment per ring group of its actor"
+        assert run_experiment(config) == 0
+        hashes.append(json.loads((tmp_path / str(k) / "summary.json").read_text())["params_sha256"])
+    assert hashes[0] and hashes[0] == hashes[1]
