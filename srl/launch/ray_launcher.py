@@ -207,7 +207,9 @@ class RayWorkers:
         return dataclasses.replace(wire, ports=ports, hosts=hosts, bind_host=bind_host_on(self.host, wire.bind_host))
 
     def start(self, spec: WorkerSpec, graph: Graph) -> None:
-        actor = self.waiting.pop(spec.name, None) or self._new_actor(graph, spec)
+        actor = self.waiting.pop(spec.name, None)
+        if actor is None:  # a restart, or transport=shm: a new actor
+            actor = self._new_actor(graph, spec)
         self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host, self.wire)
         self.details.pop(spec.name, None)
 
