@@ -87,7 +87,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     if wire is None and host != controller_host:
         raise RuntimeError(
             f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
-            "streams between hosts need a network backend, which launcher=ray does not wire yet"
+            "streams between hosts need transport=tcp (shared memory and ipc reach only this host)"
         )
     import_modules(graph.config.modules)
     _untracked_shared_memory()
