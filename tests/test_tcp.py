@@ -223,7 +223,7 @@ def test_every_tcp_stream_is_bound_by_a_worker_of_the_graph_or_the_controller():
     """launcher=ray places each stream's port on its owner's node: the owner must exist."""
     from srl.config import load_config
     from srl.graph import build_graph
-    from srl.launch.ray_launcher import bind_host_on
+    from srl.launch.ray_streams import bind_host_on
     from srl.streams.samples import samples_name
     from srl.streams.tcp_setup import CONTROLLER, stream_owners
 

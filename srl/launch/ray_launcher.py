@@ -17,7 +17,6 @@ shared filesystem; the secret is never written to disk).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -78,6 +77,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
     from srl.config import import_modules
+    from srl.launch.ray_streams import tcp_transport
     from srl.launch.shell import run_kernel_loop
     from srl.streams.control import Kind, WorkerLink
     from srl.streams.local import LocalTransport
@@ -93,7 +93,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     _untracked_shared_memory()
     _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
-    transport = LocalTransport(run_id, ipc_dir) if wire is None else _tcp_transport(wire, host)
+    transport = LocalTransport(run_id, ipc_dir) if wire is None else tcp_transport(wire, host)
     link = WorkerLink(transport, spec.role, spec.index)
     kernel = None
     try:
@@ -108,20 +108,6 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
                 kernel.close()
         finally:
             transport.close()
-
-
-def bind_host_on(node_ip: str, configured: str) -> str:
-    """Where a listener on `node_ip` binds: every interface if the config says so, else the node's
-    IP (a loopback default would be unreachable from the other nodes)."""
-    from srl.streams.tcp import WILDCARDS
-
-    return configured if configured in WILDCARDS else node_ip
-
-
-def _tcp_transport(wire: Any, node_ip: str) -> Any:
-    from srl.streams.tcp import TcpTransport
-
-    return TcpTransport(dataclasses.replace(wire, bind_host=bind_host_on(node_ip, wire.bind_host)))
 
 
 def _untracked_shared_memory() -> None:
@@ -186,25 +172,12 @@ class RayWorkers:
         return actor
 
     def _place_streams(self, graph: Graph, wire: Any) -> Any:
-        """transport=tcp: create every worker's actor, then give each stream a port on the node of
-        the worker that binds it; the controller's streams listen on this node."""
-        from srl.streams.tcp_setup import CONTROLLER, free_ports, stream_owners
+        """transport=tcp: every worker's actor first, then each stream a port on its owner's node."""
+        from srl.launch.ray_streams import place_streams
 
         for spec in graph.workers:
             self.waiting[spec.name] = self._new_actor(graph, spec)
-        names = list(self.waiting)
-        node_ip = dict(zip(names, (w["host"] for w in self.ray.get([self.placement[n] for n in names]))))
-        node_ip[CONTROLLER] = self.host
-        owners = {name: owner for name, owner in stream_owners(graph.config).items() if owner in node_ip}
-        ports: dict[str, int] = {}
-        for owner in dict.fromkeys(owners.values()):
-            mine = [name for name, o in owners.items() if o == owner]
-            host = bind_host_on(node_ip[owner], wire.bind_host)
-            found = free_ports(host, len(mine)) if owner == CONTROLLER else self.ray.get(
-                self.waiting[owner].free_ports.remote(host, len(mine)))  # fmt: skip
-            ports.update(zip(mine, found))
-        hosts = {name: node_ip[owner] for name, owner in owners.items()}
-        return dataclasses.replace(wire, ports=ports, hosts=hosts, bind_host=bind_host_on(self.host, wire.bind_host))
+        return place_streams(self.ray, graph.config, self.waiting, self.host, wire)
 
     def start(self, spec: WorkerSpec, graph: Graph) -> None:
         actor = self.waiting.pop(spec.name, None)
