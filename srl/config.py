@@ -150,7 +150,15 @@ class ExperimentConfig(BaseModel):
     segment_slots: int = Field(
         2, ge=1, description="Segment buffers per ring group; more let actors run ahead of the trainer (more lag)."
     )
-    batch_segments: int = Field(1, ge=1, description="Segments the trainer gathers for one update.")
+    batch_segments: int = Field(
+        1, ge=1, description="Segments each trainer gathers for one update (with num_trainers=N, N times as many "
+        "make one synchronized update)."
+    )
+    num_trainers: int = Field(
+        1, ge=1, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
+        "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
+        "trainer 0 publishes parameters and writes checkpoints. num_actor_workers must be a multiple of it.",
+    )
     max_policy_lag: int = Field(
         2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."
     )
@@ -190,11 +198,13 @@ class ExperimentConfig(BaseModel):
     )
     transport: Literal["shm", "tcp"] = Field(
         "shm",
-        description="Stream backend of launcher=local. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
-        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine).",
+        description="Stream backend of launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
+        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine; "
+        "with launcher=ray each stream listens on its owner's node, found through Ray).",
     )
     bind_host: str = Field(
-        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface)."
+        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
+        "launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
     learning_curve: bool = Field(
         True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
@@ -240,8 +250,8 @@ class ExperimentConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_transport(self) -> "ExperimentConfig":
-        if self.transport == "tcp" and self.launcher != "local":
-            raise ValueError(f"transport='tcp' needs launcher='local', got launcher={self.launcher!r}")
+        if self.transport == "tcp" and self.launcher == "inline":
+            raise ValueError("transport='tcp' needs launcher='local' or 'ray', got launcher='inline'")
         if self.transport == "tcp" and self.replay is not None:
             # the buffer's batch slots are not carried by the tcp backend yet
             raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")
@@ -261,10 +271,28 @@ class ExperimentConfig(BaseModel):
                 f"replay needs the actor/buffer/trainer dataflow: it cannot run with "
                 f"deterministic={self.deterministic} or pod={self.pod}"
             )
+        self._check_trainers()
         if self.deterministic:  # derived: every update is one segment from each ring group, none dropped
-            self.batch_segments = self.num_actor_workers * self.ring_splits
+            self.batch_segments = self.num_actor_workers * self.ring_splits // self.num_trainers
             self.max_policy_lag = max(self.max_policy_lag, 1)
         return self
+
+    def _check_trainers(self) -> None:
+        """Several trainers are one synchronous group fed by the actor/trainer dataflow."""
+        n = self.num_trainers
+        if n == 1:
+            return
+        if self.replay is not None:
+            raise ValueError(f"num_trainers={n} cannot run with replay: one buffer worker serves one trainer")
+        if self.pod:
+            raise ValueError(f"num_trainers={n} cannot run with pod=true: a pod is its own trainer")
+        if self.launcher == "inline":
+            raise ValueError(f"num_trainers={n} needs one process per trainer: launcher='local' or 'ray', not 'inline'")
+        if self.num_actor_workers % n:
+            raise ValueError(
+                f"num_trainers ({n}) must divide num_actor_workers ({self.num_actor_workers}): each trainer takes "
+                "the segments of an equal share of the actors (a smaller share would hold the group back)"
+            )
 
     @property
     def envs_per_split(self) -> int:

@@ -1,7 +1,8 @@
 """Build and check the dataflow of an experiment before any process starts; draw it.
 
     actor i --inference slot (actor i, split s)--> policy worker (i mod P) --> actor i
-    actor i --segment slot (actor i, split s, k)--> trainer --params--> parameter service
+    actor i --segment slot (actor i, split s, k)--> trainer (i mod N) --params--> parameter service
+    trainer t <--gradients (torch.distributed all-reduce)--> trainer u   (num_trainers = N > 1)
     parameter service --params--> policy workers (or actors, with inference=inline)
     every worker --reports--> controller --stop--> every worker
 
@@ -12,6 +13,7 @@ decide where each worker runs (placement), never what it is connected to.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +24,9 @@ from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
 from srl.streams.control import Role
 from srl.streams.layout import ArraySpec, Layout
+
+if TYPE_CHECKING:
+    from srl.streams.gradients import GroupAddress
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class Graph:
     policy_fields: dict[str, FieldSpec]
     workers: list[WorkerSpec] = field(default_factory=list)
     streams: list[StreamSpec] = field(default_factory=list)
+    # num_trainers > 1: where the trainers meet (set by the launcher, srl.streams.gradients)
+    trainer_group: "GroupAddress | None" = None
 
     @property
     def rows_per_split(self) -> int:
@@ -81,6 +88,12 @@ class Graph:
 
     def actors_of(self, policy_worker: int) -> list[int]:
         return [a for a in range(self.config.num_actor_workers) if self.policy_worker_of(a) == policy_worker]
+
+    def trainer_of(self, actor: int) -> int:
+        return actor % self.config.num_trainers
+
+    def actors_of_trainer(self, trainer: int) -> list[int]:
+        return [a for a in range(self.config.num_actor_workers) if self.trainer_of(a) == trainer]
 
     def slot_fields(self) -> dict[str, FieldSpec]:
         """What one inference slot row holds: obs, action and the policy's outputs."""
@@ -194,7 +207,8 @@ def build_graph(config: ExperimentConfig) -> Graph:
         workers += [WorkerSpec(Role.POLICY, p) for p in range(config.num_policy_workers)]
     if config.replay is not None:
         workers.append(WorkerSpec(Role.BUFFER, 0))
-    workers += [WorkerSpec(Role.TRAINER, 0), WorkerSpec(Role.PARAMS, 0)]
+    workers += [WorkerSpec(Role.TRAINER, t) for t in range(config.num_trainers)]
+    workers.append(WorkerSpec(Role.PARAMS, 0))
     if config.eval_episodes:
         workers.append(WorkerSpec(Role.EVAL, 0))
     _check_replay(graph)
@@ -254,8 +268,14 @@ def declare_streams(graph: Graph) -> list[StreamSpec]:
             mine = tuple(f"actor:{a}" for a in graph.actors_of(p))
             streams.append(StreamSpec(f"inference.{p}", mine, (f"policy:{p}",), f"obs -> action ({rows})"))
     T = c.sample_length
-    if c.replay is None:
+    if c.replay is None and c.num_trainers == 1:
         streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
+    elif c.replay is None:  # each trainer its share of the actors
+        trainers = tuple(f"trainer:{t}" for t in range(c.num_trainers))
+        for t, trainer in enumerate(trainers):
+            mine = tuple(f"actor:{a}" for a in graph.actors_of_trainer(t))
+            streams.append(StreamSpec(f"samples.{t}", mine, (trainer,), f"segments of {T + 1} x {rows}"))
+        streams.append(StreamSpec("gradients", trainers, trainers, "all-reduce (torch.distributed) per step"))
     else:
         streams.append(StreamSpec("samples", tuple(actors), ("buffer:0",), f"segments of {T + 1} x {rows}"))
         # like segments, a batch slot comes back on release, here carrying the new priorities

@@ -8,6 +8,7 @@ a crash loop — stops every worker, reaps it, and unlinks every block and socke
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import secrets
@@ -24,7 +25,7 @@ from srl.launch.shell import worker_main
 from srl.launch.supervise import POLL_S, Supervisor
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
-from srl.streams.tcp import TcpTransport
+from srl.streams.tcp import WILDCARDS, TcpTransport
 from srl.workers.build import incarnations
 
 STOP_GRACE_S = 10.0
@@ -91,6 +92,10 @@ def run_workers(
     previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         workers = make_workers(graph, run_id, ipc_dir, wire)
+        wire = getattr(workers, "wire", wire)  # a cluster launcher places the streams on its nodes
+        group_store = _trainer_group(graph, getattr(workers, "host", None))  # held until the run ends
+        if group_store is not None:
+            graph = dataclasses.replace(graph, trainer_group=group_store.address)
         for spec in graph.workers:
             workers.start(spec, graph)
         transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
@@ -116,6 +121,18 @@ def run_workers(
             transport.close()
         blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
+def _trainer_group(graph: Graph, host: str | None):
+    """num_trainers > 1: the store where the trainers form their group, served from here on a
+    port the OS picks; trainers reach it at `host` (this machine's IP for a cluster) or loopback."""
+    if graph.config.num_trainers == 1:
+        return None
+    from srl.streams.gradients import TrainerGroupStore
+
+    if host is None:
+        host = "127.0.0.1" if graph.config.bind_host in WILDCARDS else graph.config.bind_host
+    return TrainerGroupStore(host, graph.config.num_trainers)
 
 
 def _tcp_wire(graph: Graph):

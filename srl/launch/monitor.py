@@ -52,8 +52,10 @@ class RunMonitor:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
         if role in (Role.TRAINER, Role.POD):
-            self.updates += payload["updates"]
             self.segments_dropped += payload["segments_dropped"]
+        # several trainers take each update together: trainer 0 counts it and speaks for the group
+        if role == Role.POD or (role == Role.TRAINER and index == 0):
+            self.updates += payload["updates"]
             if payload["updates"] or not self.trainer:
                 self.trainer = payload
             if final:

@@ -6,10 +6,13 @@ one, the run joins that cluster. Ray places the workers and tells the controller
 (its `run` call fails); the controller restarts it as a new actor, exactly as the local launcher
 restarts a process, so Ray's own actor restarts stay off.
 
-Placement decides the transport: a worker on the controller's host uses shared memory and ipc
-sockets, as with the local launcher, whatever Ray node it belongs to (several nodes may share a
-host). A worker placed on another host needs a network stream backend; until one is wired in, it
-fails at start with an error saying so.
+With transport=shm a worker on the controller's host uses shared memory and ipc sockets, as with
+the local launcher, whatever Ray node it belongs to (several nodes may share a host); a worker
+placed on another host fails at start with an error saying so. With transport=tcp workers may run
+on any node: every actor is created first, Ray says which node each landed on, each stream gets
+a free port on the node of the worker that binds it (srl.streams.tcp_setup.stream_owners), and
+the resulting addresses, with the run's secret, travel to the workers as task arguments (no
+shared filesystem; the secret is never written to disk).
 """
 
 from __future__ import annotations
@@ -67,28 +70,30 @@ def check_fits(graph: Graph, nodes: list[dict[str, Any]]) -> None:
             )
 
 
-def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
-    """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit."""
+def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str, wire: Any = None) -> None:
+    """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit;
+    `wire` (transport=tcp) has every stream's address and the secret."""
     import torch
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
     from srl.config import import_modules
+    from srl.launch.ray_streams import tcp_transport
     from srl.launch.shell import run_kernel_loop
     from srl.streams.control import Kind, WorkerLink
     from srl.streams.local import LocalTransport
     from srl.workers.build import make_kernel
 
     host = _ray().util.get_node_ip_address()
-    if host != controller_host:
+    if wire is None and host != controller_host:
         raise RuntimeError(
             f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
-            "streams between hosts need a network backend, which launcher=ray does not wire yet"
+            "streams between hosts need transport=tcp (shared memory and ipc reach only this host)"
         )
     import_modules(graph.config.modules)
     _untracked_shared_memory()
     _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
-    transport = LocalTransport(run_id, ipc_dir)
+    transport = LocalTransport(run_id, ipc_dir) if wire is None else tcp_transport(wire, host)
     link = WorkerLink(transport, spec.role, spec.index)
     kernel = None
     try:
@@ -132,15 +137,21 @@ class WorkerActor:
         context = ray.get_runtime_context()
         return {"node_id": context.get_node_id(), "host": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
-    def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str) -> None:
-        serve(graph, spec, run_id, ipc_dir, controller_host)
+    def free_ports(self, host: str, count: int) -> list[int]:
+        """Ports free now on this actor's node (for the streams it will bind)."""
+        from srl.streams.tcp_setup import free_ports
+
+        return free_ports(host, count)
+
+    def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str,
+            wire: Any = None) -> None:  # fmt: skip
+        serve(graph, spec, run_id, ipc_dir, controller_host, wire)
 
 
 class RayWorkers:
     """Each worker a Ray actor (the `Workers` of the supervisor)."""
 
     def __init__(self, graph: Graph, run_id: str, ipc_dir: Path, wire: Any = None) -> None:
-        assert wire is None, "transport=tcp is refused with launcher=ray by the config"
         self.ray = _ray()
         self.run_id, self.ipc_dir = run_id, ipc_dir
         self.host = self.ray.util.get_node_ip_address()
@@ -151,12 +162,28 @@ class RayWorkers:
         self.placement: dict[str, Any] = {}  # worker -> reference to where its (last) actor runs
         self.run_dir = Path(str(graph.config.run_dir))
         check_fits(graph, self.ray.nodes())
+        self.waiting: dict[str, Any] = {}  # worker -> its actor, created but not running yet
+        self.wire = None if wire is None else self._place_streams(graph, wire)
 
-    def start(self, spec: WorkerSpec, graph: Graph) -> None:
+    def _new_actor(self, graph: Graph, spec: WorkerSpec) -> Any:
         actor = self._remote.options(**actor_options(graph.config, spec.role)).remote()
         self.actors[spec.name] = actor
         self.placement[spec.name] = actor.where.remote()
-        self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host)
+        return actor
+
+    def _place_streams(self, graph: Graph, wire: Any) -> Any:
+        """transport=tcp: every worker's actor first, then each stream a port on its owner's node."""
+        from srl.launch.ray_streams import place_streams
+
+        for spec in graph.workers:
+            self.waiting[spec.name] = self._new_actor(graph, spec)
+        return place_streams(self.ray, graph.config, self.waiting, self.host, wire)
+
+    def start(self, spec: WorkerSpec, graph: Graph) -> None:
+        actor = self.waiting.pop(spec.name, None)
+        if actor is None:  # a restart, or transport=shm: a new actor
+            actor = self._new_actor(graph, spec)
+        self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host, self.wire)
         self.details.pop(spec.name, None)
 
     def exit_code(self, name: str) -> int | None:

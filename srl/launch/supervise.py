@@ -5,6 +5,10 @@ reports to the monitor, notices a worker that exited, reported an error or went 
 restarts it in place (same role, index and shared slots; see srl.streams.incarnations) as the
 `RestartPolicy` allows. A trainer (or pod) restarts from its last checkpoint. A failure past
 the policy's limit ends the run with that worker's last traceback.
+
+Several trainers (num_trainers > 1) are one torch.distributed group, which cannot take a new
+member: when one fails, all are killed and restarted together, in a new epoch, and meet again
+as a fresh group (srl.streams.gradients) resuming from the leader's checkpoint.
 """
 
 from __future__ import annotations
@@ -101,6 +105,13 @@ class Supervisor:
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
 
+    def _restart_group(self, name: str) -> list[str]:
+        """The workers that restart with `name`: every trainer of a group, else itself."""
+        spec = self.specs[name]
+        if spec.role != Role.TRAINER or self.graph.config.num_trainers == 1:
+            return [name]
+        return [n for n, s in self.specs.items() if s.role == Role.TRAINER]
+
     def _failed(self, name: str, detail: str) -> None:
         try:
             count = self.policy.on_failure(name, time.monotonic())
@@ -108,12 +119,16 @@ class Supervisor:
             if self.policy.max_restarts == 0:
                 raise WorkerFailed(name, detail) from None
             raise WorkerFailed(name, f"{loop}; its last failure:\n{detail}") from None
-        self.workers.kill(name)
+        group = self._restart_group(name)
+        for member in group:
+            self.workers.kill(member)
         self.drain()
-        self.errors.pop(name, None)
-        epoch = self.incarnations.bump(name)  # after the old one is dead, before the new one starts
-        spec = self.specs[name]
-        self.workers.start(spec, restart_graph(self.graph, spec))
-        self.monitor.on_restart(name)
+        for member in group:
+            self.errors.pop(member, None)
+            epoch = self.incarnations.bump(member)  # after the old one is dead, before the new one starts
+        for member in group:
+            spec = self.specs[member]
+            self.workers.start(spec, restart_graph(self.graph, spec))
+            self.monitor.on_restart(member)
         first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
         print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

@@ -9,6 +9,9 @@ Restarts (see srl.streams.incarnations): a sample is stamped with its actor's ep
 trainer epoch it was meant for, a release with both too; either side drops what another
 incarnation sent, and an actor takes back its sent slots when the trainer is restarted.
 
+With several trainers (num_trainers > 1), each actor sends to one of them (srl.graph.Graph.trainer_of)
+on that trainer's own stream; the epochs checked are that trainer's.
+
 On a transport that shares no memory (tcp), a sample message carries the segment's arrays and
 the trainer copies them into its own slot (srl.streams.carry); a release carries nothing.
 """
@@ -24,9 +27,17 @@ from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.transport import Receiver, Transport
 
-SAMPLES_NAME = "trainer.samples"
-TRAINER = "trainer:0"  # the worker whose epoch samples are meant for
+SAMPLES_NAME = "trainer.samples"  # the stream of trainer 0 (and of a replay buffer)
 Segment = dict[str, np.ndarray]  # column -> [T + 1, rows, ...]: see srl.data.columns
+
+
+def samples_name(trainer: int) -> str:
+    return SAMPLES_NAME if trainer == 0 else f"trainer.{trainer}.samples"
+
+
+def trainer_name(trainer: int) -> str:
+    """The worker whose epoch the samples on `samples_name(trainer)` are meant for."""
+    return f"trainer:{trainer}"
 
 
 def released_name(actor: int) -> str:
@@ -51,11 +62,13 @@ class SampleProducer:
         actor: int,
         slots: dict[tuple[int, int], Segment],
         incarnations: Incarnations = NO_RESTARTS,
+        trainer: int = 0,
     ) -> None:
         self.actor = actor
+        self.trainer = trainer_name(trainer)
         self.slots = slots  # (split, slot) -> segment arrays
         # header (actor, split, slot): the slot is slots[(split, slot)] here
-        self._out = carry_out(transport, transport.sender(SAMPLES_NAME), slot_at(slots, 1, 2))
+        self._out = carry_out(transport, transport.sender(samples_name(trainer)), slot_at(slots, 1, 2))
         self._released = transport.receiver(released_name(actor))
         self._free: dict[int, deque[int]] = {}
         for split, slot in slots:
@@ -63,12 +76,12 @@ class SampleProducer:
         self._sent: set[tuple[int, int]] = set()  # (split, slot) the trainer holds
         self._incarnations = incarnations
         self.epoch = incarnations.of(f"actor:{actor}")
-        self.trainer_epoch = incarnations.of(TRAINER)
+        self.trainer_epoch = incarnations.of(self.trainer)
         self.receivers: list[Receiver] = [self._released]
 
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""
-        trainer_epoch = self._incarnations.of(TRAINER)
+        trainer_epoch = self._incarnations.of(self.trainer)
         if trainer_epoch != self.trainer_epoch:  # restarted: the slots it held are ours again
             for s, k in self._sent:
                 self._free[s].append(k)
@@ -95,13 +108,14 @@ class SampleConsumer:
         transport: Transport,
         slots: dict[tuple[int, int, int], Segment],
         incarnations: Incarnations = NO_RESTARTS,
+        trainer: int = 0,
     ) -> None:
-        self.slots = slots  # (actor, split, slot) -> segment arrays
-        self._in = carry_in(transport, transport.receiver(SAMPLES_NAME), slot_at(slots, 0, 1, 2))
+        self.slots = slots  # (actor, split, slot) -> segment arrays of this trainer's actors
+        self._in = carry_in(transport, transport.receiver(samples_name(trainer)), slot_at(slots, 0, 1, 2))
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
         self._incarnations = incarnations
-        self.epoch = incarnations.of(TRAINER)
+        self.epoch = incarnations.of(trainer_name(trainer))
         self.stale = 0  # samples dropped because their actor or their trainer was restarted
         self.receivers: list[Receiver] = [self._in]
 

@@ -15,7 +15,7 @@ import numpy as np
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN
 from srl.streams.inference import replies_name, requests_name
 from srl.streams.params import SERVICE_IN, SERVICE_OUT
-from srl.streams.samples import SAMPLES_NAME, released_name
+from srl.streams.samples import released_name, samples_name
 from srl.streams.tcp import WILDCARDS, Wire
 from srl.streams.wire import Limits
 
@@ -23,13 +23,22 @@ SECRET_BYTES = 32
 CONTROL_FRAME_BYTES = 4 << 20  # one JSON report; generous, reports are a few KiB
 
 
-def stream_names(config: Any) -> list[str]:
-    """Every name a receiver or publisher binds in a run of `config` (see srl.workers.build)."""
-    names = [CONTROLLER_IN, CONTROL_OUT, SERVICE_IN, SERVICE_OUT, SAMPLES_NAME]
-    names += [requests_name(p) for p in range(config.num_policy_workers)]
+CONTROLLER = "controller"
+
+
+def stream_owners(config: Any) -> dict[str, str]:
+    """Every name a receiver or publisher binds in a run of `config` -> the worker that binds it
+    (see srl.workers.build), or CONTROLLER. Others connect to the owner's host."""
+    owners = {CONTROLLER_IN: CONTROLLER, CONTROL_OUT: CONTROLLER, SERVICE_IN: "params:0", SERVICE_OUT: "params:0"}
+    owners.update({samples_name(t): f"trainer:{t}" for t in range(config.num_trainers)})
+    owners.update({requests_name(p): f"policy:{p}" for p in range(config.num_policy_workers)})
     for a in range(config.num_actor_workers):
-        names += [replies_name(a), released_name(a)]
-    return names
+        owners.update({replies_name(a): f"actor:{a}", released_name(a): f"actor:{a}"})
+    return owners
+
+
+def stream_names(config: Any) -> list[str]:
+    return list(stream_owners(config))
 
 
 def free_ports(host: str, count: int) -> list[int]:

@@ -7,7 +7,7 @@ a backend decides the rest:
 | --- | --- | --- | --- |
 | `InlineTransport` | process memory | in-process queues | launcher=inline (one process) |
 | `LocalTransport` | POSIX shared memory | ZeroMQ ipc | launcher=local (one process per worker), transport=shm |
-| `TcpTransport` | each process's own copy; a slot's arrays travel as raw frames with its message | ZeroMQ tcp, HMAC-signed | launcher=local with transport=tcp (loopback), workers on other machines |
+| `TcpTransport` | each process's own copy; a slot's arrays travel as raw frames with its message | ZeroMQ tcp, HMAC-signed | transport=tcp with launcher=local (loopback or bind_host) or launcher=ray (workers on any node) |
 
 A *message* is a header of small integers plus optional raw byte frames (arrays). Headers are
 int64 vectors and frames are raw buffers: nothing received is ever unpickled.

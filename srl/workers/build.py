@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from srl.envs import make_vector_env
 from srl.monitor.timing import TimeBreakdown
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.streams.control import Role
+from srl.streams.gradients import GradientGroup
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import InferenceClient, InferenceServer, LocalInferenceClient, Slot
 from srl.streams.params import ParamPublisher, ParamSubscriber
@@ -64,7 +66,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.seed * 1_000_003 + g * c.envs_per_split + epoch * 1_000_000_007 for g in groups]
-    samples = SampleProducer(transport, actor, segments, lives)
+    samples = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor))
     return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic, clock=clock)
 
 
@@ -75,6 +77,49 @@ def _acting(graph: Graph, transport: Transport, clock: TimeBreakdown | None = No
     seed = c.seed if c.deterministic else None
     return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=seed, clock=clock,
                   exploration=make_exploration(graph))
+
+
+def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> TrainerKernel:
+    """Trainer `spec.index` of `num_trainers`: its share of the actors' segment slots, and its
+    place in the gradient group when there are several."""
+    c = graph.config
+    mine = graph.actors_of_trainer(spec.index)
+    segments = {}
+    for a in mine:
+        _, actor_segments = _actor_arrays(graph, transport, a)
+        segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
+    policy = _policy(graph)
+    lives = incarnations(graph, transport)
+    algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
+    group = None
+    if c.num_trainers > 1:
+        if graph.trainer_group is None:
+            raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launcher=local or ray)")
+        device = next(policy.parameters()).device
+        # epochs of a group's trainers move together (restarted as one): the group's generation
+        group = GradientGroup(graph.trainer_group, spec.index, lives.of(spec.name), device, c.heartbeat_timeout_s)
+    leader = group is None or group.leader
+    publisher = ParamPublisher(transport, generation=lives.of(spec.name), incarnations=lives) if leader else None
+    return TrainerKernel(
+        policy,
+        algorithm,
+        SampleConsumer(transport, segments, lives, trainer=spec.index),
+        publisher,
+        fields=graph.segment_fields(),
+        sample_length=c.sample_length,
+        batch_segments=c.batch_segments,
+        rows_per_segment=graph.rows_per_split,
+        num_agents=len(graph.agents),
+        max_policy_lag=c.max_policy_lag,
+        run_dir=Path(str(c.run_dir)),
+        checkpoint_interval_s=c.checkpoint_interval_s,
+        resume=c.resume is not None,
+        splits_per_actor=c.ring_splits if c.deterministic else None,
+        max_updates=c.max_updates,
+        group=group,
+        actors=mine,
+        record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
+    )
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
@@ -98,31 +143,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
 
         return make_replay_trainer(graph, transport)
     if spec.role == Role.TRAINER:
-        segments = {}
-        for a in range(c.num_actor_workers):
-            _, actor_segments = _actor_arrays(graph, transport, a)
-            segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
-        policy = _policy(graph)
-        lives = incarnations(graph, transport)
-        entry = registry.algorithms.get(c.algorithm)
-        algorithm = entry.algorithm_cls(policy, c.algo_config, c.total_env_steps)
-        return TrainerKernel(
-            policy,
-            algorithm,
-            SampleConsumer(transport, segments, lives),
-            ParamPublisher(transport, generation=lives.of(spec.name), incarnations=lives),
-            fields=graph.segment_fields(),
-            sample_length=c.sample_length,
-            batch_segments=c.batch_segments,
-            rows_per_segment=graph.rows_per_split,
-            num_agents=len(graph.agents),
-            max_policy_lag=c.max_policy_lag,
-            run_dir=Path(str(c.run_dir)),
-            checkpoint_interval_s=c.checkpoint_interval_s,
-            resume=c.resume is not None,
-            splits_per_actor=c.ring_splits if c.deterministic else None,
-            max_updates=c.max_updates,
-        )
+        return _make_trainer(graph, spec, transport)
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport)
     if spec.role == Role.EVAL:

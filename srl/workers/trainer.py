@@ -7,10 +7,15 @@ at once, so actors refill them while the trainer computes.
 With `splits_per_actor` set (deterministic mode), every update takes exactly one segment from each ring
 group, at that group's fixed place in the batch, whatever order they arrive in: the batch, and
 so the update, does not depend on process timing.
+
+With several trainers (`group`, srl.streams.gradients), each gathers its own actors' segments and
+the group averages gradients, so each update is one step on the union of their batches; only
+the group's leader (rank 0) publishes parameters and writes checkpoints.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -23,6 +28,7 @@ from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
+from srl.streams.gradients import GradientGroup
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
@@ -34,7 +40,7 @@ class TrainerKernel:
         policy: Policy,
         algorithm: Algorithm,
         samples: SampleConsumer,
-        params: ParamPublisher,
+        params: ParamPublisher | None,
         fields: dict[str, FieldSpec],
         sample_length: int,
         batch_segments: int,
@@ -46,6 +52,9 @@ class TrainerKernel:
         resume: bool = False,
         splits_per_actor: int | None = None,
         max_updates: int | None = None,
+        group: GradientGroup | None = None,
+        actors: list[int] | None = None,
+        record_digests: bool = False,
     ) -> None:
         self.policy, self.algorithm = policy, algorithm
         self.samples, self.params = samples, params
@@ -58,6 +67,8 @@ class TrainerKernel:
         self.tensors = {n: torch.from_numpy(a) for n, a in self.batch.items()}  # share memory
         self.filled = 0
         self.splits_per_actor = splits_per_actor  # set: segment (actor, split) has a fixed batch place
+        # an actor's place among this trainer's actors (several trainers each take a share)
+        self.actor_place = {a: i for i, a in enumerate(actors)} if actors is not None else None
         self.places_filled: set[int] = set()
         self.held: list[SegmentRef] = []  # segments for the next batch (deterministic mode)
         self.max_updates = max_updates
@@ -72,6 +83,14 @@ class TrainerKernel:
             algorithm.load_state_dict(resumed["algorithm"])
             self.version, self.env_steps = resumed["version"], resumed["env_steps"]
             print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
+        self.group = group  # None: the only trainer; else only its leader publishes and checkpoints
+        if group is not None:
+            group.attach(policy)
+        self.leader = group is None or group.leader
+        assert (params is not None) == self.leader, "exactly the leader publishes parameters"
+        # version -> sha256 of the parameters after that update, written to run_dir/param_digests at
+        # the end (SRL_RECORD_PARAM_DIGESTS=1; tests check that every trainer took the same steps)
+        self.digests: dict[int, str] | None = {} if record_digests else None
 
     def _reset_stats(self) -> None:
         self.updates, self.dropped, self.lag_sum, self.lag_count, self.train_time_s = 0, 0, 0, 0, 0.0
@@ -82,7 +101,11 @@ class TrainerKernel:
         return self.samples.receivers
 
     def start(self) -> None:
-        self.params.publish(self.version, self.policy)
+        self._publish()
+
+    def _publish(self) -> None:
+        if self.params is not None:
+            self.params.publish(self.version, self.policy)
 
     def poll(self) -> bool:
         limit = self.batch_segments if self.splits_per_actor else self.batch_segments - self.filled
@@ -101,8 +124,8 @@ class TrainerKernel:
             self.samples.release(ref)
             if self.filled == self.batch_segments:
                 self._update()
-        if self.params.service_restarted():  # it lost the weights: waiting subscribers need them
-            self.params.publish(self.version, self.policy)
+        if self.params is not None and self.params.service_restarted():  # it lost the weights: resend
+            self._publish()
         self.clock.switch(OTHER)
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
             self.save_checkpoint()
@@ -112,7 +135,8 @@ class TrainerKernel:
         """Where in the batch this segment goes; None: its group's place is taken (hold it)."""
         if self.splits_per_actor is None:
             return self.filled
-        place = ref.actor * self.splits_per_actor + ref.split
+        actor = ref.actor if self.actor_place is None else self.actor_place[ref.actor]
+        place = actor * self.splits_per_actor + ref.split
         return None if place in self.places_filled else place
 
     def _take(self, segment: dict[str, np.ndarray], place: int) -> bool:
@@ -137,6 +161,10 @@ class TrainerKernel:
         self.dropped += 1
 
     def _update(self) -> None:
+        if self.group is not None and not self.group.proceed():  # a member is leaving: no update
+            self.filled = 0
+            self.places_filled.clear()
+            return
         started = time.perf_counter()
         steps = (self.batch[C.REWARD].shape[0] - 1) * self.batch[C.REWARD].shape[1] // self.num_agents
         self.env_steps += steps
@@ -144,7 +172,9 @@ class TrainerKernel:
         self.stats = self.algorithm.step(self.tensors, self.env_steps)
         self.clock.switch(SEND_RECV)
         self.version += 1
-        self.params.publish(self.version, self.policy)
+        if self.digests is not None:
+            self.digests[self.version] = checkpoint.params_sha256(self.policy)
+        self._publish()
         self.clock.switch(previous)
         self.filled = 0
         self.places_filled.clear()
@@ -152,6 +182,9 @@ class TrainerKernel:
         self.train_time_s += time.perf_counter() - started
 
     def save_checkpoint(self) -> None:
+        if not self.leader:  # the group's parameters are the leader's: one checkpoint
+            self._last_checkpoint_s = time.monotonic()
+            return
         checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict())
         self._last_checkpoint_s = time.monotonic()
 
@@ -169,8 +202,16 @@ class TrainerKernel:
         return out
 
     def finish(self) -> dict:
+        if self.group is not None:
+            self.group.leave()
         self.save_checkpoint()
+        if self.digests is not None:
+            rank = 0 if self.group is None else self.group.rank
+            path = self.run_dir / "param_digests" / f"trainer-{rank}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.digests, sort_keys=True))
         return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
 
     def close(self) -> None:
-        pass
+        if self.group is not None:
+            self.group.close()

@@ -1,0 +1,109 @@
+"""Gradient stream: several trainers of one policy as a torch.distributed group.
+
+    trainer t: backward() --each parameter's gradient--> all-reduce (sum / N) --> clip, optimizer step
+
+Every trainer holds the same parameters and optimizer state (rank 0's are broadcast when the group
+forms) and averages every gradient over the group as soon as backward has accumulated it, so the
+algorithm's own clipping and optimizer step see the group's mean gradient and every trainer takes
+the same step: the parameters stay identical with no algorithm knowing about the group.
+For equal-sized shares, the mean of the trainers' mean-loss gradients is the gradient of the mean
+loss over the union of their batches.
+
+Stopping: a trainer told to stop may leave while another waits in a collective for it. So every
+update starts with a one-integer vote (`proceed`); a leaving trainer votes once to stop
+(`leave`), and once any vote says stop, no member runs another collective: every trainer
+reaches its final report.
+
+The rendezvous is a `torch.distributed.TCPStore` served by the controller (`TrainerGroupStore`);
+trainers join it as clients under a prefix of their epoch, so a group restarted together
+(srl.launch.supervise) meets in a fresh namespace of the same store.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class GroupAddress:
+    """Where the controller's store listens, and how many trainers meet there."""
+
+    host: str
+    port: int
+    world_size: int
+
+
+class TrainerGroupStore:
+    """The controller's side: serves the store for the run's whole life (port chosen by the OS)."""
+
+    def __init__(self, host: str, world_size: int, bind_host: str | None = None) -> None:
+        # the master listens on every interface; `host` is what trainers on other nodes connect to
+        self.store = dist.TCPStore(bind_host or host, 0, is_master=True, wait_for_workers=False)
+        self.address = GroupAddress(host, self.store.port, world_size)
+
+
+def backend_for(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+class GradientGroup:
+    """One trainer's membership: joins the group, averages gradients, keeps parameters equal."""
+
+    def __init__(self, address: GroupAddress, rank: int, generation: int, device: torch.device,
+                 timeout_s: float) -> None:  # fmt: skip
+        if dist.is_initialized():
+            raise RuntimeError("this process already belongs to a torch.distributed group")
+        self.rank, self.world_size = rank, address.world_size
+        timeout = datetime.timedelta(seconds=timeout_s)
+        client = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout)
+        store = dist.PrefixStore(f"generation-{generation}", client)
+        dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=self.world_size,
+                                timeout=timeout)  # fmt: skip
+        self._hooks: list = []
+        self.stopped = False  # a member voted to stop: no more collectives
+
+    @property
+    def leader(self) -> bool:
+        """Rank 0 publishes parameters and writes checkpoints for the group."""
+        return self.rank == 0
+
+    def attach(self, module: torch.nn.Module) -> None:
+        """Make every gradient `module` accumulates the group's mean, and start from rank 0's weights."""
+        with torch.no_grad():
+            for tensor in module.state_dict().values():
+                dist.broadcast(tensor, src=0)
+        for param in module.parameters():
+            if param.requires_grad:
+                self._hooks.append(param.register_post_accumulate_grad_hook(self._average))
+
+    def _average(self, param: torch.Tensor) -> None:
+        # every trainer runs the same graph, so the hooks (and these collectives) fire in one order
+        assert param.grad is not None
+        dist.all_reduce(param.grad)
+        param.grad.div_(self.world_size)
+
+    def proceed(self) -> bool:
+        """Before an update: True if every member takes it (none is leaving)."""
+        return not self.stopped and not self._vote(stop=False)
+
+    def leave(self) -> None:
+        """Vote to stop, unless the group already stopped; the members' last collective."""
+        if not self.stopped:
+            self._vote(stop=True)
+
+    def _vote(self, stop: bool) -> bool:
+        flag = torch.tensor([int(stop)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        self.stopped = bool(flag.item())
+        return self.stopped
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,173 @@
+"""num_trainers > 1: trainers of one policy as a torch.distributed group (srl.streams.gradients).
+
+- two gloo trainers, each stepping PPO on half of a batch, keep identical parameters after every
+  step and end where one trainer stepping on the whole batch ends;
+- with the local launcher, two trainers fed by their own actors record the same parameter hash
+  after every update, and CartPole learns with them;
+- the config refuses what a group cannot do, naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import threading
+import time
+
+import gymnasium as gym
+import pytest
+import torch
+from test_faults import kill_now
+from test_ppo import OBS_SPACE, make_batch
+
+from srl.algos import PPO, PPOConfig
+from srl.checkpoint import params_sha256
+from srl.config import ConfigError, load_config
+from srl.launch.run import run_experiment
+from srl.models import ActorCriticMLP
+from srl.streams.gradients import GradientGroup, TrainerGroupStore
+
+STEPS = 4
+ROWS = 8
+# no per-minibatch advantage statistics: each trainer's mean loss over its half then averages to
+# the mean loss over the whole batch, so the two setups take the same steps
+ACTIONS = gym.spaces.Discrete(2)
+EXACT = PPOConfig(epochs=3, num_minibatches=1, normalize_advantage=False, anneal_lr=False)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Initial weights depend on the thread count (orthogonal init): one thread, as the trainers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    return make_batch(ActorCriticMLP(OBS_SPACE, ACTIONS), rows=ROWS)
+
+
+
+
+def _trainer(rank: int, address, out: mp.Queue) -> None:
+    torch.set_num_threads(1)
+    batch = _batch()
+    mine = {k: v[:, rank * ROWS // 2 : (rank + 1) * ROWS // 2] for k, v in batch.items()}
+    torch.manual_seed(100 + rank)  # different initial weights: joining the group makes them rank 0's
+    policy = ActorCriticMLP(OBS_SPACE, ACTIONS)
+    group = GradientGroup(address, rank, generation=0, device=torch.device("cpu"), timeout_s=60)
+    try:
+        group.attach(policy)
+        ppo = PPO(policy, EXACT, total_env_steps=1000)
+        digests = [params_sha256(policy)]
+        for _ in range(STEPS):
+            ppo.step(mine, env_steps=0)
+            digests.append(params_sha256(policy))
+        out.put((rank, digests, [p.detach().numpy().copy() for p in policy.parameters()]))
+    finally:
+        group.close()
+
+
+def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
+    store = TrainerGroupStore("127.0.0.1", world_size=2)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_trainer, args=(r, store.address, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = dict((rank, (digests, params)) for rank, digests, params in (out.get(timeout=120) for _ in procs))
+    for p in procs:
+        p.join(timeout=30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert results[0][0] == results[1][0], "parameters differ between trainers after some step"
+    assert len(set(results[0][0])) == STEPS + 1, "every step changes the parameters"
+
+    batch = _batch()
+    torch.manual_seed(100)  # rank 0's initial weights
+    policy = ActorCriticMLP(OBS_SPACE, ACTIONS)
+    assert params_sha256(policy) == results[0][0][0]
+    ppo = PPO(policy, EXACT, total_env_steps=1000)
+    for _ in range(STEPS):
+        ppo.step(batch, env_steps=0)
+    for mine, theirs in zip(policy.parameters(), results[0][1]):
+        assert torch.allclose(mine.detach(), torch.from_numpy(theirs), atol=1e-5, rtol=1e-4)
+
+
+def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_dir, monkeypatch):
+    monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")  # the forked trainers inherit it
+    config = load_config("cartpole-ppo", [
+        "num_trainers=2", "num_actor_workers=2", "max_updates=12", f"run_dir={run_dir}", "display=off",
+        "learning_curve=false",
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    digests = [json.loads((run_dir / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
+    assert sorted(digests[0], key=int) == [str(v) for v in range(1, 13)]
+    assert digests[0] == digests[1]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["updates"] == 12 and summary["policy_version"] == 12, "trainer 0 counts the group's updates"
+    assert summary["params_sha256"] == digests[0]["12"]
+
+
+def test_cartpole_learns_with_two_trainers(run_dir):
+    config = load_config("cartpole-ppo", [
+        "num_trainers=2", "num_actor_workers=2", "seed=1", "target_return=300", "total_env_steps=200000",
+        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return"), summary
+    assert summary["episode_return_mean"] >= 300
+    assert summary["params_sha256"], "trainer 0 made its final report: no trainer was left in a collective"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["num_actor_workers=3"], r"num_trainers \(2\) must divide num_actor_workers \(3\)"),
+    (["launcher=inline"], "num_trainers=2 needs one process per trainer"),
+    (["replay={}", "algorithm=dqn"], "num_trainers=2 cannot run with replay"),
+])  # fmt: skip
+def test_config_refuses_what_a_trainer_group_cannot_do(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config("cartpole-ppo", ["num_trainers=2", "num_actor_workers=2", *overrides])
+
+
+def test_a_killed_trainer_restarts_its_whole_group_from_the_checkpoint(run_dir):
+    config = load_config("cartpole-ppo", [
+        "num_trainers=2", "num_actor_workers=2", "max_updates=30", "checkpoint_interval_s=0.5",
+        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+    ])  # fmt: skip
+    killed: list[str] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("*")):
+            time.sleep(0.2)
+        title = kill_now(os.getpid(), ("trainer",), random.Random(1))
+        killed.append(str(title))
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    assert run_experiment(config) == 0
+    thread.join()
+    assert killed and killed[0].startswith("srl:cartpole-ppo:trainer:"), killed
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["restarts"] == {"trainer:0": 1, "trainer:1": 1}, summary
+    assert summary["stop_reason"] == "max_updates 30 reached", summary
+
+
+def test_deterministic_runs_with_two_trainers_end_with_the_same_parameters(tmp_path):
+    """Lock step per trainer (each takes one segment from each of its actors' ring groups), and
+    the group's averaged steps: the same seed gives the same parameters."""
+    hashes = []
+    for k in range(2):
+        config = load_config("cartpole-ppo", [
+            "num_trainers=2", "num_actor_workers=2", "deterministic=true", "seed=3", "max_updates=6",
+            f"run_dir={tmp_path / str(k)}", "display=off", "learning_curve=false",
+        ])  # fmt: skip
+        assert config.batch_segments == 1, "each trainer's share: one segment per ring group of its actor"
+        assert run_experiment(config) == 0
+        hashes.append(json.loads((tmp_path / str(k) / "summary.json").read_text())["params_sha256"])
+    assert hashes[0] and hashes[0] == hashes[1]
