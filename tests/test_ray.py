@@ -121,14 +121,14 @@ def test_ray_resources_name_known_roles():
 def test_tcp_streams_between_two_nodes_train_cartpole_with_two_trainers(run_dir, two_nodes):
     """transport=tcp: actors on one node, the trainer group and the parameter service on the other;
     every stream's address found through Ray, nothing shared but the network."""
-    config = load_config("cartpole-ppo", [
-        "launcher=ray", f"ray_address={two_nodes.address}", "transport=tcp", "num_actor_workers=2",
+    code, output = run_srl(
+        "cartpole-ppo", "launcher=ray", f"ray_address={two_nodes.address}", "transport=tcp", "num_actor_workers=2",
         "num_trainers=2", "seed=1", "target_return=150", "total_env_steps=150000", f"run_dir={run_dir}",
-        "display=off", "learning_curve=false", *SLOW_START,
+        "learning_curve=false",
         "ray_resources.actor.resources.node_b=1", "ray_resources.trainer.resources.node_a=1",
         "ray_resources.params.resources.node_a=1", "ray_resources.params.num_cpus=0",
-    ])  # fmt: skip
-    assert run_experiment(config) == 0
+    )  # fmt: skip
+    assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"].startswith("target_return"), summary
     assert summary["params_sha256"], "the trainers left their group cleanly and reported"
