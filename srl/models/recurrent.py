@@ -55,7 +55,10 @@ class RecurrentActorCritic(Policy):
         self.actor_head = nn.Linear(self.hidden, int(action_space.n))
         nn.init.orthogonal_(self.actor_head.weight, 0.01)
         nn.init.zeros_(self.actor_head.bias)
-        self.critic_head = nn.Linear(self.hidden, 1)
+        # The critic reads the core's output through its own layer, with the gradient stopped:
+        # the value loss is in return units (tens on CartPole) and, through a shared core, would
+        # swamp the policy gradient (measured: no learning at all with the critic on the core).
+        self.critic_head = nn.Sequential(nn.Linear(self.hidden, self.hidden), nn.Tanh(), nn.Linear(self.hidden, 1))
         self.state_size = 2 * self.hidden if cell == "lstm" else self.hidden
         self._solo_state: torch.Tensor | None = None  # for stateless callers of `rollout`
         self._solo_first: torch.Tensor | None = None
@@ -89,7 +92,7 @@ class RecurrentActorCritic(Policy):
         out = {
             C.ACTION: index + self.action_start,
             C.LOG_PROB: log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1),
-            C.VALUE: self.critic_head(y).squeeze(-1),
+            C.VALUE: self.critic_head(y.detach()).squeeze(-1),
             C.HIDDEN: state,
         }
         return out, next_state
@@ -115,17 +118,27 @@ class RecurrentActorCritic(Policy):
                          first: torch.Tensor) -> dict[str, torch.Tensor]:
         """obs [T, B, ...], action [T, B], state [B, S] entering step 0, first [T, B] ->
         {"log_prob", "entropy", "value"}, each [T, B], differentiable."""
+        steps, rows = obs.shape[:2]
+        x = self._encode(obs.reshape(steps * rows, *obs.shape[2:])).view(steps, rows, self.hidden)
+        keep = (~first.bool()).unsqueeze(-1).to(x.dtype)  # [T, B, 1]: 0 where an episode starts
         ys = []
-        for t in range(obs.shape[0]):
-            y, state = self._core(self._encode(obs[t]), _reset(state, first[t]))
-            ys.append(y)
+        if self.cell == "lstm":  # h and c kept apart inside the loop: no cat/split per step
+            h, c = state[:, : self.hidden], state[:, self.hidden :]
+            for t in range(steps):
+                h, c = self.core(x[t], (h * keep[t], c * keep[t]))
+                ys.append(h)
+        else:
+            h = state
+            for t in range(steps):
+                h = self.core(x[t], h * keep[t])
+                ys.append(h)
         y = torch.stack(ys)
         log_probs = torch.log_softmax(self.actor_head(y), dim=-1)
         index = action.long() - self.action_start
         return {
             C.LOG_PROB: log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1),
             "entropy": -(log_probs.exp() * log_probs).sum(-1),
-            C.VALUE: self.critic_head(y).squeeze(-1),
+            C.VALUE: self.critic_head(y.detach()).squeeze(-1),
         }
 
     # -- helpers ----------------------------------------------------------------------------------
