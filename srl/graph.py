@@ -117,8 +117,12 @@ class Graph:
     def batch_fields(self) -> dict[str, FieldSpec]:
         """One replay batch row (buffer -> trainer), see srl.data.replay."""
         from srl.data.replay import batch_fields
+        from srl.data.sequences import sequence_batch_fields
 
-        return batch_fields(space_spec(self.observation_space), space_spec(self.action_space))
+        obs, action = space_spec(self.observation_space), space_spec(self.action_space)
+        if C.HIDDEN in self.policy_fields:  # recurrent: whole sequences with their start state
+            return sequence_batch_fields(obs, action, self.config.sample_length, self.policy_fields[C.HIDDEN])
+        return batch_fields(obs, action)
 
     def buffer_layout(self) -> Layout:
         """The buffer worker's block: its batch slots."""
