@@ -318,7 +318,7 @@ def _check_recurrent(graph: Graph, recurrent: bool) -> None:
         )
     if recurrent and not getattr(registry.algorithms.get(c.algorithm).algorithm_cls, "trains_recurrent", False):
         raise ConfigError(
-            f"field 'algorithm': {c.algorithm!r} cannot train the recurrent policy {c.policy!r} (ppo can)"
+            f"field 'algorithm': {c.algorithm!r} cannot train the recurrent policy {c.policy!r} (ppo and r2d2 can)"
         )
 
 
