@@ -54,11 +54,8 @@ def recurrent_epochs(
                 batch[OBS][:steps, rows], batch[ACTION][:steps, rows], batch[HIDDEN][0, rows], batch[FIRST][:steps, rows]
             )
             out = {k: v[kept].flatten() for k, v in out.items()}
-
-            def flat(x: torch.Tensor) -> torch.Tensor:
-                return x[:, rows][kept].flatten()  # noqa: B023 (used at once)
-
-            totals += ppo.apply_loss(out, flat(old_log_prob), flat(old_value), flat(advantage), flat(returns))
+            old = (x[:, rows][kept].flatten() for x in (old_log_prob, old_value, advantage, returns))
+            totals += ppo.apply_loss(out, *old)
     stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * len(parts))).tolist()))
     stats["losses/explained_variance"] = _explained_variance(old_value[kept].flatten(), returns[kept].flatten())
     return stats

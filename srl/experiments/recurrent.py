@@ -73,8 +73,8 @@ def cartpole_r2d2() -> dict[str, Any]:
         "policy_kwargs": {"cell": "lstm", "hidden": 64},
         "epsilon": 0.3,
         "epsilon_alpha": 7.0,
-        # capacity, batch_size and warmup count sequences of 16 steps; 8 sequences sampled per one stored
-        "replay": {"capacity": 5_000, "batch_size": 32, "warmup": 64, "replay_ratio": 8.0},
+        # capacity, batch_size and warmup count sequences of 16 steps; 16 sequences sampled per one stored
+        "replay": {"capacity": 5_000, "batch_size": 32, "warmup": 64, "replay_ratio": 16.0},
         "algorithm": "r2d2",
         "algo": {"lr": 1e-3, "gamma": 0.99, "n_step": 3, "burn_in": 4, "target_update_interval": 100},
     }
