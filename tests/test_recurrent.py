@@ -4,6 +4,8 @@ acting log-probabilities; burn-in steps carry no loss. Kernels driven by hand, n
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -70,7 +72,7 @@ def test_hidden_state_is_zero_exactly_at_episode_starts_and_chains_across_segmen
         assert np.array_equal(seg[C.FIRST], starts)
         norms = np.abs(seg[C.HIDDEN]).sum(-1)
         assert (norms[starts] == 0).all() and (norms[~starts] > 0).all()
-    for before, after in zip(segments, segments[1:]):  # row T of one is row 0 of the next
+    for before, after in itertools.pairwise(segments):  # row T of one is row 0 of the next
         for name in (C.HIDDEN, C.FIRST, C.LOG_PROB):
             assert np.array_equal(before[name][T], after[name][0]), name
 

@@ -31,7 +31,7 @@ def loss_steps(steps: int, burn_in: int) -> slice:
 
 
 def recurrent_epochs(
-    ppo: "PPO", batch: dict[str, torch.Tensor], advantage: torch.Tensor, returns: torch.Tensor
+    ppo: PPO, batch: dict[str, torch.Tensor], advantage: torch.Tensor, returns: torch.Tensor
 ) -> dict[str, float]:
     """ppo.config.epochs passes over the batch's segment rows; the stats of srl.algos.ppo."""
     from srl.algos.ppo import STAT_NAMES, _explained_variance
