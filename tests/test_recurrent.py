@@ -196,3 +196,14 @@ def test_cartpole_r2d2_runs_end_to_end_on_the_buffer_worker(run_dir):
     assert run_experiment(config) == 0
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["policy_version"] > 0 and np.isfinite(lines[-1]["losses/td_loss"])
+
+
+def test_first_flags_travel_with_requests_and_the_state_with_replies():
+    """On tcp, a request carries what the actor writes (obs, first), a reply what the policy writes."""
+    from srl.streams.inference import reply_fields, request_fields
+
+    slot = build_graph(recurrent_config()).slot_fields()
+    assert request_fields(slot) == [C.OBS, C.FIRST]
+    assert set(reply_fields(slot)) == {C.ACTION, C.LOG_PROB, C.VALUE, C.HIDDEN}
+    plain = build_graph(build_config({"experiment": "x", "env": "counting"})).slot_fields()
+    assert request_fields(plain) == [C.OBS] and C.FIRST not in plain
