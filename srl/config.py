@@ -382,6 +382,12 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
         config.algo = entry.config_cls.model_validate(algo_values)
     except ValidationError as e:
         raise ConfigError(_format(e, "algo.", entry.config_cls)) from None
+    burn_in = getattr(config.algo, "burn_in", 0)
+    if burn_in >= config.sample_length:
+        raise ConfigError(
+            f"field 'algo.burn_in': {burn_in} must be less than sample_length ({config.sample_length}): "
+            "burn-in steps carry no loss, so a segment needs steps after them"
+        )
     for field, table in (("env", None), ("policy", registry.policies)):
         if table is not None and getattr(config, field) not in table:
             raise ConfigError(f"field {field!r}: {_unknown(table, getattr(config, field))}")

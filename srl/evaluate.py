@@ -70,6 +70,8 @@ def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: 
         with torch.inference_mode():
             action = policy.rollout(torch.from_numpy(obs), deterministic=deterministic)["action"].numpy()
         step = env.step(action)
+        if hasattr(policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
+            policy.episodes_ended(step.terminated | step.truncated)
         running += step.reward
         obs = step.obs
         if (step.terminated | step.truncated).any():  # one env: every row ends together

@@ -72,6 +72,7 @@ class Graph:
     policy_fields: dict[str, FieldSpec]
     workers: list[WorkerSpec] = field(default_factory=list)
     streams: list[StreamSpec] = field(default_factory=list)
+    policy_inputs: dict[str, FieldSpec] = field(default_factory=dict)  # written by actors (Policy.input_fields)
     # num_trainers > 1: where the trainers meet (set by the launcher, srl.streams.gradients)
     trainer_group: "GroupAddress | None" = None
 
@@ -100,6 +101,7 @@ class Graph:
         return {
             C.OBS: space_spec(self.observation_space),
             C.ACTION: space_spec(self.action_space),
+            **self.policy_inputs,
             **self.policy_fields,
         }
 
@@ -128,8 +130,12 @@ class Graph:
     def batch_fields(self) -> dict[str, FieldSpec]:
         """One replay batch row (buffer -> trainer), see srl.data.replay."""
         from srl.data.replay import batch_fields
+        from srl.data.sequences import sequence_batch_fields
 
-        return batch_fields(space_spec(self.observation_space), space_spec(self.action_space))
+        obs, action = space_spec(self.observation_space), space_spec(self.action_space)
+        if C.HIDDEN in self.policy_fields:  # recurrent: whole sequences with their start state
+            return sequence_batch_fields(obs, action, self.config.sample_length, self.policy_fields[C.HIDDEN])
+        return batch_fields(obs, action)
 
     def buffer_layout(self) -> Layout:
         """The buffer worker's block: its batch slots."""
@@ -192,7 +198,13 @@ def build_graph(config: ExperimentConfig) -> Graph:
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
             f"(observation {observation_space}, action {action_space}): {e}"
         ) from None
-    graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields())
+    except ValueError as e:
+        raise ConfigError(f"field 'policy_kwargs': {e}") from None
+    if config.pod and getattr(policy, "recurrent", False):
+        raise ConfigError(f"field 'pod': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
+    graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields(),
+                  policy_inputs=policy.input_fields())
+    _check_recurrent(graph, getattr(policy, "recurrent", False))
     if config.ensemble.population > 1 and not config.pod:
         raise ConfigError(f"field 'ensemble.population': {config.ensemble.population} pods need pod=true")
     if config.pod:
@@ -311,6 +323,23 @@ def _check_batch(graph: Graph) -> None:
         entry.algorithm_cls.check_batch(c.algo_config, c.sample_length, graph.rows_per_batch)
     except ValueError as e:
         raise ConfigError(f"batch of {c.sample_length} steps x {graph.rows_per_batch} rows: {e}") from None
+
+
+def _check_recurrent(graph: Graph, recurrent: bool) -> None:
+    """burn_in needs a recurrent policy; a recurrent one trains on whole segment rows."""
+    c = graph.config
+    burn_in, minibatches = getattr(c.algo_config, "burn_in", 0), getattr(c.algo_config, "num_minibatches", 1)
+    if burn_in and not recurrent:
+        raise ConfigError(f"field 'algo.burn_in': {burn_in} needs a recurrent policy, got {c.policy!r}")
+    if recurrent and minibatches > graph.rows_per_batch:
+        raise ConfigError(
+            f"field 'algo.num_minibatches': {minibatches} exceeds the {graph.rows_per_batch} segment rows of a "
+            f"batch; a recurrent policy ({c.policy!r}) splits a batch by rows, not transitions"
+        )
+    if recurrent and not getattr(registry.algorithms.get(c.algorithm).algorithm_cls, "trains_recurrent", False):
+        raise ConfigError(
+            f"field 'algorithm': {c.algorithm!r} cannot train the recurrent policy {c.policy!r} (ppo and r2d2 can)"
+        )
 
 
 def _check_replay(graph: Graph) -> None:

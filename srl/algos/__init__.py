@@ -12,3 +12,7 @@ from srl.algos.appo import APPO, APPOConfig, IMPALAConfig
 from srl.algos.vtrace import compute_vtrace
 
 __all__ += ["APPO", "APPOConfig", "IMPALAConfig", "compute_vtrace"]
+
+from srl.algos.r2d2 import R2D2, R2D2Config
+
+__all__ += ["R2D2", "R2D2Config"]

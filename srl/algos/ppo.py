@@ -23,7 +23,7 @@ from srl.algos.gae import compute_gae
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
-from srl.data.columns import ACTION, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+from srl.data.columns import ACTION, FIRST, HIDDEN, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
 
 STAT_NAMES = (
     "losses/policy_loss",
@@ -80,12 +80,20 @@ class PPOConfig(AlgorithmConfig):
         0.5, gt=0, description="Clip the global gradient norm to this; None disables clipping."
     )
     adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
+    burn_in: int = Field(
+        0,
+        ge=0,
+        description="Recurrent policies: the first burn_in steps of each segment only warm up the state "
+        "re-run from the stored one and carry no loss (R2D2's burn-in); must be < sample_length. "
+        "Minibatches then split a batch's segment rows, not its transitions.",
+    )
 
 
 class PPO(Algorithm):
     """Clipped-surrogate PPO; owns an Adam optimizer over the policy's parameters."""
 
     config: PPOConfig
+    trains_recurrent = True  # policies with analyze_sequence: see srl.algos.ppo_recurrent
 
     def __init__(self, policy: Policy, config: PPOConfig, total_env_steps: int) -> None:
         if not isinstance(config, PPOConfig):
@@ -129,12 +137,19 @@ class PPO(Algorithm):
             group["lr"] = lr
 
         device = self.params[0].device
-        needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE)
+        recurrent = getattr(self.policy, "recurrent", False)
+        needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE) + ((FIRST, HIDDEN) if recurrent else ())
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
         with torch.no_grad():
             advantage, returns = compute_gae(
                 batch[REWARD], batch[VALUE], batch[TERMINATED], batch[TRUNCATED], cfg.gamma, cfg.gae_lambda
             )
+        if recurrent:  # through time, segment rows as minibatches (srl.algos.ppo_recurrent)
+            from srl.algos.ppo_recurrent import recurrent_epochs
+
+            stats = recurrent_epochs(self, batch, advantage, returns)
+            stats["charts/learning_rate"] = lr
+            return stats
         steps = advantage.shape[0]  # T; row T only served to bootstrap
 
         def flat(x: torch.Tensor) -> torch.Tensor:  # [T + 1, B, ...] -> [T * B, ...]
@@ -175,8 +190,18 @@ class PPO(Algorithm):
         returns: torch.Tensor,
     ) -> torch.Tensor:
         """One gradient step on a minibatch; returns its stats (detached, in STAT_NAMES order)."""
+        return self.apply_loss(self.policy.analyze(obs, action), old_log_prob, old_value, advantage, returns)
+
+    def apply_loss(
+        self,
+        out: dict[str, torch.Tensor],
+        old_log_prob: torch.Tensor,
+        old_value: torch.Tensor,
+        advantage: torch.Tensor,
+        returns: torch.Tensor,
+    ) -> torch.Tensor:
+        """One gradient step on the loss of the policy's view `out` of a minibatch (flat rows)."""
         cfg = self.config
-        out = self.policy.analyze(obs, action)
         log_ratio = out[LOG_PROB] - old_log_prob
         ratio = log_ratio.exp()
 

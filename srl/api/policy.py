@@ -47,6 +47,10 @@ class Policy(torch.nn.Module, ABC):
         They travel back to the actor with the action and are stored in its samples.
         """
 
+    def input_fields(self) -> dict[str, FieldSpec]:
+        """Per-row inputs the actor writes next to "obs" (e.g. "first" for recurrent policies)."""
+        return {}
+
     @abstractmethod
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
         """Act on obs [B, ...]: return {"action": [B, ...], **rollout_fields}. Called without grad."""

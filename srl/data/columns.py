@@ -14,6 +14,10 @@ POLICY_VERSION = "policy_version"  # parameter version that chose the action at 
 LOG_PROB = "log_prob"  # log-probability of the action at t under the acting policy (float32)
 VALUE = "value"  # value estimate of obs at t by the acting policy (float32)
 
+# Recurrent policies (srl.models.recurrent): the actor writes FIRST, the policy HIDDEN.
+FIRST = "first"  # obs at t starts an episode, so the recurrent state is zeroed before it (bool)
+HIDDEN = "hidden"  # recurrent state entering step t (after any reset), float32 [state size]
+
 # Computed by the trainer, never sent:
 ADVANTAGE = "advantage"
 RETURN = "return"

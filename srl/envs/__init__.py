@@ -23,6 +23,7 @@ from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
+from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPoleNoVel-v1
 from srl.envs.pettingzoo_env import PettingZooEnvironment, make_pettingzoo_env
 from srl.envs.vector import SerialVectorEnv
 
@@ -30,6 +31,7 @@ __all__ = [
     "CountingEnv",
     "GymEnvironment",
     "GymVectorEnv",
+    "MaskVelocity",
     "PettingZooEnvironment",
     "SerialVectorEnv",
     "check_counts",

@@ -3,6 +3,7 @@
 from srl.models.mlp import ActorCriticMLP
 from srl.models.qmlp import QMLP
 from srl.models.random_policy import RandomPolicy
+from srl.models.recurrent import RecurrentActorCritic
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
-__all__ = ["ActorCriticMLP", "QMLP", "RandomPolicy", "SquashedGaussianMLP"]
+__all__ = ["ActorCriticMLP", "QMLP", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP"]

@@ -45,11 +45,12 @@ class Request:
 
 
 def request_fields(slot: Slot) -> list[str]:
-    return [C.OBS]  # what the actor writes into a slot; the policy writes the rest
+    # what the actor writes into a slot (FIRST only for recurrent policies); the policy the rest
+    return [C.OBS, C.FIRST] if C.FIRST in slot else [C.OBS]
 
 
 def reply_fields(slot: Slot) -> list[str]:
-    return [name for name in slot if name != C.OBS]
+    return [name for name in slot if name not in (C.OBS, C.FIRST)]
 
 
 def requests_name(policy_worker: int) -> str:

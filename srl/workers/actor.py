@@ -74,6 +74,8 @@ class ActorKernel:
     def start(self) -> None:
         for s, env in enumerate(self.envs):
             self.infer_slots[s][C.OBS][:] = env.reset(seed=self.seeds[s])
+            if C.FIRST in self.infer_slots[s]:  # recurrent policies start every state afresh
+                self.infer_slots[s][C.FIRST][:] = True
             if not self._next_segment(s):
                 raise RuntimeError("no free segment slot at start")
             self._request(s)
@@ -141,6 +143,8 @@ class ActorKernel:
         segment[C.TRUNCATED][t] = out.truncated
         self._count_episodes(s, out.reward, out.terminated | out.truncated)
         slot[C.OBS][:] = out.obs
+        if C.FIRST in slot:  # an ended episode's env has reset: its next obs starts one
+            slot[C.FIRST][:] = out.terminated | out.truncated
         self.t[s] = t + 1
         self.env_steps += env.num_envs
         self._request(s)

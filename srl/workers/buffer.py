@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
+
+import numpy as np
 
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, segment_transitions
@@ -34,8 +37,13 @@ class BufferKernel:
         warmup: int,
         replay_ratio: float | None,
         num_agents: int,
+        items: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
+        steps_per_item: int = 1,
     ) -> None:
         self.samples, self.batches, self.memory = samples, batches, memory
+        # what a segment is stored as: n-step transitions, or (recurrent) whole sequences
+        self.items = items or (lambda segment: segment_transitions(segment, gamma, n_step))
+        self.steps_per_item = steps_per_item  # env steps (rows) one stored item stands for
         self.gamma, self.n_step = gamma, n_step
         self.warmup, self.replay_ratio = warmup, replay_ratio
         self.num_agents = num_agents
@@ -63,7 +71,7 @@ class BufferKernel:
             batch = self.batches.slots[slot]
             self.memory.sample(batch)
             self.sampled += len(batch[C.INDEX])
-            self.batches.send(slot, self.memory.inserted // self.num_agents)
+            self.batches.send(slot, self.memory.inserted * self.steps_per_item // self.num_agents)
             self.batches_sent += 1
             did = True
         if did:
@@ -84,7 +92,7 @@ class BufferKernel:
             if self.replay_ratio is not None and self.memory.inserted >= self.warmup and self._deficit() > 0:
                 break  # the trainer is behind: the actors' segments wait (back-pressure)
             ref = self.pending.popleft()
-            self.memory.add(segment_transitions(self.samples.segment(ref), self.gamma, self.n_step))
+            self.memory.add(self.items(self.samples.segment(ref)))
             self.samples.release(ref)
             stored += 1
         self.segments += stored

@@ -9,7 +9,9 @@ import torch
 
 from srl.algos.exploration import EpsilonGreedy, slot_epsilons
 from srl.api import registry
+from srl.data import columns as C
 from srl.data.replay import ReplayMemory, transition_fields
+from srl.data.sequences import segment_sequences, sequence_fields
 from srl.graph import Graph, actor_block, make_policy, space_spec, sub_arrays
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
@@ -36,13 +38,19 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
         for s in range(c.ring_splits):
             for k in range(c.segment_slots):
                 segments[(a, s, k)] = sub_arrays(arrays, f"sample.{s}.{k}.")
-    fields = transition_fields(space_spec(graph.observation_space), space_spec(graph.action_space))
+    obs, action = space_spec(graph.observation_space), space_spec(graph.action_space)
+    recurrent = C.HIDDEN in graph.policy_fields  # replay whole sequences (srl.data.sequences)
+    if recurrent:
+        fields = sequence_fields(obs, action, c.sample_length, graph.policy_fields[C.HIDDEN])
+    else:
+        fields = transition_fields(obs, action)
     memory = ReplayMemory(fields, replay.capacity, replay.prioritized, replay.alpha, replay.beta,
                           replay.priority_eps, seed=c.seed)
     return BufferKernel(
         SampleConsumer(transport, segments), BatchServer(transport, _batch_slots(graph, transport)), memory,
         gamma=replay.gamma, n_step=replay.n_step, warmup=replay.warmup, replay_ratio=replay.replay_ratio,
         num_agents=len(graph.agents),
+        items=segment_sequences if recurrent else None, steps_per_item=c.sample_length if recurrent else 1,
     )
 
 

@@ -75,6 +75,8 @@ class EvaluatorKernel:
             action = self.policy.rollout(torch.from_numpy(self.obs), deterministic=True)["action"].numpy()
         step = self.env.step(action)
         self.obs = step.obs
+        if hasattr(self.policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
+            self.policy.episodes_ended(step.terminated | step.truncated)
         self.running += float(step.reward.mean())  # one env: its agents' mean, as `srl eval` reports
         if not (step.terminated | step.truncated).any():
             return False

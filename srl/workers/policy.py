@@ -26,6 +26,7 @@ from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
+from srl.workers.hidden import HiddenStates
 
 
 def request_seed(seed: int, r: Request) -> int:
@@ -53,6 +54,10 @@ class Acting:
         self.outputs = [C.ACTION, *policy.rollout_fields()]
         # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
         self._rollout_numpy = getattr(policy, "rollout_numpy", None) if sampling_seed is None else None
+        # recurrent policies: the state of each (actor, split) between its requests
+        self.hidden = HiddenStates(policy.state_size) if getattr(policy, "recurrent", False) else None
+        if self.hidden is not None:
+            self._rollout_numpy = None
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
@@ -75,11 +80,11 @@ class Acting:
         started = time.perf_counter()
         previous = self.clock.switch(INFERENCE)
         if self.sampling_seed is None:
-            self._act(slots)
+            self._act(slots, requests)
         else:
             for slot, r in zip(slots, requests):
                 torch.manual_seed(request_seed(self.sampling_seed, r))
-                self._act([slot])
+                self._act([slot], [r])
         if self.exploration is not None:
             for slot, r in zip(slots, requests):
                 self.exploration(slot, r.actor, r.split)
@@ -87,10 +92,12 @@ class Acting:
         self.batches += 1
         self.infer_time_s += time.perf_counter() - started
 
-    def _act(self, slots: list[Slot]) -> None:
+    def _act(self, slots: list[Slot], requests: list[Request]) -> None:
         obs = slots[0][C.OBS] if len(slots) == 1 else np.concatenate([s[C.OBS] for s in slots])
         if self._rollout_numpy is not None:
             out = self._rollout_numpy(obs)
+        elif self.hidden is not None:
+            out = self._act_recurrent(obs, slots, requests)
         else:
             with torch.inference_mode():
                 out = self.policy.rollout(torch.from_numpy(obs))
@@ -103,6 +110,18 @@ class Acting:
             slot["version"][0] = self.params.version
             start = stop
         self.rows += start
+
+    def _act_recurrent(self, obs: np.ndarray, slots: list[Slot], requests: list[Request]) -> dict[str, np.ndarray]:
+        assert self.hidden is not None
+        keys, rows = [(r.actor, r.split) for r in requests], [len(s[C.OBS]) for s in slots]
+        first = np.concatenate([s[C.FIRST] for s in slots])
+        state = self.hidden.gather(keys, rows)
+        with torch.inference_mode():
+            out, next_state = self.policy.rollout_recurrent(
+                torch.from_numpy(obs), torch.from_numpy(state), torch.from_numpy(first)
+            )
+            self.hidden.scatter(keys, rows, next_state.numpy())
+            return {name: out[name].numpy() for name in self.outputs}
 
     def report(self) -> dict:
         out = {

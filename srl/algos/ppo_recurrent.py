@@ -1,0 +1,61 @@
+"""PPO's epochs for recurrent policies: the core re-runs through each segment from its stored state.
+
+The batch is [T + 1, B] as for feed-forward PPO, plus the columns `hidden` (state entering each
+step, as the acting policy used it) and `first` (the step starts an episode). One minibatch is a
+set of whole segment rows (columns of the batch), so the core can run over their T steps:
+
+    out = policy.analyze_sequence(obs[:T, rows], action[:T, rows], hidden[0, rows], first[:T, rows])
+
+The first `burn_in` steps only warm the state up (R2D2): with parameters newer than the acting
+ones, the stored state at row 0 is a little stale, and these steps let the new parameters rebuild
+it before any step enters the loss. Their advantages and returns are dropped, not their inputs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from srl.data.columns import ACTION, FIRST, HIDDEN, LOG_PROB, OBS, VALUE
+
+if TYPE_CHECKING:
+    from srl.algos.ppo import PPO
+
+
+def loss_steps(steps: int, burn_in: int) -> slice:
+    """The time steps of a segment that enter the loss (after the burn-in)."""
+    if not 0 <= burn_in < steps:
+        raise ValueError(f"algo.burn_in ({burn_in}) must be in [0, sample_length={steps})")
+    return slice(burn_in, steps)
+
+
+def recurrent_epochs(
+    ppo: PPO, batch: dict[str, torch.Tensor], advantage: torch.Tensor, returns: torch.Tensor
+) -> dict[str, float]:
+    """ppo.config.epochs passes over the batch's segment rows; the stats of srl.algos.ppo."""
+    from srl.algos.ppo import STAT_NAMES, _explained_variance
+
+    cfg = ppo.config
+    steps, width = advantage.shape  # T, B
+    if cfg.num_minibatches > width:
+        raise ValueError(
+            f"algo.num_minibatches ({cfg.num_minibatches}) exceeds the {width} segment rows of a batch "
+            "(a recurrent policy's minibatches are whole rows)"
+        )
+    kept = loss_steps(steps, cfg.burn_in)
+    old_log_prob, old_value = batch[LOG_PROB][:steps].float(), batch[VALUE][:steps].float()
+    totals = torch.zeros(len(STAT_NAMES), device=advantage.device)
+    for _ in range(cfg.epochs):
+        order = torch.randperm(width, device=advantage.device) if cfg.num_minibatches > 1 else None
+        parts = order.tensor_split(cfg.num_minibatches) if order is not None else [slice(None)]
+        for rows in parts:
+            out = ppo.policy.analyze_sequence(
+                batch[OBS][:steps, rows], batch[ACTION][:steps, rows], batch[HIDDEN][0, rows], batch[FIRST][:steps, rows]
+            )
+            out = {k: v[kept].flatten() for k, v in out.items()}
+            old = (x[:, rows][kept].flatten() for x in (old_log_prob, old_value, advantage, returns))
+            totals += ppo.apply_loss(out, *old)
+    stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * len(parts))).tolist()))
+    stats["losses/explained_variance"] = _explained_variance(old_value[kept].flatten(), returns[kept].flatten())
+    return stats
