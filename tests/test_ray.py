@@ -96,3 +96,28 @@ def test_a_request_no_node_can_meet_is_refused_before_training(run_dir):
 def test_ray_resources_name_known_roles():
     with pytest.raises(ConfigError, match="unknown roles \\['learner'\\]"):
         build_config({"experiment": "x", "ray_resources": {"learner": {"num_cpus": 1}}})
+
+
+def test_pod_ensemble_on_ray_fills_the_leaderboard_and_replaces_a_member(run_dir, capsys):
+    """Two pods as Ray actors, scored by their training episodes (no ties between float means):
+    the leaderboard fills, the lagging member becomes a copy of the leader, `srl leaderboard` reads it."""
+    from srl import leaderboard
+    from srl.cli import main
+
+    config = load_config("cartpole-pod-ensemble", [
+        "launcher=ray", "seed=3", f"run_dir={run_dir}", "display=off", "envs_per_actor=16",
+        "ensemble.population=2", "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=0",
+        "max_updates=60", "target_return=null", *SLOW_START,
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["error"] is None and summary["stop_reason"].startswith("max_updates"), summary
+    table = leaderboard.read(run_dir)
+    assert len(table["entries"]) == 5 and len(table["replacements"]) >= 1, table
+    kept = sorted(p.name for p in (run_dir / leaderboard.FOLDER).iterdir())
+    assert len(kept) == 5  # evicted and unadmitted checkpoints were deleted
+    assert sorted(json.loads((run_dir / "placement.json").read_text())) == ["pod:0", "pod:1"]
+    assert main(["leaderboard", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "leaderboard: population 2" in out and "replacement(s)" in out
+    assert not ray.is_initialized(), "the local instance started for the run is shut down"
