@@ -15,6 +15,10 @@ stops when the mean return of the last 100 finished episodes (all workers) reach
   inference, the tabular algorithm in the trainer; `summary.json`'s `time_to_target_s`, timed
   from the launch (worker processes start inside it).
 
+Start-up (Ray's runtime, srl's processes) weighs a lot on a small, loaded machine, so each side's
+lock-step rate inside the training loop is reported too (`loop_lock_steps_per_s`: Ray from its
+first step to the target, srl between its first and last metrics reports).
+
 Each run is a child process of its own; the kinds alternate (ray, srl, ray, srl, ...) so drift in
 the machine's load hits both alike, and the medians go in ONE JSON line on stdout. Then srl runs
 twice more for a fixed number of updates, to show the deterministic side's result is identical
@@ -103,6 +107,7 @@ def run_ray(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
                 break
         done = time.perf_counter()
         return {"time_to_target_s": done - launched, "loop_to_target_s": done - first, "lock_steps": steps,
+                "loop_lock_steps_per_s": (steps - 1) / max(done - first, 1e-9),
                 "env_steps": steps * workers, "q_sha256": hashlib.sha256(q.tobytes()).hexdigest()}
     finally:
         ray.shutdown()
@@ -121,10 +126,23 @@ def run_srl(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
         ])  # fmt: skip
         code = run_experiment(config)
         summary = json.loads((Path(run_dir) / "summary.json").read_text())
+        rate = loop_rate(Path(run_dir) / "metrics.jsonl", workers)
     if code != 0:
         raise RuntimeError(f"srl run failed: {summary.get('error') or summary.get('stop_reason')}")
     return {"time_to_target_s": summary["time_to_target_s"], "lock_steps": summary["updates"],
+            "loop_lock_steps_per_s": rate,
             "env_steps": summary["env_steps"], "params_sha256": summary["params_sha256"]}
+
+
+def loop_rate(metrics_path: Path, workers: int) -> float | None:
+    """Lock-steps per second between the first and the last report that saw env steps (start-up
+    and the first report's delay excluded), comparable to Ray's loop rate."""
+    reports = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    stepping = [r for r in reports if r.get("env_steps", 0) > 0]
+    if len(stepping) < 2 or stepping[-1]["time_s"] <= stepping[0]["time_s"]:
+        return None
+    steps = (stepping[-1]["env_steps"] - stepping[0]["env_steps"]) / workers
+    return steps / (stepping[-1]["time_s"] - stepping[0]["time_s"])
 
 
 RUNS = {"ray": run_ray, "srl": run_srl}
@@ -191,6 +209,7 @@ def main() -> int:
         "runs": runs,
         "time_to_target_median_s": medians,
         "ray_loop_to_target_median_s": median_of(runs["ray"], "loop_to_target_s"),
+        "loop_lock_steps_per_s_median": {k: median_of(v, "loop_lock_steps_per_s") for k, v in runs.items()},
         "lock_steps_median": {k: median_of(v, "lock_steps") for k, v in runs.items()},
         "ratio_ray_over_srl": round(medians["ray"] / medians["srl"], 3) if all(medians.values()) else None,
         "identical_result": same,
