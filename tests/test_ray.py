@@ -1,5 +1,6 @@
-"""launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, and workers pinned
-to two nodes of a Ray test cluster by custom resources. Skipped when Ray is not installed."""
+"""launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, workers pinned
+to two nodes of a Ray test cluster by custom resources, and a pod ensemble whose members are Ray
+actors. Skipped when Ray is not installed."""
 
 from __future__ import annotations
 
