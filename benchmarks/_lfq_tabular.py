@@ -82,12 +82,10 @@ class TabularQConfig(AlgorithmConfig):
 class TabularQ(Algorithm):
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         T = batch[C.REWARD].shape[0] - 1
-        done = batch[C.TERMINATED] | batch[C.TRUNCATED]
-        transitions = [
-            (int(batch[C.OBS][t, b]), int(batch[C.ACTION][t, b]), float(batch[C.REWARD][t, b]),
-             int(batch[C.OBS][t + 1, b]), bool(done[t, b]))
-            for t in range(T) for b in range(batch[C.REWARD].shape[1])  # time-major: lock-step order
-        ]
+        obs, done = batch[C.OBS].numpy(), (batch[C.TERMINATED] | batch[C.TRUNCATED]).numpy()
+        # rows flattened time-major: lock-step t's transitions in worker order, then t + 1's
+        columns = (obs[:T], batch[C.ACTION].numpy()[:T], batch[C.REWARD].numpy()[:T], obs[1:], done[:T])
+        transitions = list(zip(*(column.reshape(-1).tolist() for column in columns)))
         q = self.policy.q.data.numpy()  # a view: the update lands in the parameter
         q_update(q, transitions, self.config.alpha, self.config.gamma)
         return {}
