@@ -100,14 +100,16 @@ def test_ray_resources_name_known_roles():
 
 
 def test_pod_ensemble_on_ray_fills_the_leaderboard_and_replaces_a_member(run_dir, capsys):
-    """Two pods as Ray actors, scored by their training episodes (no ties between float means):
-    the leaderboard fills, the lagging member becomes a copy of the leader, `srl leaderboard` reads it."""
+    """Two pods as Ray actors, scored by greedy evaluations (which jump about early in training,
+    unlike training means, where the member reporting later tends to lead just by being later):
+    the leaderboard fills, a lagging member becomes a copy of the leader, `srl leaderboard` reads it."""
     from srl import leaderboard
     from srl.cli import main
 
     config = load_config("cartpole-pod-ensemble", [
         "launcher=ray", "seed=3", f"run_dir={run_dir}", "display=off", "envs_per_actor=16",
-        "ensemble.population=2", "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=0",
+        "ensemble.population=2", "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=4",
+        "ensemble.ready_evals=1",
         "max_updates=60", "target_return=null", *SLOW_START,
     ])  # fmt: skip
     assert run_experiment(config) == 0
