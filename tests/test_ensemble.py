@@ -143,3 +143,29 @@ def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_p
         assert returns and event["eval_return"] == pytest.approx(sum(returns) / len(returns))
     finally:
         m.close()
+
+
+def test_ray_member_actor_works_in_bursts_and_reports_errors(tmp_path):
+    """The Ray actor class as a plain object (no Ray runtime): bursts give messages, adopt
+    commands reach the kernel, a failure comes back as an error message with its traceback."""
+    pytest.importorskip("ray")
+    import ray
+
+    from srl.launch.ray_members import MemberActor
+
+    config = small_config(tmp_path, "ensemble.eval_interval_updates=1")
+    wrong = MemberActor(config, 0, controller_host="203.0.113.9")
+    [error] = wrong.work([], 0.0)
+    assert error["type"] == "error" and "must run on the manager's host" in error["payload"]["traceback"]
+    actor = MemberActor(config, 1, controller_host=ray.util.get_node_ip_address())
+    try:
+        messages = []
+        while not any(m["type"] == "eval" for m in messages):
+            messages += actor.work([], 0.05)
+        event = next(m for m in messages if m["type"] == "eval")["payload"]
+        actor.work([{"type": "adopt", "checkpoint": event["checkpoint"], "hparams": {"lr": 1e-3}}], 0.0)
+        assert actor.kernel.adoptions == 1 and actor.kernel.hparams() == {"lr": 1e-3}
+        assert actor.finish()["type"] == "final" and actor.kernel is None
+    finally:
+        if actor.kernel is not None:
+            actor.kernel.close()

@@ -1,5 +1,6 @@
-"""launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, and workers pinned
-to two nodes of a Ray test cluster by custom resources. Skipped when Ray is not installed.
+"""launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, workers pinned
+to two nodes of a Ray test cluster by custom resources, tcp streams between the nodes, and a pod
+ensemble whose members are Ray actors. Skipped when Ray is not installed.
 
 Each run is its own `srl run` process: a Ray driver leaves threads behind after ray.shutdown(),
 and they must not live on in the test process."""
@@ -135,3 +136,28 @@ def test_tcp_streams_between_two_nodes_train_cartpole_with_two_trainers(run_dir,
     placement = json.loads((run_dir / "placement.json").read_text())
     node = {name: where["node_id"] for name, where in placement.items()}
     assert node["actor:0"] == node["actor:1"] != node["trainer:0"] == node["trainer:1"] == node["params:0"], node
+
+
+def test_pod_ensemble_on_ray_fills_the_leaderboard_and_replaces_a_member(run_dir, capsys):
+    """Two pods as Ray actors, scored by greedy evaluations (which jump about early in training,
+    unlike training means, where the member reporting later tends to lead just by being later):
+    the leaderboard fills, a lagging member becomes a copy of the leader, `srl leaderboard` reads it."""
+    from srl import leaderboard
+    from srl.cli import main
+
+    code, output = run_srl(
+        "cartpole-pod-ensemble", "launcher=ray", "seed=3", f"run_dir={run_dir}", "envs_per_actor=16",
+        "ensemble.population=2", "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=4",
+        "ensemble.ready_evals=1", "max_updates=60", "target_return=null",
+    )  # fmt: skip
+    assert code == 0, output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["error"] is None and summary["stop_reason"].startswith("max_updates"), summary
+    table = leaderboard.read(run_dir)
+    assert len(table["entries"]) == 5 and len(table["replacements"]) >= 1, table
+    kept = sorted(p.name for p in (run_dir / leaderboard.FOLDER).iterdir())
+    assert len(kept) == 5  # evicted and unadmitted checkpoints were deleted
+    assert sorted(json.loads((run_dir / "placement.json").read_text())) == ["pod:0", "pod:1"]
+    assert main(["leaderboard", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "leaderboard: population 2" in out and "replacement(s)" in out

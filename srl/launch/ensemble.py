@@ -6,19 +6,22 @@
                                                         lagging? -> adopt(leader's copy, perturbed hparams)
 
 Runs in the controller process, as the local launcher's supervisor does. `launcher=local` forks
-one process per member; `launcher=inline` polls every member here in turn. The run stops when a
+one process per member; `launcher=inline` polls every member here in turn; `launcher=ray` runs
+each member in a Ray actor holding `ray_resources.pod` (srl.launch.ray_members), on a local Ray
+instance started for the run unless `ray_address` names a cluster. The run stops when a
 member's mean return over its last 100 training episodes reaches `target_return` (the same rule
 as a single pod's), or on the monitor's other rules (env steps of all members, time, updates).
 """
 
 from __future__ import annotations
 
-import multiprocessing.connection
+import contextlib
 import os
 import shutil
 import signal
 import time
 from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from srl import leaderboard
@@ -124,21 +127,46 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
+@contextlib.contextmanager
+def _placement(graph: Graph) -> Iterator[Callable[[int], Any]]:
+    """A factory of member handles for the configured launcher (with Ray up while it lasts)."""
+    config = graph.config
+    if config.launcher == "inline":
+        from srl.workers.member import make_member
+
+        yield lambda k: InlineMember(make_member(config, k))
+    elif config.launcher == "ray":
+        from srl.launch.ray_launcher import _connect, _ray, check_fits
+        from srl.launch.ray_members import RayMember
+
+        started = _connect(config, graph)
+        try:
+            check_fits(graph, _ray().nodes())
+            yield lambda k: RayMember(config, k)
+        finally:
+            if started:
+                _ray().shutdown()
+    else:
+        yield lambda k: ProcessMember(config, k)
+
+
 def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     """Run every member until a stop rule fires; return the reason. Raises WorkerFailed."""
-    from srl.workers.member import make_member
+    with _placement(graph) as make_handle:
+        return _run(graph, outputs, monitor, make_handle)
 
+
+def _run(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_handle: Callable[[int], Any]) -> str:
     config = graph.config
-    inline = config.launcher == "inline"
     handles: list[Any] = []
     previous_term = signal.signal(signal.SIGTERM, _raise_terminated)  # SIGTERM stops as Ctrl-C does
     try:
         for k in range(config.ensemble.population):
-            handles.append(InlineMember(make_member(config, k)) if inline else ProcessMember(config, k))
+            handles.append(make_handle(k))
         outputs.start()
         manager = PopulationManager(graph, monitor, handles, outputs.started_s)
         try:
-            reason = _supervise(manager, outputs, handles, inline)
+            reason = _supervise(manager, outputs, handles)
         except (KeyboardInterrupt, _Terminated):
             reason = "interrupted"
         for h in handles:
@@ -149,15 +177,19 @@ def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         return reason
     finally:
         signal.signal(signal.SIGTERM, previous_term)
+        if config.launcher == "ray" and handles:
+            from srl.launch.ray_members import write_placement
+
+            write_placement(Path(str(config.run_dir)), handles)
         for h in handles:
             h.close()
 
 
-def _supervise(manager: PopulationManager, outputs: RunOutputs, handles: list[Any], inline: bool) -> str:
+def _supervise(manager: PopulationManager, outputs: RunOutputs, handles: list[Any]) -> str:
     names = [f"pod:{h.index}" for h in handles]
+    wait = type(handles[0]).wait
     while True:
-        if not inline:
-            multiprocessing.connection.wait([h.conn for h in handles], POLL_S)
+        wait(handles, POLL_S)
         for h in handles:
             for message in h.recv_all():
                 manager.handle(message)

@@ -8,8 +8,9 @@ Messages and commands are JSON objects (never pickles)::
     manager -> member: {"type": "adopt", "checkpoint": path, "hparams": {...}} | {"type": "stop"}
 
 `InlineMember` polls the kernel in the manager's own process (one update per `recv_all`);
-`ProcessMember` forks one process per member (the local launcher's placement). A Ray placement
-is one more handle: a `ray.remote` actor running `member_loop` behind the same four verbs.
+`ProcessMember` forks one process per member (the local launcher's placement); `RayMember`
+(srl.launch.ray_members) runs each member in a Ray actor. Each handle class also has
+`wait(handles, timeout_s)`: block until one of them may have messages.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class InlineMember:
         self.kernel, self.index = kernel, kernel.index
         self.reporter = _Reporter(kernel)
         kernel.start()
+
+    @staticmethod
+    def wait(handles: list["InlineMember"], timeout_s: float) -> None:
+        pass  # every recv_all polls the kernel: there is always something to do
 
     def send(self, command: dict[str, Any]) -> None:
         apply_command(self.kernel, command)
@@ -140,6 +145,10 @@ class ProcessMember:
         )
         self.proc.start()
         child.close()
+
+    @staticmethod
+    def wait(handles: list["ProcessMember"], timeout_s: float) -> None:
+        mp.connection.wait([h.conn for h in handles], timeout_s)
 
     def send(self, command: dict[str, Any]) -> None:
         try:

@@ -81,6 +81,14 @@ class SampleProducer:
 
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""
+        self.collect_releases()
+        free = self._free[split]
+        return free.popleft() if free else None
+
+    def collect_releases(self) -> None:
+        """Take the trainer's releases off the socket into the free lists. An actor waits on this
+        socket whatever it waits for: a release left unread would wake it at once, again and
+        again (a busy spin that starves the trainer it waits for on a small machine)."""
         trainer_epoch = self._incarnations.of(self.trainer)
         if trainer_epoch != self.trainer_epoch:  # restarted: the slots it held are ours again
             for s, k in self._sent:
@@ -92,8 +100,6 @@ class SampleProducer:
             if (tuple(epochs) or (0, 0)) == (self.epoch, self.trainer_epoch) and (s, k) in self._sent:
                 self._sent.discard((s, k))
                 self._free[s].append(k)
-        free = self._free[split]
-        return free.popleft() if free else None
 
     def send(self, split: int, slot: int) -> None:
         self._sent.add((split, slot))

@@ -82,6 +82,9 @@ class ActorKernel:
 
     def poll(self) -> bool:
         did = False
+        previous = self.clock.switch(SEND_RECV)
+        self.samples.collect_releases()  # never leave one on the socket we wait on (see there)
+        self.clock.switch(previous)
         for s in list(self.blocked):
             if self._next_segment(s):
                 self._step(s)
