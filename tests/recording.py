@@ -21,7 +21,7 @@ class RecordingAlgorithm(Algorithm):
         Path(config.out_dir).mkdir(parents=True, exist_ok=True)
 
     def step(self, batch, env_steps):
-        arrays = {k: batch[k].numpy().copy() for k in (C.OBS, C.TERMINATED, C.POLICY_VERSION)}
+        arrays = {k: v.numpy().copy() for k, v in batch.items()}  # every column (obs, terminated, ...)
         np.savez(Path(self.config.out_dir) / f"batch-{self.count:06d}.npz", **arrays)
         self.count += 1
         return {"losses/none": 0.0}
