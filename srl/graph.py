@@ -179,6 +179,8 @@ def build_graph(config: ExperimentConfig) -> Graph:
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
             f"(observation {observation_space}, action {action_space}): {e}"
         ) from None
+    except ValueError as e:
+        raise ConfigError(f"field 'policy_kwargs': {e}") from None
     graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields())
     if config.ensemble.population > 1 and not config.pod:
         raise ConfigError(f"field 'ensemble.population': {config.ensemble.population} pods need pod=true")
