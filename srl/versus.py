@@ -7,7 +7,8 @@ first-move advantage averages out. A game is won if the policy's seat ends with 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,4 +57,8 @@ def score_vs_random(
             obs = step.obs
     finally:
         venv.close()
-    return {"win": float(np.mean(final > 0)), "draw": float(np.mean(final == 0)), "loss": float(np.mean(final < 0))}
+    return {
+        "win": float(np.mean(final > 0)),
+        "draw": float(np.mean(final == 0)),
+        "loss": float(np.mean(final < 0)),
+    }

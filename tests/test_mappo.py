@@ -111,8 +111,16 @@ def test_mpe_mappo_learns_well_above_random(run_dir):
     pytest.importorskip("mpe2")
     from srl.launch.run import run_experiment
 
-    config = load_config("mpe-mappo", ["launcher=inline", "seed=1", f"total_env_steps={BUDGET_ENV_STEPS}",
-                                       f"run_dir={run_dir}", "display=off"])
+    config = load_config(
+        "mpe-mappo",
+        [
+            "launcher=inline",
+            "seed=1",
+            f"total_env_steps={BUDGET_ENV_STEPS}",
+            f"run_dir={run_dir}",
+            "display=off",
+        ],
+    )
     baseline = random_return(config.env_kwargs, episodes=200, seed=3)  # about -27 per agent
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

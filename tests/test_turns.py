@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import recording  # registers the "record" algorithm
 import torch
-
-import recording  # noqa: F401  (registers the "record" algorithm)
 import turn_env
+
 from srl.algos.gae import compute_gae
 from srl.config import build_config, load_config
 from srl.data import columns as C
@@ -26,13 +26,24 @@ def _stream(batches: list[dict[str, np.ndarray]], column: str) -> np.ndarray:
 
 def test_every_move_is_recorded_once_and_rewards_reach_the_mover(run_dir):
     envs = 3
-    config = build_config({
-        "experiment": "turns", "env": "scripted-turns", "policy": "mappo", "algorithm": "record",
-        "algo": {"out_dir": str(run_dir / "batches")}, "launcher": "inline", "envs_per_actor": envs,
-        "ring_splits": 1, "inference": "inline",
-        "sample_length": 5, "total_env_steps": 300, "run_dir": str(run_dir), "display": "off",
-        "modules": ["turn_env"],
-    })
+    config = build_config(
+        {
+            "experiment": "turns",
+            "env": "scripted-turns",
+            "policy": "mappo",
+            "algorithm": "record",
+            "algo": {"out_dir": str(run_dir / "batches")},
+            "launcher": "inline",
+            "envs_per_actor": envs,
+            "ring_splits": 1,
+            "inference": "inline",
+            "sample_length": 5,
+            "total_env_steps": 300,
+            "run_dir": str(run_dir),
+            "display": "off",
+            "modules": ["turn_env"],
+        }
+    )
     assert run_experiment(config) == 0
     batches = recording.load_batches(run_dir / "batches")
     obs, active = _stream(batches, C.OBS), _stream(batches, C.ACTIVE)
@@ -55,7 +66,9 @@ def test_every_move_is_recorded_once_and_rewards_reach_the_mover(run_dir):
         key = (env_of_row[r], episode[t, r], move[t, r])
         seen[key] = seen.get(key, 0) + 1
     assert set(seen.values()) == {1}
-    complete = [(e, ep) for e in range(envs) for ep in set(episode[:, e * agents]) if ep < episode[steps, e * agents]]
+    complete = [
+        (e, ep) for e in range(envs) for ep in set(episode[:, e * agents]) if ep < episode[steps, e * agents]
+    ]
     assert len(complete) >= 3 * envs
     for e, ep in complete:
         assert all(seen.get((e, ep, m)) == 1 for m in range(turn_env.MOVES)), (e, ep)
@@ -63,8 +76,13 @@ def test_every_move_is_recorded_once_and_rewards_reach_the_mover(run_dir):
     # credited reward (lam = 0, V = 0: everything an agent gets until its next move)
     zeros = torch.zeros(steps + 1, envs * agents)
     advantage, _ = compute_gae(
-        torch.from_numpy(reward), zeros, torch.from_numpy(_stream(batches, C.TERMINATED)),
-        torch.from_numpy(_stream(batches, C.TRUNCATED)), 0.9, 0.0, torch.from_numpy(active),
+        torch.from_numpy(reward),
+        zeros,
+        torch.from_numpy(_stream(batches, C.TERMINATED)),
+        torch.from_numpy(_stream(batches, C.TRUNCATED)),
+        0.9,
+        0.0,
+        torch.from_numpy(active),
     )
     checked = 0
     for t, r in zip(*np.nonzero(acted)):
@@ -111,8 +129,10 @@ def test_tictactoe_self_play_beats_random_more_often(run_dir):
     from srl.graph import build_graph, make_policy
     from srl.versus import score_vs_random
 
-    config = load_config("tictactoe-ppo", ["launcher=inline", "seed=1", "total_env_steps=40000",
-                                           f"run_dir={run_dir}", "display=off"])
+    config = load_config(
+        "tictactoe-ppo",
+        ["launcher=inline", "seed=1", "total_env_steps=40000", f"run_dir={run_dir}", "display=off"],
+    )
     assert run_experiment(config) == 0
     graph = build_graph(config)
     policy = make_policy(config, graph.observation_space, graph.action_space)

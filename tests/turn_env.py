@@ -9,6 +9,8 @@ it receives until its next move) is known in closed form: `credited_reward`.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import gymnasium as gym
 import numpy as np
 from pettingzoo import AECEnv
@@ -35,7 +37,7 @@ def credited_reward(agent_index: int, move: int) -> float:
 
 
 class ScriptedTurns(AECEnv):
-    metadata = {"name": "scripted_turns_v0"}
+    metadata: ClassVar[dict] = {"name": "scripted_turns_v0"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,10 +46,12 @@ class ScriptedTurns(AECEnv):
         self.illegal_actions = 0
 
     def observation_space(self, agent):
-        return gym.spaces.Dict({
-            "observation": gym.spaces.Box(0, np.inf, (2,), np.float32),
-            "action_mask": gym.spaces.Box(0, 1, (3,), np.int8),
-        })
+        return gym.spaces.Dict(
+            {
+                "observation": gym.spaces.Box(0, np.inf, (2,), np.float32),
+                "action_mask": gym.spaces.Box(0, 1, (3,), np.int8),
+            }
+        )
 
     def action_space(self, agent):
         return gym.spaces.Discrete(3)

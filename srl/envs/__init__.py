@@ -23,9 +23,9 @@ import gymnasium as gym
 from srl.api import registry
 from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
+from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
-from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.pettingzoo_aec import AECEnvironment
 from srl.envs.pettingzoo_env import PettingZooEnvironment, import_env_module, make_pettingzoo_env
 from srl.envs.vector import SerialVectorEnv

@@ -34,10 +34,11 @@ class AgentStateBox(gym.spaces.Box):
         size = self.own_dim + len(self.agents) * (1 + self.own_dim)
         super().__init__(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
 
-    def __eq__(self, other: Any) -> bool:
-        return (
-            isinstance(other, AgentStateBox)
-            and (other.agents, other.own_dim, other.mask_dim) == (self.agents, self.own_dim, self.mask_dim)
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AgentStateBox) and (other.agents, other.own_dim, other.mask_dim) == (
+            self.agents,
+            self.own_dim,
+            self.mask_dim,
         )
 
     def __hash__(self) -> int:
@@ -52,9 +53,7 @@ class AgentStateBox(gym.spaces.Box):
 
 def _flat_dim(space: gym.Space, agent: str) -> int:
     if not isinstance(space, gym.spaces.Box):
-        raise ValueError(
-            f"CentralStateEnvironment needs Box observations, agent {agent!r} has {space}"
-        )
+        raise TypeError(f"CentralStateEnvironment needs Box observations, agent {agent!r} has {space}")
     return int(np.prod(space.shape))
 
 

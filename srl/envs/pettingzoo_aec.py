@@ -46,7 +46,9 @@ class AECEnvironment(Environment):
         if not all(isinstance(env.action_space(a), gym.spaces.Discrete) for a in self.agents):
             raise ValueError(f"AECEnvironment needs Discrete actions for every agent, got {first}")
         self.action_mask_dim = max(int(env.action_space(a).n) for a in self.agents)
-        self._obs_dims = {a: int(np.prod(_observation_part(env.observation_space(a)).shape)) for a in self.agents}
+        self._obs_dims = {
+            a: int(np.prod(_observation_part(env.observation_space(a)).shape)) for a in self.agents
+        }
         self.observation_spaces = {
             a: gym.spaces.Box(-np.inf, np.inf, (self._obs_dims[a] + self.action_mask_dim,), np.float32)
             for a in self.agents

@@ -6,8 +6,13 @@ from typing import Any
 
 from srl.api.registry import register_experiment
 
-SPREAD_KWARGS = {"module": "mpe2.simple_spread_v3", "N": 3, "local_ratio": 0.5, "max_cycles": 25,
-                 "continuous_actions": False}
+SPREAD_KWARGS = {
+    "module": "mpe2.simple_spread_v3",
+    "N": 3,
+    "local_ratio": 0.5,
+    "max_cycles": 25,
+    "continuous_actions": False,
+}
 
 
 @register_experiment("mpe-mappo")
@@ -37,8 +42,17 @@ def mpe_mappo() -> dict[str, Any]:
         "max_policy_lag": 5,
         "total_env_steps": 2_000_000,
         "algorithm": "ppo",
-        "algo": {"lr": 7e-4, "anneal_lr": False, "gamma": 0.99, "gae_lambda": 0.95, "epochs": 10,
-                 "num_minibatches": 1, "entropy_coef": 0.01, "clip_value": False, "max_grad_norm": 10.0},
+        "algo": {
+            "lr": 7e-4,
+            "anneal_lr": False,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "epochs": 10,
+            "num_minibatches": 1,
+            "entropy_coef": 0.01,
+            "clip_value": False,
+            "max_grad_norm": 10.0,
+        },
     }
 
 
@@ -68,6 +82,14 @@ def tictactoe_ppo() -> dict[str, Any]:
         "max_policy_lag": 5,
         "total_env_steps": 300_000,
         "algorithm": "ppo",
-        "algo": {"lr": 1e-3, "anneal_lr": False, "gamma": 0.99, "gae_lambda": 0.95, "epochs": 4,
-                 "num_minibatches": 4, "entropy_coef": 0.01, "clip_value": False},
+        "algo": {
+            "lr": 1e-3,
+            "anneal_lr": False,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "epochs": 4,
+            "num_minibatches": 4,
+            "entropy_coef": 0.01,
+            "clip_value": False,
+        },
     }
