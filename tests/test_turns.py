@@ -93,6 +93,21 @@ def test_every_move_is_recorded_once_and_rewards_reach_the_mover(run_dir):
     assert checked >= 3 * envs * turn_env.MOVES
 
 
+def test_without_an_action_mask_the_mover_may_take_any_action():
+    from srl.envs.pettingzoo_aec import AECEnvironment
+
+    env = AECEnvironment(turn_env.ScriptedTurns(dict_obs=False))
+    obs = env.reset(seed=0)
+    for move in range(turn_env.MOVES):
+        masks = np.stack([obs[a][2:] for a in turn_env.AGENTS])
+        expected = np.zeros((3, 3))
+        expected[move % 3] = 1.0  # the mover: every action allowed; the others: none
+        assert np.array_equal(masks, expected), move
+        step = env.step(dict.fromkeys(turn_env.AGENTS, 0))
+        obs = step.obs
+    assert all(step.terminated.values())
+
+
 def test_all_active_gae_equals_plain_gae():
     gen = torch.Generator().manual_seed(0)
     shape = (9, 4)

@@ -39,13 +39,16 @@ def credited_reward(agent_index: int, move: int) -> float:
 class ScriptedTurns(AECEnv):
     metadata: ClassVar[dict] = {"name": "scripted_turns_v0"}
 
-    def __init__(self) -> None:
+    def __init__(self, dict_obs: bool = True) -> None:
         super().__init__()
+        self.dict_obs = dict_obs  # False: a plain Box observation with no action mask
         self.possible_agents = list(AGENTS)
         self.episode = -1
         self.illegal_actions = 0
 
     def observation_space(self, agent):
+        if not self.dict_obs:
+            return gym.spaces.Box(0, np.inf, (2,), np.float32)
         return gym.spaces.Dict(
             {
                 "observation": gym.spaces.Box(0, np.inf, (2,), np.float32),
@@ -71,6 +74,8 @@ class ScriptedTurns(AECEnv):
         k = AGENTS.index(agent)
         mask = np.zeros(3, np.int8)
         mask[legal_action(k, self.move)] = 1
+        if not self.dict_obs:
+            return np.array([self.episode, self.move], np.float32)
         return {"observation": np.array([self.episode, self.move], np.float32), "action_mask": mask}
 
     def step(self, action):
