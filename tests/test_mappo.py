@@ -87,6 +87,17 @@ def test_a_missing_package_names_the_extra():
         make_pettingzoo_env("mpe2_not_installed.simple_spread_v3")
 
 
+def test_mpe_mappo_without_mpe2_says_which_extra(monkeypatch):
+    import sys
+
+    from srl.graph import build_graph
+
+    monkeypatch.setitem(sys.modules, "mpe2", None)  # import mpe2 now raises ImportError
+    monkeypatch.delitem(sys.modules, "mpe2.simple_spread_v3", raising=False)
+    with pytest.raises(ConfigError, match=r"field 'env'.*pip install 'srl\[pettingzoo\]'"):
+        build_graph(load_config("mpe-mappo", []))
+
+
 BUDGET_ENV_STEPS = 30_000
 
 
