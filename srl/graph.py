@@ -186,7 +186,7 @@ def build_graph(config: ExperimentConfig) -> Graph:
 
     try:
         agents, observation_space, action_space = describe_spaces(config.env, config.env_kwargs)
-    except (registry.UnknownNameError, ValueError, TypeError) as e:
+    except (registry.UnknownNameError, ValueError, TypeError, ImportError) as e:  # ImportError names the extra
         raise ConfigError(f"field 'env': {e}") from None
     space_spec(observation_space), space_spec(action_space)
     try:

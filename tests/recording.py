@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 
 from srl.api import Algorithm, AlgorithmConfig, register_algorithm
-from srl.data import columns as C
 
 
 class RecordingConfig(AlgorithmConfig):
@@ -21,7 +20,7 @@ class RecordingAlgorithm(Algorithm):
         Path(config.out_dir).mkdir(parents=True, exist_ok=True)
 
     def step(self, batch, env_steps):
-        arrays = {k: batch[k].numpy().copy() for k in (C.OBS, C.TERMINATED, C.POLICY_VERSION)}
+        arrays = {k: v.numpy().copy() for k, v in batch.items()}  # every column (obs, terminated, ...)
         np.savez(Path(self.config.out_dir) / f"batch-{self.count:06d}.npz", **arrays)
         self.count += 1
         return {"losses/none": 0.0}

@@ -12,6 +12,7 @@ def compute_gae(
     truncated: torch.Tensor,
     gamma: float,
     lam: float,
+    active: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and value targets of a batch of segments.
 
@@ -32,6 +33,13 @@ def compute_gae(
       We approximate V(s_final) by V(s_t), the value of the last observed state: the reward is
       augmented to r_t + gamma * V(s_t), and the trace is cut like on termination. The error is
       gamma * (V(s_final) - V(s_t)), small when one step changes the state little.
+
+    Turn-based games: `active` [T + 1, B] (srl.data.columns.ACTIVE) is 1 where the row's agent
+    acts on s_t and 0 where it waits. A waiting state is not a decision, so the transition into
+    it is neither discounted nor bootstrapped (gamma and lam are 1 for t -> t + 1 when s_{t+1}
+    waits): the rewards a waiting agent receives are credited, undiscounted, to its last action,
+    and gamma counts the agent's own turns. With lam = 0 and V = 0 an acting step's advantage is
+    exactly the sum of the rewards until the agent's next turn (tests/test_turns.py).
     """
     if value.dim() < 1 or value.shape[0] < 2:
         raise ValueError(f"value must be shaped [T + 1, ...] with T >= 1, got {tuple(value.shape)}")
@@ -44,9 +52,15 @@ def compute_gae(
     bootstrap_last = (truncated & ~terminated).float()
     reward = reward[:steps].float() + gamma * current * bootstrap_last
     not_done = (~(terminated | truncated)).float()
-    delta = reward + gamma * value[1:] * not_done - current
 
-    decay = (gamma * lam) * not_done
+    if active is None:
+        delta = reward + gamma * value[1:] * not_done - current
+        decay = (gamma * lam) * not_done
+    else:  # per-step gamma and lambda: 1 into a waiting state
+        next_acts = active[1 : steps + 1].float()
+        step_gamma = 1.0 + (gamma - 1.0) * next_acts
+        delta = reward + step_gamma * value[1:] * not_done - current
+        decay = step_gamma * (1.0 + (lam - 1.0) * next_acts) * not_done
     advantage = delta.clone()  # the last row has nothing after it: A_{T-1} = delta_{T-1}
     for t in range(steps - 2, -1, -1):
         torch.addcmul(delta[t], decay[t], advantage[t + 1], out=advantage[t])

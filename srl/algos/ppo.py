@@ -9,10 +9,16 @@ The policy must implement `analyze(obs, action) -> {"log_prob", "entropy", "valu
 "log_prob" and "value" from `rollout` (e.g. srl.models.ActorCriticMLP). Samples may come from
 older parameter versions than the one being trained; the stored log_prob is the behaviour
 policy's, so the importance ratio and its clipping account for that staleness.
+
+Multi-agent rows (MAPPO, srl.models.mappo) need nothing more: every row is one agent, so the loss
+is PPO's per agent. When the batch has an "active" column (turn-based games), GAE credits the
+rewards of waiting steps to the agent's last action, and the policy loss, entropy, advantage
+normalization and the KL / clip statistics use the acting rows only; the value loss uses all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,7 +29,7 @@ from srl.algos.gae import compute_gae
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
-from srl.data.columns import ACTION, FIRST, HIDDEN, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+from srl.data.columns import ACTION, ACTIVE, FIRST, HIDDEN, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
 
 STAT_NAMES = (
     "losses/policy_loss",
@@ -139,10 +145,12 @@ class PPO(Algorithm):
         device = self.params[0].device
         recurrent = getattr(self.policy, "recurrent", False)
         needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE) + ((FIRST, HIDDEN) if recurrent else ())
+        needed += (ACTIVE,) if ACTIVE in batch else ()
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
+        active = batch.get(ACTIVE)
         with torch.no_grad():
             advantage, returns = compute_gae(
-                batch[REWARD], batch[VALUE], batch[TERMINATED], batch[TRUNCATED], cfg.gamma, cfg.gae_lambda
+                batch[REWARD], batch[VALUE], batch[TERMINATED], batch[TRUNCATED], cfg.gamma, cfg.gae_lambda, active
             )
         if recurrent:  # through time, segment rows as minibatches (srl.algos.ppo_recurrent)
             from srl.algos.ppo_recurrent import recurrent_epochs
@@ -163,7 +171,9 @@ class PPO(Algorithm):
             advantage.flatten(),
             returns.flatten(),
         )
-        n = data[-1].shape[0]
+        if active is not None:
+            data += (flat(active).float(),)
+        n = data[0].shape[0]
         if cfg.num_minibatches > n:
             raise ValueError(f"num_minibatches={cfg.num_minibatches} exceeds the batch's {n} transitions")
 
@@ -188,9 +198,11 @@ class PPO(Algorithm):
         old_value: torch.Tensor,
         advantage: torch.Tensor,
         returns: torch.Tensor,
+        active: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One gradient step on a minibatch; returns its stats (detached, in STAT_NAMES order)."""
-        return self.apply_loss(self.policy.analyze(obs, action), old_log_prob, old_value, advantage, returns)
+        out = self.policy.analyze(obs, action)
+        return self.apply_loss(out, old_log_prob, old_value, advantage, returns, active)
 
     def apply_loss(
         self,
@@ -199,16 +211,22 @@ class PPO(Algorithm):
         old_value: torch.Tensor,
         advantage: torch.Tensor,
         returns: torch.Tensor,
+        active: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One gradient step on the loss of the policy's view `out` of a minibatch (flat rows)."""
+        """One gradient step on the loss of the policy's view `out` of a minibatch (flat rows).
+        `active` (0/1 per row) restricts the policy terms to the rows whose agent acted."""
         cfg = self.config
         log_ratio = out[LOG_PROB] - old_log_prob
         ratio = log_ratio.exp()
 
-        if cfg.normalize_advantage and advantage.numel() > 1:
+        mean = torch.mean if active is None else _masked_mean(active)
+        if cfg.normalize_advantage and advantage.numel() > 1 and active is None:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        elif cfg.normalize_advantage and active is not None:
+            centred = advantage - mean(advantage)
+            advantage = centred / (mean(centred.square()).sqrt() + 1e-8)
         clipped_ratio = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
-        policy_loss = torch.max(-advantage * ratio, -advantage * clipped_ratio).mean()
+        policy_loss = mean(torch.max(-advantage * ratio, -advantage * clipped_ratio))
 
         value = out[VALUE]
         value_error = (value - returns).square()
@@ -217,7 +235,7 @@ class PPO(Algorithm):
             value_error = torch.max(value_error, (clipped - returns).square())
         value_loss = 0.5 * value_error.mean()
 
-        entropy = out["entropy"].mean()
+        entropy = mean(out["entropy"])
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
 
         self.optimizer.zero_grad(set_to_none=True)
@@ -227,8 +245,8 @@ class PPO(Algorithm):
         self.optimizer.step()
 
         with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, low-variance KL(old || new)
-            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+            approx_kl = mean((ratio - 1.0) - log_ratio)  # unbiased, low-variance KL(old || new)
+            clipfrac = mean(((ratio - 1.0).abs() > cfg.clip_coef).float())
             return torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac])
 
     def state_dict(self) -> dict[str, Any]:
@@ -241,6 +259,12 @@ class PPO(Algorithm):
 def _adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> Adam:
     """srl's Adam: torch's fused Adam kernel without torch.optim's 1.5 s import (see adam.py)."""
     return Adam(params, lr=lr, eps=eps)
+
+
+def _masked_mean(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """mean over the rows where weight is 1 (0 when there are none)."""
+    count = weight.sum().clamp(min=1.0)
+    return lambda x: (x * weight).sum() / count
 
 
 def _explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:

@@ -13,6 +13,9 @@ POLICY_VERSION = "policy_version"  # parameter version that chose the action at 
 # Outputs that actor-critic policies add (Policy.rollout_fields):
 LOG_PROB = "log_prob"  # log-probability of the action at t under the acting policy (float32)
 VALUE = "value"  # value estimate of obs at t by the acting policy (float32)
+# 1.0 if the row's agent acted at t, 0.0 if it waited for its turn (turn-based games; float32).
+# Absent = every row acts on every step. See srl.algos.gae.compute_gae and srl.models.mappo.
+ACTIVE = "active"
 
 # Recurrent policies (srl.models.recurrent): the actor writes FIRST, the policy HIDDEN.
 FIRST = "first"  # obs at t starts an episode, so the recurrent state is zeroed before it (bool)

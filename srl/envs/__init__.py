@@ -5,8 +5,10 @@
     venv = make_vector_env("pettingzoo", {"module": "pettingzoo.butterfly.pistonball_v6"}, 2, 0)
 
 Registered here: "counting" (`srl.envs.counting.CountingEnv`), "gymnasium" (kwargs `id` plus the
-rest for `gymnasium.make`) and "pettingzoo" (kwargs `module` naming a PettingZoo env module plus
-the rest for its `parallel_env()`).
+rest for `gymnasium.make`), "pettingzoo" (kwargs `module` naming a PettingZoo env module plus
+the rest for its `parallel_env()`), "pettingzoo-mappo" (the same, with the global state in every
+row, srl.envs.central_state) and "pettingzoo-aec" (a turn-based AEC game: `module.env()`,
+srl.envs.pettingzoo_aec).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import gymnasium as gym
 from srl.api import registry
 from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
+from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
 from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPoleNoVel-v1
-from srl.envs.pettingzoo_env import PettingZooEnvironment, make_pettingzoo_env
+from srl.envs.pettingzoo_aec import AECEnvironment
+from srl.envs.pettingzoo_env import PettingZooEnvironment, import_env_module, make_pettingzoo_env
 from srl.envs.vector import SerialVectorEnv
 
 __all__ = [
@@ -49,6 +53,23 @@ def gymnasium_env(id: str, num_envs: int | None = None, **kwargs: Any) -> Enviro
 
 
 registry.register_env("pettingzoo")(make_pettingzoo_env)
+
+
+@registry.register_env("pettingzoo-mappo")
+def pettingzoo_mappo_env(module: str, **kwargs: Any) -> Environment:
+    """A PettingZoo parallel env whose rows carry the global state (for the "mappo" policy)."""
+    return CentralStateEnvironment(make_pettingzoo_env(module, **kwargs))
+
+
+@registry.register_env("pettingzoo-aec")
+def pettingzoo_aec_env(module: str, **kwargs: Any) -> Environment:
+    """A turn-based PettingZoo AEC game (module.env(**kwargs)), rows with the global state and
+    the acting agent's action mask (for the "mappo" policy)."""
+    factory = getattr(import_env_module(module), "env", None)
+    if factory is None:
+        raise ValueError(f"module {module!r} has no env(); name a PettingZoo AEC module such as "
+                         "'pettingzoo.classic.tictactoe_v3'")
+    return CentralStateEnvironment(AECEnvironment(factory(**kwargs)))
 
 
 def _keyword_params(factory: Callable[..., Any]) -> set[str]:

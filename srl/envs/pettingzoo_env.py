@@ -24,7 +24,10 @@ import numpy as np
 
 from srl.api.env import Environment, EnvStep
 
-INSTALL_HINT = "PettingZoo environments need pettingzoo: pip install 'srl[pettingzoo]'"
+INSTALL_HINT = (
+    "PettingZoo environments need the pettingzoo extra (pettingzoo, and mpe2 for the MPE tasks): "
+    "pip install 'srl[pettingzoo]'"
+)
 
 
 def require_pettingzoo() -> Any:
@@ -95,12 +98,19 @@ class PettingZooEnvironment(Environment):
         self.env.close()
 
 
+def import_env_module(module: str) -> Any:
+    """Import a PettingZoo env module; a missing package gives an error naming the extra."""
+    require_pettingzoo()
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"cannot import {module!r} ({e}). {INSTALL_HINT}") from e
+
+
 def make_pettingzoo_env(module: str, **kwargs: Any) -> PettingZooEnvironment:
     """`PettingZooEnvironment(importlib.import_module(module).parallel_env(**kwargs))`,
-    e.g. module="pettingzoo.mpe.simple_spread_v3"."""
-    require_pettingzoo()
-    mod = importlib.import_module(module)
-    factory = getattr(mod, "parallel_env", None)
+    e.g. module="mpe2.simple_spread_v3"."""
+    factory = getattr(import_env_module(module), "parallel_env", None)
     if factory is None:
         raise ValueError(
             f"module {module!r} has no parallel_env(); name a PettingZoo environment module "

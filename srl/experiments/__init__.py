@@ -248,4 +248,7 @@ def spread_pod() -> dict[str, Any]:
         "algo": {"lr": 1e-3, "anneal_lr": False, "gamma": 0.95, "gae_lambda": 0.95, "epochs": 4,
                  "num_minibatches": 4, "clip_value": False},
     }
+
+
+from srl.experiments import multiagent  # noqa: E402,F401  (registers mpe-mappo, tictactoe-ppo)
 from srl.experiments import recurrent  # noqa: E402,F401  (registers the recurrent experiments)

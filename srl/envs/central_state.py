@@ -1,0 +1,93 @@
+"""Each agent's row carries the global state, for centralized critics (MAPPO).
+
+`CentralStateEnvironment` wraps a multi-agent `Environment`. Agent i's observation becomes
+
+    [ own observation (own_dim) | one-hot of i (num_agents) | every agent's own observation ]
+
+so a policy can act on its own part (decentralized execution) while its critic reads the
+concatenation of all agents' observations (centralized training). Own observations of agents
+with smaller spaces are zero-padded to the largest one, so every row shares one Box.
+
+The layout travels with the space: the observation space is an `AgentStateBox`, which remembers
+the agent names, `own_dim` and `mask_dim` (the last `mask_dim` entries of an own observation are
+an action mask, see srl.envs.pettingzoo_aec). `srl.models.mappo` reads it from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from srl.api.env import Environment, EnvStep
+
+
+class AgentStateBox(gym.spaces.Box):
+    """A float32 Box of [own | one-hot | all own] rows; see the module doc."""
+
+    def __init__(self, agents: tuple[str, ...], own_dim: int, mask_dim: int = 0) -> None:
+        self.agents = tuple(agents)
+        self.own_dim = int(own_dim)
+        self.mask_dim = int(mask_dim)
+        size = self.own_dim + len(self.agents) * (1 + self.own_dim)
+        super().__init__(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AgentStateBox) and (other.agents, other.own_dim, other.mask_dim) == (
+            self.agents,
+            self.own_dim,
+            self.mask_dim,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.agents, self.own_dim, self.mask_dim))
+
+    def __repr__(self) -> str:
+        return f"AgentStateBox(agents={self.agents}, own_dim={self.own_dim}, mask_dim={self.mask_dim})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled into worker processes by its layout only
+        return (AgentStateBox, (self.agents, self.own_dim, self.mask_dim))
+
+
+def _flat_dim(space: gym.Space, agent: str) -> int:
+    if not isinstance(space, gym.spaces.Box):
+        raise TypeError(f"CentralStateEnvironment needs Box observations, agent {agent!r} has {space}")
+    return int(np.prod(space.shape))
+
+
+class CentralStateEnvironment(Environment):
+    """Adds the one-hot agent id and the global state to every agent's observation."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.agents = tuple(env.agents)
+        dims = [_flat_dim(env.observation_spaces[a], a) for a in self.agents]
+        self.own_dim = max(dims)
+        mask_dim = int(getattr(env, "action_mask_dim", 0))
+        space = AgentStateBox(self.agents, self.own_dim, mask_dim)
+        if mask_dim and len(set(dims)) > 1:
+            raise ValueError("action masks need every agent to have the same observation size")
+        self.observation_spaces = {a: space for a in self.agents}
+        self.action_spaces = dict(env.action_spaces)
+
+    def _rows(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        n = len(self.agents)
+        own = np.zeros((n, self.own_dim), np.float32)
+        for i, agent in enumerate(self.agents):
+            flat = np.asarray(obs[agent], np.float32).reshape(-1)
+            own[i, : flat.size] = flat
+        state = own.reshape(-1)
+        eye = np.eye(n, dtype=np.float32)
+        return {a: np.concatenate([own[i], eye[i], state]) for i, a in enumerate(self.agents)}
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        return self._rows(self.env.reset(seed=seed))
+
+    def step(self, actions: Mapping[str, Any]) -> EnvStep:
+        out = self.env.step(actions)
+        return EnvStep(self._rows(out.obs), out.reward, out.terminated, out.truncated, out.info)
+
+    def close(self) -> None:
+        self.env.close()
