@@ -15,6 +15,7 @@ import pytest
 import zmq
 
 from srl.launch import local as local_launcher
+from srl.streams.framing import pack
 from srl.streams.tcp import TcpTransport, Wire
 from srl.streams.tcp_setup import free_ports
 from srl.streams.wire import Limits, encode
@@ -111,10 +112,10 @@ def test_receiver_survives_garbage_on_its_port():
         junk = [
             [b"hello"],  # too few parts
             [secrets.token_bytes(32), np.int64(1).tobytes()],  # right shape, no secret
-            encode(b"x" * 32, "q", (1,), [b"frame"]),  # another run's secret
-            encode(wire.secret, "other", (1,), [b"frame"]),  # this run's secret, another stream
-            encode(wire.secret, "q", (1,), [b""] * 5),  # too many frames
-            [b"x"] * 10_000,  # many parts: read and discarded past the limit
+            [pack(encode(b"x" * 32, "q", (1,), [b"frame"]))],  # another run's secret
+            [pack(encode(wire.secret, "other", (1,), [b"frame"]))],  # this run's secret, another stream
+            [pack(encode(wire.secret, "q", (1,), [b""] * 5))],  # too many frames
+            [b"x"] * 10_000,  # many parts: srl sends one frame per message; read to the end, refused
         ]  # a frame over the limit comes last, below: zmq drops the sender's connection for it
         for parts in junk:
             push.send_multipart(parts)
@@ -125,7 +126,7 @@ def test_receiver_survives_garbage_on_its_port():
         # >= 6: the raw greeting above is a valid ZMTP 1.0 one, so zmq may frame its random tail too
         assert rx.rejected >= 6, rx.rejected
         # a frame over MAXMSGSIZE: zmq drops that peer's connection before buffering it
-        push.send_multipart(encode(wire.secret, "q", (2,), [b"x" * (1 << 20)]))
+        push.send(pack(encode(wire.secret, "q", (2,), [b"x" * (1 << 20)])))
         time.sleep(0.3)
         friend = transport.sender("q")
         friend.send((42,), [b"fine"])

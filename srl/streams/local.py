@@ -15,8 +15,12 @@ from typing import Sequence
 import numpy as np
 import zmq
 
+from srl.streams.framing import pack, unpack
 from srl.streams.layout import Layout
 from srl.streams.transport import Message, Receiver, Sender, Transport, decode_header, encode_header
+
+
+MAX_PARTS = 1 << 16
 
 
 def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
@@ -35,10 +39,11 @@ class _ZmqReceiver(Receiver):
             return out
         while len(out) < limit:
             try:
-                parts = self.socket.recv_multipart(zmq.NOBLOCK)
+                frame = self.socket.recv(zmq.NOBLOCK)  # bytes: cheaper than a zmq.Frame when small
             except zmq.Again:
                 break
-            out.append(Message(decode_header(parts[0]), parts[1:]))
+            header, *frames = unpack(frame, MAX_PARTS)  # only srl's own processes reach ipc
+            out.append(Message(decode_header(header), frames))
         return out
 
 
@@ -47,9 +52,8 @@ class _ZmqSender(Sender):
         self.socket = socket
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
-        # copy=True: zmq must own the bytes before send returns; without it, frames over 64 KiB
-        # are read later from the caller's buffer, which the caller may already be overwriting
-        self.socket.send_multipart([encode_header(header), *(_frame(f) for f in frames)], copy=True)
+        # one frame (srl.streams.framing); pack copies, so the caller may overwrite its arrays at once
+        self.socket.send(pack([encode_header(header), *(_frame(f) for f in frames)]), copy=False)
 
 
 def shm_name(run_id: str, block: str) -> str:

@@ -18,10 +18,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import zmq
 
+from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
 from srl.streams.local import wait_on_sockets
 from srl.streams.transport import Message, Receiver, Sender, Transport
-from srl.streams.wire import MAX_HEADER_BYTES, Limits, WireError, decode, encode
+from srl.streams.wire import Limits, WireError, decode, encode
 
 log = logging.getLogger(__name__)
 WILDCARDS = ("0.0.0.0", "::", "*")
@@ -66,30 +67,27 @@ class _SignedReceiver(Receiver):
     def recv_all(self, limit: int = 1 << 30) -> list[Message]:
         out: list[Message] = []
         while len(out) < limit:
-            parts = self._recv_parts()
-            if parts is None:
+            try:
+                frame = self.socket.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
                 break
             try:
+                parts = self._parts(frame)
                 out.append(decode(self.wire.secret, self.name, parts, self.wire.limits))
-            except WireError as error:
+            except (FramingError, WireError) as error:
                 self.rejected += 1
                 if self.rejected <= 10 or self.rejected % 1000 == 0:  # a flood must not flood the log
                     log.warning("stream %s: dropped message %d: %s", self.name, self.rejected, error)
         return out
 
-    def _recv_parts(self) -> list[memoryview] | None:
-        """One multipart message; parts past the frame limit are read and discarded, so a
-        message of a million parts holds at most limit + 3 of them here."""
-        try:
-            first = self.socket.recv(zmq.NOBLOCK, copy=False)
-        except zmq.Again:
-            return None
-        parts, keep = [first.buffer], self.wire.limits.max_frames + 3
-        while self.socket.getsockopt(zmq.RCVMORE):
-            part = self.socket.recv(copy=False)  # the rest of a multipart message is already here
-            if len(parts) < keep:
-                parts.append(part.buffer)
-        return parts
+    def _parts(self, frame: zmq.Frame) -> list[memoryview]:
+        """The parts packed in one frame (srl.streams.framing). srl never sends multipart
+        messages: a stranger's is read to its end and refused, however many parts it has."""
+        if frame.more:
+            while self.socket.getsockopt(zmq.RCVMORE):
+                self.socket.recv(copy=False)
+            raise FramingError("a multipart message; srl sends one frame per message")
+        return unpack(frame.buffer, self.wire.limits.max_frames + 2)
 
 
 class _SignedSender(Sender):
@@ -98,7 +96,7 @@ class _SignedSender(Sender):
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
         # copy=True: zmq owns the bytes when send returns; the caller may reuse its arrays at once
-        self.socket.send_multipart(encode(self.wire.secret, self.name, header, frames), copy=True)
+        self.socket.send(pack(encode(self.wire.secret, self.name, header, frames)), copy=False)
 
 
 class TcpTransport(Transport):
@@ -111,7 +109,7 @@ class TcpTransport(Transport):
         self._publishers: dict[str, _SignedSender] = {}
         self._blocks: dict[str, bytearray] = {}
         self._pollers: dict[tuple[int, ...], zmq.Poller] = {}
-        self._max_part_bytes = max(wire.limits.max_frame_bytes, MAX_HEADER_BYTES)
+        self._max_message_bytes = wire.limits.max_message_bytes
 
     def _socket(self, kind: int) -> zmq.Socket:
         socket = self.context.socket(kind)
@@ -122,7 +120,7 @@ class TcpTransport(Transport):
     def _listen(self, kind: int, name: str) -> zmq.Socket:
         socket = self._socket(kind)
         # zmq drops the connection of a peer that sends a bigger frame, before buffering it
-        socket.setsockopt(zmq.MAXMSGSIZE, self._max_part_bytes)
+        socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
         socket.bind(self.wire.bind_address(name))
         return socket
 
@@ -142,7 +140,7 @@ class TcpTransport(Transport):
 
     def subscriber(self, name: str) -> Receiver:
         socket = self._socket(zmq.SUB)
-        socket.setsockopt(zmq.MAXMSGSIZE, self._max_part_bytes)
+        socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self.wire.connect_address(name))
         return _SignedReceiver(socket, self.wire, name)

@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from srl.streams.framing import packed_bytes
 from srl.streams.transport import Message, decode_header, encode_header
 
 MAC_BYTES = 32  # SHA-256
@@ -44,6 +45,11 @@ class Limits:
     def __post_init__(self) -> None:
         if self.max_frames < 0 or self.max_frame_bytes < 1:
             raise ValueError(f"limits must be positive, got {self}")
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest packed message (MAC, header, frames) a receiver lets zmq buffer."""
+        return packed_bytes(self.max_frames + 2, MAC_BYTES + MAX_HEADER_BYTES + self.max_frames * self.max_frame_bytes)
 
 
 def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
