@@ -3,7 +3,6 @@ unpack to parts that pack back to the same bytes, or raise FramingError, never a
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
