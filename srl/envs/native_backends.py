@@ -7,7 +7,7 @@
 * envpool: `envpool.make_gymnasium(task, num_envs=n, ...)` (the `[envpool]` extra). Partial
   reset: `reset(env_ids)`. Atari ids ("ALE/Pong-v5" -> EnvPool's "Pong-v5") get settings that
   match srl.envs.atari (one 84x84 grey frame, sticky actions 0.25, no reward clipping, no FIRE
-  at reset); env_kwargs override them.
+  at reset); env_kwargs override them (`frame_stack=K` as in srl.envs.atari becomes `stack_num`).
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ class EnvPoolBackend:
     def __init__(self, id: str, num_envs: int, **kwargs: Any) -> None:
         self._envpool = import_envpool()
         self.task = id.removeprefix("ALE/") if is_atari_id(id) else id
+        if is_atari_id(id) and "frame_stack" in kwargs:
+            kwargs = {**kwargs, "stack_num": kwargs.pop("frame_stack")}
         self.kwargs = {**(ENVPOOL_ATARI_DEFAULTS if is_atari_id(id) else {}), "num_threads": 1, **kwargs}
         self.num_envs = num_envs
         self.seed: int | None = None

@@ -1,8 +1,9 @@
 """Built-in policies; importing this package registers them (see srl.api.registry)."""
 
+from srl.models.cnn import ActorCriticCNN
 from srl.models.mlp import ActorCriticMLP
 from srl.models.qmlp import QMLP
 from srl.models.random_policy import RandomPolicy
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
-__all__ = ["ActorCriticMLP", "QMLP", "RandomPolicy", "SquashedGaussianMLP"]
+__all__ = ["ActorCriticCNN", "ActorCriticMLP", "QMLP", "RandomPolicy", "SquashedGaussianMLP"]
