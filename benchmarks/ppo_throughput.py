@@ -29,11 +29,11 @@ from typing import Any
 from srl.config import load_config
 from srl.launch.run import run_experiment
 
-# Short fixed budgets: CartPole 200 updates x 512 env steps; Pong 8 updates x 1024 (a Nature-CNN
+# Short fixed budgets: CartPole 200 updates x 512 env steps; Pong 4 updates x 1024 (a Nature-CNN
 # PPO update of 4 epochs x 4 minibatches takes seconds on a CPU core).
 CASES: dict[str, list[str]] = {
     "cartpole-ppo": ["max_updates=200"],
-    "pong-ppo": ["max_updates=8", "heartbeat_timeout_s=300"],
+    "pong-ppo": ["max_updates=4", "heartbeat_timeout_s=300"],
 }
 COMMON = ["target_return=null", "total_env_steps=1000000000", "display=off", "log_interval_s=0.5",
           "learning_curve=false", "checkpoint_interval_s=3600"]
