@@ -55,7 +55,7 @@ def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
         backend = resolve_backend(env_id, overrides.get("env_kwargs") or {}, overrides.get("env_backend", "auto"))
     except (ValueError, ImportError):
         backend = "loop"  # build_config then reports the bad value, naming its field
-    if backend in ("vector", "envpool"):
+    if backend in ("vector", "envpool") and not is_atari_id(env_id):  # an Atari env's step dominates its call
         values.update(NATIVE_DEFAULTS)
     return values
 
