@@ -128,3 +128,19 @@ def test_dataflow_with_the_vector_backend_delivers_every_transition_once(launche
     assert totals["envs"] == 2 * 4 and totals["transitions"] >= 2000, totals
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["error"] is None and summary["episode_return_mean"] == pytest.approx(EPISODE_LENGTH)
+
+
+@needs_envpool
+def test_envpool_atari_matches_srl_atari_spaces():
+    venv = make_vector_env("ALE/Pong-v5", {}, num_envs=2, backend="envpool")
+    try:
+        assert venv.observation_space.shape == (84, 84) and venv.action_space.n == 6
+        obs = venv.reset(seed=1)
+        assert obs.shape == (2, 84, 84) and obs.dtype == np.float32 and obs.max() > 0
+        out = venv.step(np.array([0, 1]))
+        assert out.obs.shape == (2, 84, 84) and out.reward.shape == (2,)
+    finally:
+        venv.close()
+    stacked = make_vector_env("ALE/Pong-v5", {"frame_stack": 4}, num_envs=1, backend="envpool")
+    assert stacked.observation_space.shape == (4, 84, 84)
+    stacked.close()

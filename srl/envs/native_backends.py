@@ -105,7 +105,8 @@ class EnvPoolBackend:
         self._envpool = import_envpool()
         self.task = id.removeprefix("ALE/") if is_atari_id(id) else id
         if is_atari_id(id) and "frame_stack" in kwargs:
-            kwargs = {**kwargs, "stack_num": kwargs.pop("frame_stack")}
+            kwargs = dict(kwargs)
+            kwargs["stack_num"] = kwargs.pop("frame_stack")
         self.kwargs = {**(ENVPOOL_ATARI_DEFAULTS if is_atari_id(id) else {}), "num_threads": 1, **kwargs}
         self.num_envs = num_envs
         self.seed: int | None = None
