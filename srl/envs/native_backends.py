@@ -63,6 +63,11 @@ def import_envpool() -> Any:
 
 def _cartpole_reset_rows(env: Any, mask: np.ndarray) -> np.ndarray:
     """What CartPoleVectorEnv's own next-step reset does to the masked envs, done now."""
+    if not all(hasattr(env, name) for name in ("state", "steps", "prev_done", "low", "high")):
+        raise RuntimeError(
+            f"this gymnasium's {type(env).__name__} lacks the state srl resets per env "
+            f"(gymnasium {gym.__version__}): use env_backend=loop"
+        )
     env.state[:, mask] = env.np_random.uniform(low=env.low, high=env.high, size=(4, int(mask.sum())))
     env.steps[mask] = 0
     env.prev_done[mask] = False  # so its next step does not reset them again
