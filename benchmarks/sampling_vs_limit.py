@@ -9,6 +9,10 @@ load hits all alike), and the median of the repeats is reported:
   with actions drawn beforehand as numpy scalars and reset by hand: nothing but the env's cost.
 * srl: `srl bench sampling ID` (srl.bench.bench_sampling, its defaults: one inline-inference
   actor per core) for `--seconds` of measured sampling after start-up, plus `--srl` overrides.
+* vector_limit (with `--vector-limit-envs N`, ids with a Gymnasium vector entry point): the same
+  limit for natively batched stepping, one `gymnasium.make_vec(id, N, vectorization_mode=
+  "vector_entry_point")` per process with pre-drawn actions (next-step autoreset, no partial
+  resets): the ceiling for srl's `env_backend=vector`.
 * async_N: `gymnasium.vector.AsyncVectorEnv` of N envs (one process each, for N in
   `--async-envs`) stepped with batched random actions for `--seconds`, after reset.
 
@@ -68,11 +72,28 @@ def raw_env_rate(env_id: str, seconds: float, seed: int, start: Any, out: Any) -
     env.close()
 
 
-def machine_limit(env_id: str, procs: int, seconds: float) -> float:
-    """Summed rate of `procs` raw envs, one process each, stepping at the same time."""
+def raw_vector_rate(env_id: str, num_envs: int, seconds: float, seed: int, start: Any, out: Any) -> None:
+    """Child process: step one natively batched env of `num_envs`; put env steps/s on `out`."""
+    env = gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point")
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    actions = [rng.integers(0, 2, num_envs) for _ in range(64)]  # Discrete(2): CartPole
+    start.wait()
+    steps, began = 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        env.step(actions[steps % 64])
+        steps += 1
+    out.put(steps * num_envs / (time.perf_counter() - began))
+    env.close()
+
+
+def machine_limit(env_id: str, procs: int, seconds: float, vector_envs: int = 0) -> float:
+    """Summed rate of `procs` raw envs (natively batched ones of `vector_envs` if > 0), one
+    process each, stepping at the same time."""
     ctx = mp.get_context("spawn")  # a clean interpreter per process, as a user's script would be
     start, out = ctx.Event(), ctx.Queue()
-    workers = [ctx.Process(target=raw_env_rate, args=(env_id, seconds, i, start, out)) for i in range(procs)]
+    target, args = (raw_vector_rate, (env_id, vector_envs, seconds)) if vector_envs else (raw_env_rate, (env_id, seconds))
+    workers = [ctx.Process(target=target, args=(*args, i, start, out)) for i in range(procs)]
     for w in workers:
         w.start()
     time.sleep(0.5 if not is_atari_id(env_id) else 3.0)  # let every child build its env first
@@ -114,9 +135,13 @@ def srl_rate(env_id: str, seconds: float, overrides: list[str]) -> tuple[float, 
 
 def measure(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[float]] = {"limit": [], "srl": [], **{f"async_{n}": [] for n in args.async_envs}}
+    if args.vector_limit_envs:
+        runs["vector_limit"] = []
     shares: list[float] = []
     for repeat in range(args.repeats):
         runs["limit"].append(machine_limit(env_id, args.procs, args.seconds))
+        if args.vector_limit_envs:
+            runs["vector_limit"].append(machine_limit(env_id, args.procs, args.seconds, args.vector_limit_envs))
         rate, share = srl_rate(env_id, args.seconds, args.srl)
         runs["srl"].append(rate)
         shares.append(share)
@@ -125,9 +150,11 @@ def measure(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
         log(f"{env_id} repeat {repeat + 1}: " + ", ".join(f"{k}={v[-1]:.0f}" for k, v in runs.items()))
     medians = {k: round(statistics.median(v), 1) for k, v in runs.items()}
     paired = [s / limit for s, limit in zip(runs["srl"], runs["limit"])]  # each repeat's own ratio
+    vector = {"srl_over_vector_limit": round(medians["srl"] / medians["vector_limit"], 3)} if args.vector_limit_envs else {}
     return {
         "env_steps_per_s": medians,
         "srl_over_limit": round(medians["srl"] / medians["limit"], 3),
+        **vector,
         "srl_over_limit_paired_median": round(statistics.median(paired), 3),
         "srl_actor_env_step_share": round(statistics.median(shares), 3),
         "repeats": {k: [round(x, 1) for x in v] for k, v in runs.items()},
@@ -141,6 +168,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 1, help="raw env processes (limit)")
     parser.add_argument("--async-envs", type=int, nargs="*", default=[2, 8])
+    parser.add_argument("--vector-limit-envs", type=int, default=0,
+                        help="also measure raw natively batched envs of N per process (vector entry point ids)")
     parser.add_argument("--srl", nargs="*", default=[], help="overrides for srl bench sampling (key=value)")
     args = parser.parse_args()
     if args.repeats < 3:

@@ -9,6 +9,7 @@ allowed, before any process starts. Cross-field checks that need the environment
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import ipaddress
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 
 from srl.api import registry
 from srl.api.algorithm import AlgorithmConfig
+from srl.envs.native_backends import vector_entry_point
 
 
 class ConfigError(ValueError):
@@ -120,6 +122,12 @@ class ExperimentConfig(BaseModel):
 
     env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the env factory.")
+    env_backend: Literal["auto", "loop", "vector", "envpool"] = Field(
+        "auto",
+        description="How an actor steps a ring group. loop: one env after another; vector: the Gymnasium id's "
+        "vector entry point, all in one call (CartPole-v1); envpool: EnvPool, all in one call ([envpool] extra); "
+        "auto: vector for CartPole-v1 with no env_kwargs, else loop. Same-step auto-reset in every case.",
+    )
     policy: str = Field("actor-critic-mlp", description="A registered policy name.")
     policy_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the policy.")
     algorithm: str = Field("ppo", description="A registered algorithm name; its hyperparameters go in `algo`.")
@@ -255,6 +263,17 @@ class ExperimentConfig(BaseModel):
         if self.transport == "tcp" and self.replay is not None:
             # the buffer's batch slots are not carried by the tcp backend yet
             raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")
+        return self
+
+    @model_validator(mode="after")
+    def _check_env_backend(self) -> "ExperimentConfig":
+        if self.env_backend == "envpool" and importlib.util.find_spec("envpool") is None:
+            raise ValueError("env_backend='envpool' needs EnvPool, which is not installed: pip install 'srl[envpool]'")
+        if self.env_backend == "vector" and vector_entry_point(self.env) is None:
+            raise ValueError(
+                f"env_backend='vector' needs a Gymnasium id with a vector entry point (CartPole-v1); env "
+                f"{self.env!r} has none: use env_backend='loop' (or 'envpool' for EnvPool's ids)"
+            )
         return self
 
     @model_validator(mode="after")

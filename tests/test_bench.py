@@ -18,3 +18,12 @@ def test_bench_sampling_prints_one_json_line_last():
     assert result["config"]["num_actor_workers"] == 2 and result["measured_s"] > 0  # start-up under load may take seconds
     assert result["config"]["inference"] == "inline"  # the bench's default placement
     assert result["time_breakdown"]["actor:1"]["env_step"] > 0
+
+
+def test_natively_batched_rings_get_big_rings_and_atari_keeps_small_ones():
+    from srl.bench import _defaults
+
+    assert _defaults("CartPole-v1", {})["envs_per_actor"] == 1024  # auto -> vector backend
+    assert _defaults("CartPole-v1", {"env_backend": "loop"})["envs_per_actor"] == 32
+    assert _defaults("Acrobot-v1", {})["envs_per_actor"] == 32  # no vector entry point: loop
+    assert _defaults("ALE/Pong-v5", {"env_backend": "bogus"})["envs_per_actor"] == 8  # build_config will refuse it

@@ -25,7 +25,10 @@ from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
 from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.counting import CountingEnv, check_counts
+from srl.envs.counting_vector import CountingVectorEnv  # registers the Gymnasium id srl/CountingVector-v0
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
+from srl.envs.native import NativeVectorEnv
+from srl.envs.native_backends import EnvPoolBackend, GymVectorBackend, resolve_backend
 from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPoleNoVel-v1
 from srl.envs.pettingzoo_aec import AECEnvironment
 from srl.envs.pettingzoo_env import PettingZooEnvironment, import_env_module, make_pettingzoo_env
@@ -33,9 +36,11 @@ from srl.envs.vector import SerialVectorEnv
 
 __all__ = [
     "CountingEnv",
+    "CountingVectorEnv",
     "GymEnvironment",
     "GymVectorEnv",
     "MaskVelocity",
+    "NativeVectorEnv",
     "PettingZooEnvironment",
     "SerialVectorEnv",
     "check_counts",
@@ -87,9 +92,13 @@ def _is_gymnasium_id(name: str) -> bool:
 
 
 def make_vector_env(
-    name: str, kwargs: Mapping[str, Any] | None, num_envs: int, env_index_offset: int = 0
+    name: str, kwargs: Mapping[str, Any] | None, num_envs: int, env_index_offset: int = 0, backend: str = "loop"
 ) -> VectorEnv:
     """Build `num_envs` environments called `name` as one `VectorEnv`.
+
+    `backend` (config `env_backend`): "loop" steps one env after another as described below;
+    "vector" / "envpool" step them all in one call (`srl.envs.native`); "auto" picks "vector" for
+    Gymnasium ids with a vector entry point srl knows (CartPole-v1) and no kwargs, else "loop".
 
     `name` is looked up in `srl.api.registry.envs` first. A factory that names a `num_envs`
     parameter builds the whole batch itself: it gets `num_envs` (and `env_index_offset` if it
@@ -105,6 +114,11 @@ def make_vector_env(
     kwargs = dict(kwargs or {})
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    backend = resolve_backend(name, kwargs, backend)
+    if backend == "vector":
+        return NativeVectorEnv(GymVectorBackend(name, num_envs, **kwargs))
+    if backend == "envpool":
+        return NativeVectorEnv(EnvPoolBackend(name, num_envs, **kwargs))
     if name in registry.envs:
         factory = registry.envs.get(name)
         params = _keyword_params(factory)
@@ -155,11 +169,11 @@ def make_vector_env(
 
 
 def describe_spaces(
-    name: str, kwargs: Mapping[str, Any] | None
+    name: str, kwargs: Mapping[str, Any] | None, backend: str = "loop"
 ) -> tuple[tuple[str, ...], gym.Space, gym.Space]:
     """(agents, observation_space, action_space) of env `name`, as its `VectorEnv` reports them
     (Box observations as float32); builds one env and closes it."""
-    venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0)
+    venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, backend=backend)
     try:
         return venv.agents, venv.observation_space, venv.action_space
     finally:

@@ -2,7 +2,8 @@
 
 Each env is `gymnasium.make(id, frameskip=1)` wrapped in `gymnasium.wrappers.AtariPreprocessing`:
 up to 30 no-op actions at reset, 4 frames per agent step (max-pooled over the last two), 84x84
-grayscale observations. The v5 ids keep their own defaults otherwise (sticky actions with
+grayscale observations; `frame_stack=K` (default 1) stacks the last K frames into [K, 84, 84]
+(gymnasium.wrappers.FrameStackObservation), as Atari PPO/DQN setups do. The v5 ids keep their own defaults otherwise (sticky actions with
 probability 0.25, full action set off). Keyword arguments go to `gymnasium.make`, except the
 preprocessing ones below. Needs the `[atari]` extra (ale-py, opencv-python-headless).
 """
@@ -34,9 +35,13 @@ def make_atari(id: str, **kwargs: Any) -> gym.Env:
     """One preprocessed Atari env; kwargs named in PREPROCESSING override its settings."""
     register_atari()
     preprocessing = {k: kwargs.pop(k, v) for k, v in PREPROCESSING.items()}
+    frame_stack = int(kwargs.pop("frame_stack", 1))
+    if frame_stack < 1:
+        raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
     env = gym.make(id, frameskip=1, **kwargs)  # the wrapper skips frames (and max-pools them)
     try:
-        return gym.wrappers.AtariPreprocessing(env, **preprocessing)
+        env = gym.wrappers.AtariPreprocessing(env, **preprocessing)
     except gym.error.DependencyNotInstalled as error:
         env.close()
         raise ImportError(f"{INSTALL_HINT}; {error}") from error
+    return gym.wrappers.FrameStackObservation(env, frame_stack) if frame_stack > 1 else env

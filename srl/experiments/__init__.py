@@ -250,5 +250,47 @@ def spread_pod() -> dict[str, Any]:
     }
 
 
+@register_experiment("pong-ppo")
+def pong_ppo() -> dict[str, Any]:
+    """ALE/Pong-v5 with PPO and the Nature CNN, with the Atari PPO hyperparameters of the PPO paper
+    (and CleanRL's ppo_atari): 8 envs x 128 steps per update, 4 epochs of 4 minibatches, lr 2.5e-4
+    annealed to 0 over 10M env steps, clip 0.1, entropy 0.01, gamma 0.99, lambda 0.95, 4 stacked
+    84x84 grey frames (srl.envs.atari). With `env_backend=envpool` EnvPool steps the 8 envs.
+    """
+    return {
+        "env": "ALE/Pong-v5",
+        "env_kwargs": {"frame_stack": 4},
+        "policy": "actor-critic-cnn",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 8,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 128,
+        "segment_slots": 1,
+        "batch_segments": 1,
+        "max_policy_lag": 5,
+        "heartbeat_timeout_s": 120.0,
+        "total_env_steps": 10_000_000,
+        "target_return": 20.0,
+        "algorithm": "ppo",
+        "algo": {
+            "lr": 2.5e-4,
+            "anneal_env_steps": 10_000_000,
+            "final_lr_fraction": 0.0,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "clip_coef": 0.1,
+            "clip_value": True,
+            "value_clip_coef": 0.1,
+            "entropy_coef": 0.01,
+            "value_coef": 0.5,
+            "epochs": 4,
+            "num_minibatches": 4,
+            "max_grad_norm": 0.5,
+        },
+    }
+
+
 from srl.experiments import multiagent  # noqa: E402,F401  (registers mpe-mappo, tictactoe-ppo)
 from srl.experiments import recurrent  # noqa: E402,F401  (registers the recurrent experiments)

@@ -75,6 +75,7 @@ class RunMonitor:
             "policy_version": self.trainer.get("policy_version", 0),
             "policy_lag_mean": self.trainer.get("policy_lag_mean"),
             "updates": self.updates,
+            "trained_env_steps": self.trainer.get("trained_env_steps", 0),  # consumed by the (first) trainer
             "segments_dropped": self.segments_dropped,
             "restarts": sum(self.restarts.values()),
             **losses,

@@ -1,5 +1,6 @@
 """Built-in policies; importing this package registers them (see srl.api.registry)."""
 
+from srl.models.cnn import ActorCriticCNN
 from srl.models.mappo import MAPPOPolicy
 from srl.models.mlp import ActorCriticMLP
 from srl.models.qmlp import QMLP
@@ -7,4 +8,6 @@ from srl.models.random_policy import RandomPolicy
 from srl.models.recurrent import RecurrentActorCritic
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
-__all__ = ["ActorCriticMLP", "MAPPOPolicy", "QMLP", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP"]
+__all__ = [
+    "ActorCriticCNN", "ActorCriticMLP", "MAPPOPolicy", "QMLP", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP",
+]

@@ -58,7 +58,8 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     epoch = lives.of(f"actor:{actor}")
     infer, segments = _actor_arrays(graph, transport, actor)
     groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
-    envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split) for g in groups]
+    envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split, c.env_backend)
+            for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
     if c.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport, clock), infer, actor)

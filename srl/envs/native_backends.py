@@ -1,0 +1,143 @@
+"""The two native backends of `srl.envs.native` and the choice between them (`env_backend`).
+
+* vector: `gymnasium.make_vec(id, n, vectorization_mode="vector_entry_point")`, for ids that
+  declare a vector entry point (CartPole-v1). Partial reset: Gymnasium's `reset(options=
+  {"reset_mask": mask})` convention, except for `CartPoleVectorEnv`, whose reset ignores the mask
+  and which gets a small shim (`_cartpole_reset_rows`) drawing the same start states.
+* envpool: `envpool.make_gymnasium(task, num_envs=n, ...)` (the `[envpool]` extra). Partial
+  reset: `reset(env_ids)`. Atari ids ("ALE/Pong-v5" -> EnvPool's "Pong-v5") get settings that
+  match srl.envs.atari (one 84x84 grey frame, sticky actions 0.25, no reward clipping, no FIRE
+  at reset); env_kwargs override them (`frame_stack=K` as in srl.envs.atari becomes `stack_num`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from srl.envs.atari import is_atari_id
+
+BACKENDS = ("auto", "loop", "vector", "envpool")
+ENVPOOL_HINT = "env_backend='envpool' needs EnvPool: pip install 'srl[envpool]'"
+# vector entry points srl has checked to step and partially reset correctly; `auto` picks only these
+KNOWN_VECTOR_ENTRY_POINTS = {"gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv"}
+ENVPOOL_ATARI_DEFAULTS = {
+    "stack_num": 1, "reward_clip": False, "episodic_life": False, "repeat_action_probability": 0.25,
+    "noop_max": 30, "frame_skip": 4, "img_height": 84, "img_width": 84, "gray_scale": True,
+    "use_fire_reset": False,
+}
+
+
+def vector_entry_point(name: str) -> str | None:
+    spec = gym.envs.registry.get(name)
+    entry = spec.vector_entry_point if spec is not None else None
+    return entry if isinstance(entry, str) or entry is None else f"{entry.__module__}:{entry.__qualname__}"
+
+
+def resolve_backend(name: str, kwargs: dict[str, Any], backend: str) -> str:
+    """The backend `backend` means for env `name`: auto = vector for the known vector entry points
+    when no env_kwargs are given, loop otherwise. Refuses a backend the env cannot use."""
+    if backend not in BACKENDS:
+        raise ValueError(f"env_backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        return "vector" if not kwargs and vector_entry_point(name) in KNOWN_VECTOR_ENTRY_POINTS else "loop"
+    if backend == "vector" and vector_entry_point(name) is None:
+        raise ValueError(
+            f"env_backend='vector': env {name!r} declares no Gymnasium vector entry point "
+            "(CartPole-v1 does); use env_backend=loop, or envpool for EnvPool's ids"
+        )
+    if backend == "envpool":
+        import_envpool()
+    return backend
+
+
+def import_envpool() -> Any:
+    try:
+        import envpool
+    except ImportError as error:
+        raise ImportError(f"{ENVPOOL_HINT} (importing envpool failed: {error})") from error
+    return envpool
+
+
+def _cartpole_reset_rows(env: Any, mask: np.ndarray) -> np.ndarray:
+    """What CartPoleVectorEnv's own next-step reset does to the masked envs, done now."""
+    if not all(hasattr(env, name) for name in ("state", "steps", "prev_done", "low", "high")):
+        raise RuntimeError(
+            f"this gymnasium's {type(env).__name__} lacks the state srl resets per env "
+            f"(gymnasium {gym.__version__}): use env_backend=loop"
+        )
+    env.state[:, mask] = env.np_random.uniform(low=env.low, high=env.high, size=(4, int(mask.sum())))
+    env.steps[mask] = 0
+    env.prev_done[mask] = False  # so its next step does not reset them again
+    return env.state[:, mask].T.astype(np.float32)
+
+
+class GymVectorBackend:
+    def __init__(self, id: str, num_envs: int, **kwargs: Any) -> None:
+        self.env = gym.make_vec(id, num_envs, vectorization_mode="vector_entry_point", **kwargs)
+        self.num_envs = num_envs
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        mode = self.env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+        if mode != gym.vector.AutoresetMode.NEXT_STEP:
+            self.env.close()
+            raise ValueError(f"env_backend='vector': {id!r} auto-resets {mode}; srl converts only next-step")
+        cartpole = type(self.env.unwrapped).__name__ == "CartPoleVectorEnv"
+        self._reset_rows = (lambda mask: _cartpole_reset_rows(self.env.unwrapped, mask)) if cartpole else self._masked
+
+    def _masked(self, mask: np.ndarray) -> np.ndarray:
+        return self.env.reset(options={"reset_mask": mask})[0][mask]
+
+    def reset(self, seed: int | None) -> np.ndarray:
+        return self.env.reset(seed=seed)[0]
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.env.step(actions)[:4]
+
+    def reset_rows(self, mask: np.ndarray) -> np.ndarray:
+        return self._reset_rows(mask)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class EnvPoolBackend:
+    """EnvPool in sync mode (one batch = every env, in env id order); env i is seeded seed + i."""
+
+    def __init__(self, id: str, num_envs: int, **kwargs: Any) -> None:
+        self._envpool = import_envpool()
+        self.task = id.removeprefix("ALE/") if is_atari_id(id) else id
+        if is_atari_id(id) and "frame_stack" in kwargs:
+            kwargs = dict(kwargs)
+            kwargs["stack_num"] = kwargs.pop("frame_stack")
+        self.kwargs = {**(ENVPOOL_ATARI_DEFAULTS if is_atari_id(id) else {}), "num_threads": 1, **kwargs}
+        self.num_envs = num_envs
+        self.seed: int | None = None
+        self.env = self._make(0)
+        self.observation_space = self.env.observation_space
+        if is_atari_id(id) and self.observation_space.shape[0] == 1:  # one frame: (84, 84) as srl.envs.atari
+            space = self.observation_space
+            self.observation_space = gym.spaces.Box(space.low[0], space.high[0], space.shape[1:], space.dtype)
+        self.action_space = self.env.action_space
+
+    def _make(self, seed: int) -> Any:
+        self.seed = seed
+        return self._envpool.make_gymnasium(self.task, num_envs=self.num_envs, seed=seed, **self.kwargs)
+
+    def reset(self, seed: int | None) -> np.ndarray:
+        if seed is not None and seed != self.seed:  # EnvPool takes its seed when it is built
+            self.env.close()
+            self.env = self._make(seed)
+        return self.env.reset()[0]
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.env.step(actions)[:4]
+
+    def reset_rows(self, mask: np.ndarray) -> np.ndarray:
+        obs, info = self.env.reset(np.flatnonzero(mask).astype(np.int32))
+        return obs[np.argsort(info["env_id"])]
+
+    def close(self) -> None:
+        self.env.close()

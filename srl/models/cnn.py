@@ -1,0 +1,87 @@
+"""Actor-critic over image observations: the Nature-DQN convolutional trunk ("actor-critic-cnn").
+
+Observations are [H, W] (one grey frame, srl.envs.atari) or [C, H, W] (stacked frames), pixel
+values 0..255 (srl stores Box observations as float32; they are scaled by 1/255 here). The trunk is
+conv 32x8x8 stride 4, 64x4x4 stride 2, 64x3x3 stride 1, then a 512-unit linear layer, all ReLU,
+shared by a policy head (Discrete logits, orthogonal gain 0.01) and a value head (gain 1): the
+network of Mnih et al. 2015 as the PPO paper's Atari runs use it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from srl.api.policy import FieldSpec, Policy
+from srl.api.registry import register_policy
+from srl.data import columns
+
+
+def _orthogonal(layer: nn.Module, gain: float) -> nn.Module:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def nature_trunk(channels: int, height: int, width: int, features: int = 512) -> nn.Sequential:
+    relu = math.sqrt(2.0)
+    convs = nn.Sequential(
+        _orthogonal(nn.Conv2d(channels, 32, 8, stride=4), relu), nn.ReLU(),
+        _orthogonal(nn.Conv2d(32, 64, 4, stride=2), relu), nn.ReLU(),
+        _orthogonal(nn.Conv2d(64, 64, 3, stride=1), relu), nn.ReLU(),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        flat = convs(torch.zeros(1, channels, height, width)).shape[1]
+    return nn.Sequential(*convs, _orthogonal(nn.Linear(flat, features), relu), nn.ReLU())
+
+
+@register_policy("actor-critic-cnn")
+class ActorCriticCNN(Policy):
+    """Nature CNN trunk shared by a categorical policy head and a value head (Discrete actions)."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, features: int = 512) -> None:
+        super().__init__(observation_space, action_space)
+        if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) not in (2, 3):
+            raise TypeError(f"actor-critic-cnn needs Box image observations [H, W] or [C, H, W], got {observation_space}")
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise TypeError(f"actor-critic-cnn needs a Discrete action space, got {action_space}")
+        shape = tuple(observation_space.shape)
+        self.image_shape = (1, *shape) if len(shape) == 2 else shape
+        if min(self.image_shape[1:]) < 36:
+            raise ValueError(f"actor-critic-cnn needs images of at least 36x36 (the trunk's strides), got {shape}")
+        self.trunk = nature_trunk(*self.image_shape, features=features)
+        self.actor_head = _orthogonal(nn.Linear(features, int(action_space.n)), 0.01)
+        self.critic_head = _orthogonal(nn.Linear(features, 1), 1.0)
+        self.action_start = int(action_space.start)
+
+    def rollout_fields(self) -> dict[str, FieldSpec]:
+        return {columns.LOG_PROB: FieldSpec((), np.float32), columns.VALUE: FieldSpec((), np.float32)}
+
+    def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = obs.reshape(obs.shape[0], *self.image_shape).float() * (1.0 / 255.0)
+        h = self.trunk(x)
+        return torch.log_softmax(self.actor_head(h), dim=-1), self.critic_head(h).squeeze(-1)
+
+    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+        log_probs, value = self._forward(obs)
+        if deterministic:
+            index = log_probs.argmax(dim=-1)
+        else:  # Gumbel-max sampling, as in srl.models.mlp
+            index = (log_probs - torch.empty_like(log_probs).exponential_().log_()).argmax(dim=-1)
+        log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+        return {"action": index + self.action_start, columns.LOG_PROB: log_prob, columns.VALUE: value}
+
+    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        log_probs, value = self._forward(obs)
+        index = action.reshape(-1).long() - self.action_start
+        log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        return {columns.LOG_PROB: log_prob, "entropy": entropy, columns.VALUE: value}
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._forward(obs)[1]
