@@ -242,9 +242,6 @@ class ExperimentConfig(BaseModel):
     def _check_transport(self) -> "ExperimentConfig":
         if self.transport == "tcp" and self.launcher != "local":
             raise ValueError(f"transport='tcp' needs launcher='local', got launcher={self.launcher!r}")
-        if self.transport == "tcp" and self.replay is not None:
-            # the buffer's batch slots are not carried by the tcp backend yet
-            raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")
         if self.ensemble.population > 1 and self.launcher == "ray":
             # the population manager forks its members itself; it has no Ray placement yet
             raise ValueError("ensemble.population > 1 runs on launcher='local' or 'inline', not 'ray'")

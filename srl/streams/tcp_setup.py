@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN
 from srl.streams.inference import replies_name, requests_name
 from srl.streams.params import SERVICE_IN, SERVICE_OUT
@@ -29,6 +30,8 @@ def stream_names(config: Any) -> list[str]:
     names += [requests_name(p) for p in range(config.num_policy_workers)]
     for a in range(config.num_actor_workers):
         names += [replies_name(a), released_name(a)]
+    if config.replay is not None:  # buffer worker -> trainer batches, and their release
+        names += [BATCHES_NAME, RELEASED_NAME]
     return names
 
 
@@ -49,14 +52,19 @@ def free_ports(host: str, count: int) -> list[int]:
 
 
 def run_limits(graph: Any, policy: Any) -> Limits:
-    """Frames no bigger than the largest array a stream may carry: a slot array, a parameter
-    tensor or a report; no more frames than a slot or the policy's state has."""
-    arrays = [] if graph.config.pod else graph.actor_layout().arrays.values()
+    """Frames no bigger than the largest array a stream may carry: a slot array (segment or
+    replay batch), a parameter tensor or a report; no more frames than a slot or the policy's
+    state has."""
+    arrays = [] if graph.config.pod else list(graph.actor_layout().arrays.values())
+    batch_columns = 0
+    if graph.config.replay is not None:
+        arrays += list(graph.buffer_layout().arrays.values())
+        batch_columns = len(graph.batch_fields())
     tensors = list(policy.state_dict().values())
     largest = max(
         [s.nbytes for s in arrays] + [t.numel() * t.element_size() for t in tensors] + [CONTROL_FRAME_BYTES]
     )
-    per_slot = max(len(graph.segment_fields()), len(graph.slot_fields()) + 1)
+    per_slot = max(len(graph.segment_fields()), len(graph.slot_fields()) + 1, batch_columns)
     return Limits(max_frames=max(per_slot, len(tensors), 1), max_frame_bytes=int(np.int64(largest)))
 
 
