@@ -111,3 +111,15 @@ def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
     assert int(after["inserted"]) > int(saved["inserted"])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["error"] is None and summary["env_steps"] >= goal, summary
+
+
+def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
+    from srl.config import load_config
+    from srl.graph import Role, WorkerSpec, build_graph
+    from srl.launch.supervise import restart_graph
+
+    graph = build_graph(load_config("cartpole-dqn", [f"run_dir={tmp_path}"]))
+    assert graph.config.resume is None
+    again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))
+    assert again.config.resume == str(tmp_path)
+    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.resume is None
