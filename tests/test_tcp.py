@@ -228,7 +228,10 @@ def test_replay_batches_and_priorities_cross_tcp():
     from srl.streams.batches import BATCHES_NAME, RELEASED_NAME, BatchClient, BatchServer
 
     fields = batch_fields(FieldSpec((3,), np.float32), FieldSpec((), np.int64))
-    new_slots = lambda: [{n: np.zeros((4, *f.shape), f.dtype) for n, f in fields.items()} for _ in range(2)]  # noqa: E731
+
+    def new_slots():
+        return [{n: np.zeros((4, *f.shape), f.dtype) for n, f in fields.items()} for _ in range(2)]
+
     wire = make_wire(BATCHES_NAME, RELEASED_NAME)
     buffer_side, trainer_side = TcpTransport(wire), TcpTransport(wire)
     try:

@@ -21,9 +21,9 @@ import gymnasium as gym
 from srl.api import registry
 from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
-from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
+from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.pettingzoo_env import PettingZooEnvironment, make_pettingzoo_env
 from srl.envs.vector import SerialVectorEnv
 

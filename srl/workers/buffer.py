@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from srl import checkpoint
-
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, segment_transitions
 from srl.data.replay_state import memory_state, restore_memory
