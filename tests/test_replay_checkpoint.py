@@ -123,3 +123,17 @@ def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
     again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))
     assert again.config.resume == str(tmp_path)
     assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.resume is None
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 5, 64, 1000])
+def test_rebuilding_a_sum_tree_from_its_leaves_matches_incremental_updates(capacity):
+    from srl.data.sumtree import SumTree
+
+    rng = np.random.default_rng(capacity)
+    incremental, rebuilt = SumTree(capacity), SumTree(capacity)
+    for _ in range(5):  # updates in random order and overlapping batches, as a run makes them
+        index = rng.integers(0, capacity, size=max(1, capacity // 2))
+        incremental.update(index, rng.random(len(index)) * 3)
+    filled = int(np.max(np.nonzero(incremental.get(np.arange(capacity)))[0], initial=-1)) + 1
+    rebuilt.set_leaves(incremental.get(np.arange(filled)))
+    np.testing.assert_array_equal(rebuilt.tree, incremental.tree)

@@ -2,8 +2,8 @@
 
 Only the filled rows are kept (the first `size` of the ring: rows fill in index order until the
 ring is full), with each row's stamp and, for prioritized replay, its priority (the sum tree's
-leaf). The tree's inner nodes are not saved: each is the sum of its children, so `update` on the
-leaves rebuilds the same tree bit for bit. The sampling generator's state is kept too, so a
+leaf). The tree's inner nodes are not saved: each is the sum of its children, so rebuilding them
+from the leaves gives the same tree bit for bit. The sampling generator's state is kept too, so a
 restored memory draws the batches the saved one would have drawn.
 
 No n-step state is pending between segments: each segment's n-step returns are computed from
@@ -61,5 +61,4 @@ def restore_memory(memory: ReplayMemory, state: State) -> None:
     memory.max_priority = float(state["max_priority"])
     memory.rng.bit_generator.state = json.loads(str(state["rng"]))
     if memory.tree is not None:
-        memory.tree.tree[:] = 0.0
-        memory.tree.update(np.arange(n), state["priority"])
+        memory.tree.set_leaves(state["priority"])
