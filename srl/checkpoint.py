@@ -2,6 +2,10 @@
 
 Separate from parameter serving: the parameter service streams weights to actors many times a
 second; checkpoints are for resuming and evaluating, every `checkpoint_interval_s`.
+
+The buffer worker's replay memory goes beside them, in `replay.npz` (numpy arrays, no pickle;
+see srl.data.replay_state), written by the buffer worker on the same interval and at exit: one
+file, replaced atomically, since a replay memory can be a large part of the machine's memory.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 LATEST = "latest.json"
+REPLAY = "replay.npz"
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -58,3 +64,24 @@ def load_latest(run_dir: Path) -> dict[str, Any] | None:
     if meta is None:
         return None
     return torch.load(checkpoint_dir(run_dir) / meta["path"], map_location="cpu", weights_only=True)
+
+
+def save_replay(run_dir: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write the replay state atomically (uncompressed: stored observations rarely compress
+    well, and the buffer worker must not stall long)."""
+    folder = checkpoint_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / REPLAY
+    tmp = folder / (REPLAY + ".tmp")
+    with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a path
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def load_replay(run_dir: Path) -> dict[str, np.ndarray] | None:
+    path = checkpoint_dir(run_dir) / REPLAY
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}

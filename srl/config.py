@@ -260,9 +260,6 @@ class ExperimentConfig(BaseModel):
     def _check_transport(self) -> "ExperimentConfig":
         if self.transport == "tcp" and self.launcher == "inline":
             raise ValueError("transport='tcp' needs launcher='local' or 'ray', got launcher='inline'")
-        if self.transport == "tcp" and self.replay is not None:
-            # the buffer's batch slots are not carried by the tcp backend yet
-            raise ValueError("transport='tcp' does not carry replay batches yet: use transport='shm' with replay")
         return self
 
     @model_validator(mode="after")

@@ -45,6 +45,21 @@ class SumTree:
             node = node >> 1
             self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
 
+    def set_leaves(self, priority: np.ndarray) -> None:
+        """Set the first len(priority) leaves (the rest 0) and rebuild every sum level by level:
+        one contiguous pass per level, where `update` on all leaves would gather and scatter."""
+        priority = np.asarray(priority, np.float64)
+        if priority.ndim != 1 or len(priority) > self.capacity:
+            raise ValueError(f"need at most {self.capacity} priorities in one row, got shape {priority.shape}")
+        if (priority < 0).any() or not np.isfinite(priority).all():
+            raise ValueError("priorities must be finite and >= 0")
+        self.tree[:] = 0.0
+        self.tree[self.leaves:self.leaves + len(priority)] = priority
+        lo = self.leaves
+        while lo > 1:  # nodes lo//2 .. lo-1 are the parents of nodes lo .. 2*lo-1
+            self.tree[lo // 2:lo] = self.tree[lo:2 * lo:2] + self.tree[lo + 1:2 * lo:2]
+            lo //= 2
+
     def find(self, prefix: np.ndarray) -> np.ndarray:
         """Leaf indices whose cumulative-sum interval holds each prefix (clipped into [0, total))."""
         u = np.clip(np.asarray(prefix, np.float64), 0.0, np.nextafter(self.total, 0.0))

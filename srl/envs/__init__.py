@@ -27,6 +27,7 @@ from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.counting_vector import CountingVectorEnv  # registers the Gymnasium id srl/CountingVector-v0
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
+from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.native import NativeVectorEnv
 from srl.envs.native_backends import EnvPoolBackend, GymVectorBackend, resolve_backend
 from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPoleNoVel-v1
@@ -107,7 +108,8 @@ def make_vector_env(
     the `Environment`s it returns are wrapped in a `SerialVectorEnv` (a factory that returns a
     `VectorEnv` this way must return one of exactly `num_envs` envs, when called once).
 
-    An Atari id ("ALE/Pong-v5") gives a `GymVectorEnv` of preprocessed envs (srl.envs.atari).
+    An Atari id ("ALE/Pong-v5") gives a `GymVectorEnv` of preprocessed envs (srl.envs.atari); a
+    MuJoCo id ("HalfCheetah-v5") needs the [mujoco] extra and says so (srl.envs.mujoco).
     Otherwise a Gymnasium id (registered in `gymnasium.envs.registry`, or "module:EnvId")
     gives a `GymVectorEnv` of `gymnasium.make(name, **kwargs)` envs. Else `UnknownNameError`.
     """
@@ -158,6 +160,8 @@ def make_vector_env(
     if is_atari_id(name):  # before gymnasium's registry: ale-py registers these ids on import
         return GymVectorEnv([make_atari(name, **kwargs) for _ in range(num_envs)])
     if _is_gymnasium_id(name):
+        if is_mujoco_id(name):
+            require_mujoco(name)
         return GymVectorEnv.make(name, num_envs, **kwargs)
     close = difflib.get_close_matches(name, [*registry.envs.names(), *gym.envs.registry], n=3)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""

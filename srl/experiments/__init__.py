@@ -191,6 +191,35 @@ def pendulum_sac() -> dict[str, Any]:
     }
 
 
+@register_experiment("halfcheetah-sac")
+def halfcheetah_sac() -> dict[str, Any]:
+    """MuJoCo HalfCheetah-v5 with SAC and the usual hyperparameters (Haarnoja et al., 2018;
+    CleanRL's sac_continuous_action): one env, 256x256 actor and critics, Adam 3e-4 (actor and
+    critics; 1e-3 for the temperature), batch 256, tau 0.005, gamma 0.99, uniform 1-step replay of
+    1M transitions, 5k transitions stored before the first update, then one update per env step
+    (replay ratio 256 = batch size). Needs the [mujoco] extra. Episodes are 1000 steps long;
+    published SAC reaches ~10k return in 1M env steps, which takes hours on a CPU.
+    """
+    return {
+        "env": "HalfCheetah-v5",
+        "launcher": "local",
+        "num_actor_workers": 1,
+        "envs_per_actor": 1,
+        "ring_splits": 1,
+        "inference": "inline",
+        "sample_length": 8,
+        "segment_slots": 2,
+        "total_env_steps": 1_000_000,
+        "policy": "squashed-gaussian-mlp",
+        "policy_kwargs": {"hidden_sizes": [256, 256]},
+        "replay": {"capacity": 1_000_000, "batch_size": 256, "prioritized": False, "n_step": 1, "gamma": 0.99,
+                   "warmup": 5_000, "replay_ratio": 256.0},
+        "algorithm": "sac",
+        "algo": {"actor_lr": 3e-4, "critic_lr": 3e-4, "alpha_lr": 1e-3, "tau": 0.005,
+                 "critic_hidden_sizes": [256, 256]},
+    }
+
+
 @register_experiment("cartpole-pod-ensemble")
 def cartpole_pod_ensemble() -> dict[str, Any]:
     """cartpole-pod as a tournament of 4 pods (ElegantRL-podracer's ensemble): each member is

@@ -50,8 +50,9 @@ class Workers(Protocol):
 
 
 def restart_graph(graph: Graph, spec: WorkerSpec) -> Graph:
-    """The graph a restarted worker is built from: trainers and pods resume from a checkpoint."""
-    if spec.role not in (Role.TRAINER, Role.POD):
+    """The graph a restarted worker is built from: trainers and pods resume from a checkpoint,
+    a buffer worker from its saved replay memory."""
+    if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):
         return graph
     config = graph.config.model_copy(update={"resume": str(graph.config.run_dir)})
     return dataclasses.replace(graph, config=config)

@@ -5,6 +5,10 @@ buffer fills a free slot and sends (slot, env_steps); the trainer learns on it i
 each row's |TD error| into its `priority` column, and releases (slot,). Only then does the
 buffer read those priorities back into its sum tree and reuse the slot: a slot is written by
 one side at a time, and priorities travel without a copy.
+
+On a transport that shares no memory (tcp), each side keeps its own copy of the slots: a batch
+message carries the slot's arrays but `priority` (srl.streams.carry), and a release carries only
+`priority` back; the buffer's copy already holds the rows' index and stamp it needs with them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections import deque
 
 import numpy as np
 
+from srl.data import columns as C
+from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.transport import Receiver, Transport
 
 BATCHES_NAME = "trainer.batches"
@@ -21,13 +27,23 @@ BUFFER_BLOCK = "buffer"
 Batch = dict[str, np.ndarray]  # column -> [B, ...]: see srl.data.replay.batch_fields
 
 
+def _served(batch: Batch) -> list[str]:
+    """What a batch message carries to the trainer: every column but the one it writes back."""
+    return [name for name in batch if name != C.PRIORITY]
+
+
+def _written_back(batch: Batch) -> list[str]:
+    return [C.PRIORITY]
+
+
 class BatchServer:
     """Buffer side."""
 
     def __init__(self, transport: Transport, slots: list[Batch]) -> None:
         self.slots = slots
-        self._out = transport.sender(BATCHES_NAME)
-        self._released = transport.receiver(RELEASED_NAME)
+        # headers (slot, env_steps) and (slot,): the slot is slots[header[0]] on both sides
+        self._out = carry_out(transport, transport.sender(BATCHES_NAME), slot_at(slots, 0), _served)
+        self._released = carry_in(transport, transport.receiver(RELEASED_NAME), slot_at(slots, 0), _written_back)
         self._free = deque(range(len(slots)))
         self.receivers: list[Receiver] = [self._released]
 
@@ -49,8 +65,8 @@ class BatchClient:
 
     def __init__(self, transport: Transport, slots: list[Batch]) -> None:
         self.slots = slots
-        self._in = transport.receiver(BATCHES_NAME)
-        self._release = transport.sender(RELEASED_NAME)
+        self._in = carry_in(transport, transport.receiver(BATCHES_NAME), slot_at(slots, 0), _served)
+        self._release = carry_out(transport, transport.sender(RELEASED_NAME), slot_at(slots, 0), _written_back)
         self.receivers: list[Receiver] = [self._in]
 
     def poll(self, limit: int = 1) -> list[tuple[int, int]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN
 from srl.streams.inference import replies_name, requests_name
 from srl.streams.params import SERVICE_IN, SERVICE_OUT
@@ -34,6 +35,8 @@ def stream_owners(config: Any) -> dict[str, str]:
     owners.update({requests_name(p): f"policy:{p}" for p in range(config.num_policy_workers)})
     for a in range(config.num_actor_workers):
         owners.update({replies_name(a): f"actor:{a}", released_name(a): f"actor:{a}"})
+    if config.replay is not None:  # actors -> the buffer worker -> trainer batches, and their release
+        owners.update({samples_name(0): "buffer:0", BATCHES_NAME: "trainer:0", RELEASED_NAME: "buffer:0"})
     return owners
 
 
@@ -58,14 +61,19 @@ def free_ports(host: str, count: int) -> list[int]:
 
 
 def run_limits(graph: Any, policy: Any) -> Limits:
-    """Frames no bigger than the largest array a stream may carry: a slot array, a parameter
-    tensor or a report; no more frames than a slot or the policy's state has."""
-    arrays = [] if graph.config.pod else graph.actor_layout().arrays.values()
+    """Frames no bigger than the largest array a stream may carry: a slot array (segment or
+    replay batch), a parameter tensor or a report; no more frames than a slot or the policy's
+    state has."""
+    arrays = [] if graph.config.pod else list(graph.actor_layout().arrays.values())
+    batch_columns = 0
+    if graph.config.replay is not None:
+        arrays += list(graph.buffer_layout().arrays.values())
+        batch_columns = len(graph.batch_fields())
     tensors = list(policy.state_dict().values())
     largest = max(
         [s.nbytes for s in arrays] + [t.numel() * t.element_size() for t in tensors] + [CONTROL_FRAME_BYTES]
     )
-    per_slot = max(len(graph.segment_fields()), len(graph.slot_fields()) + 1)
+    per_slot = max(len(graph.segment_fields()), len(graph.slot_fields()) + 1, batch_columns)
     return Limits(max_frames=max(per_slot, len(tensors), 1), max_frame_bytes=int(np.int64(largest)))
 
 

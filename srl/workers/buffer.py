@@ -9,6 +9,11 @@ transitions stored after warmup is held at replay_ratio both ways: batches are s
 the trainer is behind it, and new segments are taken only while the trainer is not (the actors'
 segment slots fill up and they wait: back-pressure). So the updates per env step, and with them
 the learning curve per env step, do not depend on which side is faster on a given machine.
+
+With a run directory, the memory (and the count of transitions sampled, which the replay ratio
+reads) is saved every `checkpoint_interval_s` and at exit (srl.checkpoint.save_replay), and
+loaded again on resume or restart. Segments received but not stored are not saved: they live in
+the actors' slots, which a new run's actors own again.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+from srl import checkpoint
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, segment_transitions
+from srl.data.replay_state import memory_state, restore_memory
 from srl.streams.batches import BatchServer
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
@@ -39,6 +47,9 @@ class BufferKernel:
         num_agents: int,
         items: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
         steps_per_item: int = 1,
+        run_dir: Path | None = None,
+        checkpoint_interval_s: float = 60.0,
+        resume: bool = False,
     ) -> None:
         self.samples, self.batches, self.memory = samples, batches, memory
         # what a segment is stored as: n-step transitions, or (recurrent) whole sequences
@@ -49,7 +60,12 @@ class BufferKernel:
         self.num_agents = num_agents
         self.sampled = 0  # transitions served in batches, for the replay ratio
         self.pending: deque[SegmentRef] = deque()  # received, not yet stored
+        self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
+        self._last_checkpoint_s = time.monotonic()
         self._reset_stats()
+        saved = checkpoint.load_replay(run_dir) if resume and run_dir is not None else None
+        if saved is not None:
+            self.load_state(saved)
 
     def _reset_stats(self) -> None:
         self.segments, self.batches_sent, self.priority_updates, self.busy_s = 0, 0, 0, 0.0
@@ -76,7 +92,21 @@ class BufferKernel:
             did = True
         if did:
             self.busy_s += time.perf_counter() - started
+        if self.run_dir is not None and time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
+            self.save_checkpoint()
         return did
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {**memory_state(self.memory), "buffer.sampled": np.int64(self.sampled)}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        restore_memory(self.memory, state)
+        self.sampled = int(state["buffer.sampled"])
+
+    def save_checkpoint(self) -> None:
+        assert self.run_dir is not None
+        checkpoint.save_replay(self.run_dir, self.state())
+        self._last_checkpoint_s = time.monotonic()
 
     def _deficit(self) -> float:
         """Transitions the trainer still has to sample to be at the replay ratio (< 0: ahead)."""
@@ -121,6 +151,11 @@ class BufferKernel:
         }
         self._reset_stats()
         return out
+
+    def finish(self) -> dict:
+        if self.run_dir is not None:
+            self.save_checkpoint()
+        return self.report()
 
     def close(self) -> None:
         pass

@@ -49,8 +49,9 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
     return BufferKernel(
         SampleConsumer(transport, segments), BatchServer(transport, _batch_slots(graph, transport)), memory,
         gamma=replay.gamma, n_step=replay.n_step, warmup=replay.warmup, replay_ratio=replay.replay_ratio,
-        num_agents=len(graph.agents),
         items=segment_sequences if recurrent else None, steps_per_item=c.sample_length if recurrent else 1,
+        num_agents=len(graph.agents), run_dir=Path(str(c.run_dir)), checkpoint_interval_s=c.checkpoint_interval_s,
+        resume=c.resume is not None,
     )
 
 
