@@ -75,6 +75,8 @@ class Graph:
     policy_inputs: dict[str, FieldSpec] = field(default_factory=dict)  # written by actors (Policy.input_fields)
     # num_trainers > 1: where the trainers meet (set by the launcher, srl.streams.gradients)
     trainer_group: "GroupAddress | None" = None
+    # transport=tcp: every worker's epoch when this worker was (re)started (srl.streams.incarnations)
+    epochs: tuple[int, ...] = ()
 
     @property
     def rows_per_split(self) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import lives_env  # noqa: F401  (registers "counting-lives")
 import psutil
+import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 from test_shutdown import spawn, srl_command, wait_for_metrics
 
@@ -101,15 +102,17 @@ def test_a_crash_loop_ends_the_run_with_the_last_traceback(run_dir):
     assert summary["restarts"] == {"actor:0": 2} and "crash loop" in summary["error"]
 
 
-def test_no_transition_is_duplicated_or_torn_across_restarts(run_dir):
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_no_transition_is_duplicated_or_torn_across_restarts(run_dir, transport):
     """Counting envs, 2 actors and a policy worker, each killed while requests and segments are in
-    flight: every delivered segment is whole and every transition arrives at most once."""
+    flight: every delivered segment is whole and every transition arrives at most once. Over tcp
+    each process keeps its own copy of the epochs, kept by the controller's broadcasts."""
     config = build_config({
         "experiment": "lives", "env": "counting-lives", "env_kwargs": {"episode_length": 7, "step_s": 0.001},
         "algorithm": "record", "algo": {"out_dir": str(run_dir / "batches")}, "launcher": "local",
         "num_actor_workers": 2, "envs_per_actor": 4, "ring_splits": 2, "sample_length": 5,
         "batch_segments": 3, "max_policy_lag": 10**6, "total_env_steps": 20_000, "max_restarts": 10,
-        "run_dir": str(run_dir), "display": "off",
+        "run_dir": str(run_dir), "display": "off", "transport": transport,
     })  # fmt: skip
     killed: list[str] = []
 

@@ -207,3 +207,20 @@ def test_the_trainer_publishes_again_when_the_parameter_service_was_restarted():
     assert not publisher.service_restarted()
     lives.bump("params:0")
     assert publisher.service_restarted() and not publisher.service_restarted()
+
+
+def test_over_tcp_epochs_arrive_by_broadcast_and_only_grow():
+    """Each tcp process keeps its own copy: the control stream's EPOCHS raise it, never lower it,
+    and a receiver meeting a later epoch in a message takes it."""
+    from srl.streams.control import CONTROL_OUT, EPOCHS
+
+    transport = InlineTransport()
+    mine = Incarnations(["actor:0", "trainer:0"], np.array([0, 2], np.int64))
+    link = WorkerLink(transport, Role.ACTOR, 0, mine.epochs)
+    broadcast = transport.publisher(CONTROL_OUT)
+    broadcast.send((EPOCHS,), [np.array([1, 1], np.int64).tobytes()])
+    broadcast.send((EPOCHS,), [np.array([9, 9, 9], np.int64).tobytes()])  # another graph's: ignored
+    assert not link.poll_stop()
+    assert mine.epochs.tolist() == [1, 2]
+    mine.observe("actor:0", 3), mine.observe("trainer:0", 1), mine.observe("policy:0", 5)
+    assert (mine.of("actor:0"), mine.of("trainer:0"), mine.of("policy:0")) == (3, 2, 0)

@@ -78,8 +78,8 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
     from srl.config import import_modules
     from srl.launch.ray_streams import tcp_transport
-    from srl.launch.shell import run_kernel_loop
-    from srl.streams.control import Kind, WorkerLink
+    from srl.launch.shell import make_link, run_kernel_loop
+    from srl.streams.control import Kind
     from srl.streams.local import LocalTransport
     from srl.workers.build import make_kernel
 
@@ -94,7 +94,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
     transport = LocalTransport(run_id, ipc_dir) if wire is None else tcp_transport(wire, host)
-    link = WorkerLink(transport, spec.role, spec.index)
+    link = make_link(graph, spec, transport)
     kernel = None
     try:
         kernel = make_kernel(graph, spec, transport)

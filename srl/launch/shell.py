@@ -54,13 +54,21 @@ def kernel_clock(kernel: Any) -> TimeBreakdown:
     return clock if isinstance(clock, TimeBreakdown) else TimeBreakdown()
 
 
+def make_link(graph: Any, spec: Any, transport: Any) -> Any:
+    """The worker's control link; over tcp it also keeps this process's copy of the epochs."""
+    from srl.streams.control import WorkerLink
+    from srl.workers.build import incarnations
+
+    epochs = None if transport.shares_memory else incarnations(graph, transport).epochs
+    return WorkerLink(transport, spec.role, spec.index, epochs)
+
+
 def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int, wire: Any = None) -> None:
     """Entry point of a worker process (forked by the local launcher); `wire` (tcp ports and
     secret, srl.streams.tcp.Wire) selects the tcp backend."""
     import setproctitle
     import torch
 
-    from srl.streams.control import WorkerLink
     from srl.streams.local import LocalTransport
     from srl.streams.tcp import TcpTransport
     from srl.workers.build import make_kernel
@@ -70,7 +78,7 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.torch_threads)
     transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
-    link = WorkerLink(transport, spec.role, spec.index)
+    link = make_link(graph, spec, transport)
     kernel, code = None, 0
     try:
         kernel = make_kernel(graph, spec, transport)

@@ -22,11 +22,12 @@ from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
-from srl.streams.control import Kind, Role, decode_report
+from srl.streams.control import CONTROL_OUT, EPOCHS, Kind, Role, decode_report
 from srl.streams.incarnations import Incarnations
 from srl.streams.transport import Receiver, Transport
 
 POLL_S = 0.05
+EPOCHS_RESEND_S = 1.0
 ERROR_REPORT_WAIT_S = 0.2  # after an exit, the time its error report may still take to arrive
 
 
@@ -49,9 +50,11 @@ class Workers(Protocol):
         """End every worker left (asking politely first if `terminate_first`) and wait for it."""
 
 
-def restart_graph(graph: Graph, spec: WorkerSpec) -> Graph:
+def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = ()) -> Graph:
     """The graph a restarted worker is built from: trainers and pods resume from a checkpoint,
-    a buffer worker from its saved replay memory."""
+    a buffer worker from its saved replay memory; over tcp it carries every worker's epoch."""
+    if epochs and graph.config.transport == "tcp":
+        graph = dataclasses.replace(graph, epochs=epochs)
     if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):
         return graph
     config = graph.config.model_copy(update={"resume": str(graph.config.run_dir)})
@@ -65,10 +68,8 @@ class Supervisor:
     ) -> None:  # fmt: skip
         self.graph, self.monitor, self.transport, self.inbox = graph, monitor, transport, inbox
         self.workers, self.incarnations = workers, incarnations
-        # Epochs live in a shared block; over tcp each process has its own copy, so a restarted
-        # worker could not be told from its dead incarnation: any failure ends a tcp run.
-        max_restarts = 0 if graph.config.transport == "tcp" else graph.config.max_restarts
-        self.policy = RestartPolicy(max_restarts, graph.config.restart_window_s)
+        self.policy = RestartPolicy(graph.config.max_restarts, graph.config.restart_window_s)
+        self._epochs_sent_s = 0.0  # over tcp: when the epochs were last broadcast
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
 
@@ -78,6 +79,7 @@ class Supervisor:
             self.transport.wait([self.inbox], POLL_S)
             self.drain()
             self.check()
+            self._rebroadcast_epochs()
             outputs.tick(self.monitor)
             reason = self.monitor.stop_reason()
             if reason:
@@ -106,6 +108,17 @@ class Supervisor:
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
 
+    def _broadcast_epochs(self) -> None:
+        """Over tcp each process keeps its own copy of the epochs: send the controller's."""
+        if not self.transport.shares_memory:
+            self.transport.publisher(CONTROL_OUT).send((EPOCHS,), [self.incarnations.epochs.tobytes()])
+            self._epochs_sent_s = time.monotonic()
+
+    def _rebroadcast_epochs(self) -> None:
+        """Once a worker restarted, again every second: a message on a PUB socket can be missed."""
+        if self._epochs_sent_s and time.monotonic() - self._epochs_sent_s >= EPOCHS_RESEND_S:
+            self._broadcast_epochs()
+
     def _restart_group(self, name: str) -> list[str]:
         """The workers that restart with `name`: every trainer of a group, else itself."""
         spec = self.specs[name]
@@ -127,9 +140,11 @@ class Supervisor:
         for member in group:
             self.errors.pop(member, None)
             epoch = self.incarnations.bump(member)  # after the old one is dead, before the new one starts
+        self._broadcast_epochs()
+        epochs = tuple(int(e) for e in self.incarnations.epochs)
         for member in group:
             spec = self.specs[member]
-            self.workers.start(spec, restart_graph(self.graph, spec))
+            self.workers.start(spec, restart_graph(self.graph, spec, epochs))
             self.monitor.on_restart(member)
         first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
         print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

@@ -10,11 +10,14 @@ import json
 from enum import IntEnum
 from typing import Any
 
+import numpy as np
+
 from srl.streams.transport import Message, Receiver, Transport
 
 CONTROLLER_IN = "controller.in"
 CONTROL_OUT = "control.out"
 STOP = 1
+EPOCHS = 2  # (EPOCHS,) + one frame of int64 epochs: over tcp, where epochs are not shared memory
 
 
 class Kind(IntEnum):
@@ -40,8 +43,9 @@ class Role(IntEnum):
 class WorkerLink:
     """A worker's end of the control stream."""
 
-    def __init__(self, transport: Transport, role: Role, index: int) -> None:
+    def __init__(self, transport: Transport, role: Role, index: int, epochs: np.ndarray | None = None) -> None:
         self.role, self.index = role, index
+        self._epochs = epochs  # this process's copy of the epochs, kept by the EPOCHS broadcasts
         self._out = transport.sender(CONTROLLER_IN)
         self._stop = transport.subscriber(CONTROL_OUT)
         self.receivers: list[Receiver] = [self._stop]
@@ -51,8 +55,13 @@ class WorkerLink:
         self._out.send((kind, self.role, self.index), [json.dumps(payload).encode()])
 
     def poll_stop(self) -> bool:
-        if any(m.header[0] == STOP for m in self._stop.recv_all()):
-            self.stopping = True
+        for message in self._stop.recv_all():
+            if message.header[0] == STOP:
+                self.stopping = True
+            elif message.header[0] == EPOCHS and self._epochs is not None and message.frames:
+                sent = np.frombuffer(message.frames[0], np.int64)
+                if sent.shape == self._epochs.shape:
+                    np.maximum(self._epochs, sent, out=self._epochs)  # epochs only grow
         return self.stopping
 
 

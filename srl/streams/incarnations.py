@@ -15,6 +15,12 @@ a message from another epoch is dropped:
 
 The block is one int64 per worker, written only by the controller; readers poll it (a few
 nanoseconds), so no message is needed to learn of a restart.
+
+Over tcp nothing is shared: every process keeps its own copy. The controller broadcasts the
+epochs on the control stream after each bump (and every second after the first, for a peer that
+missed one), a restarted worker starts from the controller's copy, and a receiver that meets a
+later epoch than its copy holds takes it (`observe`): epochs only grow, and messages are signed,
+so a later epoch is news, never a forgery.
 """
 
 from __future__ import annotations
@@ -40,6 +46,18 @@ class Incarnations:
     def of(self, worker: str) -> int:
         i = self._index.get(worker)
         return 0 if i is None else int(self._epochs[i])
+
+    @property
+    def epochs(self) -> np.ndarray:
+        """Every worker's epoch, in the order of the worker list (this process's copy)."""
+        return self._epochs
+
+    def observe(self, worker: str, epoch: int) -> None:
+        """A message came from `worker` in `epoch`: a later epoch than ours means it restarted.
+        (Over shared memory the controller wrote it first, so this never writes there.)"""
+        i = self._index.get(worker)
+        if i is not None and epoch > self._epochs[i]:
+            self._epochs[i] = epoch
 
     def bump(self, worker: str) -> int:
         """The controller's part: `worker` starts a new life; returns its new epoch."""

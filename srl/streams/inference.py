@@ -156,6 +156,7 @@ class InferenceServer:
         out = []
         for message in self._requests.recv_all(limit):
             r = Request(*message.header[:5])
+            self._incarnations.observe(f"actor:{r.actor}", r.epoch)  # tcp: our copy may lag a restart
             if r.epoch != self._incarnations.of(f"actor:{r.actor}"):
                 continue  # its actor has died since
             if (r.epoch, r.key) <= self._taken.get((r.actor, r.split), (-1, -1)):

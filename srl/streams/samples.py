@@ -127,6 +127,8 @@ class SampleConsumer:
 
     def poll(self, limit: int) -> list[SegmentRef]:
         refs = [SegmentRef(*m.header[:5]) for m in self._in.recv_all(limit)]
+        for r in refs:  # a later epoch than ours: its actor restarted (tcp: our copy may lag)
+            self._incarnations.observe(f"actor:{r.actor}", r.epoch)
         fresh = [r for r in refs if r.trainer_epoch == self.epoch and self.current(r)]
         self.stale += len(refs) - len(fresh)
         return fresh

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from srl.api import registry
@@ -49,7 +50,10 @@ def _policy(graph: Graph) -> torch.nn.Module:
 def incarnations(graph: Graph, transport: Transport) -> Incarnations:
     """The epochs of every worker (the controller bumps one on each restart)."""
     names = [w.name for w in graph.workers]
-    return Incarnations(names, transport.arrays(INCARNATIONS_BLOCK, incarnations_layout(names))["epoch"])
+    epochs = transport.arrays(INCARNATIONS_BLOCK, incarnations_layout(names))["epoch"]
+    if graph.epochs and not transport.shares_memory:  # tcp: a restarted worker starts from the controller's copy
+        np.maximum(epochs, graph.epochs, out=epochs)
+    return Incarnations(names, epochs)
 
 
 def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
