@@ -397,7 +397,7 @@ def test_monitor_metrics(clock):
     """Rates over the time since the last metrics(); trainer fields from the last report with updates."""
     m = monitor()
     trainer_report = {"policy_version": 7, "updates": 2, "segments_dropped": 1, "policy_lag_mean": 0.5,
-                      "losses/pi": 0.25, "train_time_s": 0.1}  # fmt: skip
+                      "losses/pi": 0.25, "train_time_s": 0.1, "trained_env_steps": 480}  # fmt: skip
     m.on_report(Role.ACTOR, 0, actor(300, [4.0, 6.0]))
     m.on_report(Role.ACTOR, 1, actor(200))
     m.on_report(Role.TRAINER, 0, trainer_report)
@@ -406,7 +406,7 @@ def test_monitor_metrics(clock):
     assert m.metrics() == {
         "env_steps": 500, "env_steps_per_s": 250.0, "episode_return_mean": 5.0, "episode_length_mean": 10.0,
         "episodes": 2, "policy_version": 7, "policy_lag_mean": 0.5, "updates": 2, "segments_dropped": 3,
-        "restarts": 0, "losses/pi": 0.25,
+        "restarts": 0, "losses/pi": 0.25, "trained_env_steps": 480,
     }  # fmt: skip
     clock.now += 1
     assert m.metrics()["env_steps_per_s"] == 0.0
