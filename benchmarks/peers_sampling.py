@@ -32,7 +32,8 @@ from common import log, machine_info, summarize  # noqa: E402
 ENVS = ("cartpole", "pong")
 # Envs per peer on 2 cores: vectorisers with one process per env get a few; thread pools 8.
 SIDES: dict[str, Callable[[str, float], dict[str, Any]]] = {
-    "srl": lambda env, s: srl_side.sample(env, s + (10 if env == "pong" else 2)),  # + its start-up
+    # srl's time limit counts from launch: its start-up (~10-25 s on a busy 2-core VM) goes on top
+    "srl": lambda env, s: srl_side.sample(env, s + (30 if env == "pong" else 15)),
     "gym_async": lambda env, s: gym_async_peer.sample(env, s, 8 if env == "cartpole" else 4),
     "envpool": lambda env, s: envpool_peer.sample(env, s, 8, 2),
     "sample_factory": lambda env, s: sf_peer.sample(env, s),
