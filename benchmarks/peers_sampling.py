@@ -58,7 +58,7 @@ def measure(envs: list[str], sides: list[str], repeats: int, seconds: dict[str, 
                     result = SIDES[side](env, seconds[env])
                 except Exception as e:  # a broken peer must not take the others down
                     result = {"error": f"{type(e).__name__}: {e}"}
-                log(f"  -> {result.get('env_steps_per_s', result.get('error', result.get('skipped')))}")
+                log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
                 runs[side].append(result)
         results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
     return results

@@ -23,7 +23,7 @@ VENV = "sample_factory"
 # 2.1.1 needs gymnasium < 1.0 and numpy < 2; ale-py < 0.10 still works with gymnasium 0.29.
 PACKAGES = ["sample-factory==2.1.1", "gymnasium<1.0", "numpy<2", "ale-py<0.10", "opencv-python-headless"]
 PROBE = ["sample-factory", "gymnasium", "numpy", "torch", "ale-py"]
-START_UP_S = 25  # SF's launch, env and model start before the first report with frames
+START_UP_S = 90  # SF's launch, env and model start (30-140 s on a busy 2-core VM) before frames flow
 FPS_LINE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\].*?Fps is .*?Total num frames: (\d+)")
 # Same per-update work as srl's cartpole-ppo and the RLlib side (see rllib_peer.SETTINGS); no RNN.
 COMMON = ["--device=cpu", "--num_workers=2", "--worker_num_splits=2", "--use_rnn=False", "--with_wandb=False",
@@ -78,14 +78,16 @@ def child(mode: str, env: str, amount: float) -> None:
     from _child import emit
 
     train_dir = Path(os.environ.get("PEER_TMP", "/tmp")) / "sf"
-    budget = [f"--train_for_seconds={int(amount) + START_UP_S}"] if mode == "sample" else \
+    # Sampling: one epoch per batch, so the learner holds collection back as little as it can.
+    budget = [f"--train_for_seconds={int(amount) + START_UP_S}", "--num_epochs=1"] if mode == "sample" else \
         [f"--train_for_env_steps={int(amount)}"]
     argv = [f"--env=peer_{env}", "--experiment=peer", f"--train_dir={train_dir}", *COMMON, *SETTINGS[env], *budget]
     register_env(f"peer_{env}", _make)
     parser, _ = parse_sf_args(argv=argv)
     status = run_rl(parse_full_cfg(parser, argv))
     result = rate_from_log((train_dir / "peer" / "sf_log.txt").read_text(errors="replace"))
-    emit({"peer": "sample factory APPO", "mode": mode, "status": int(status), **result})
+    what = "APPO collection rate, 1 epoch per batch" if mode == "sample" else "APPO training"
+    emit({"peer": "sample factory", "mode": what, "status": int(status), **result})
 
 
 if __name__ == "__main__":
