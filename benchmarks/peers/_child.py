@@ -28,8 +28,25 @@ def make_env(name: str, channel_last: bool = False, channel_first: bool = False)
     gym.register_envs(ale_py)
     env = gym.wrappers.AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1), **ATARI_PREPROCESSING)
     if channel_last or channel_first:
-        return gym.wrappers.ReshapeObservation(env, (84, 84, 1) if channel_last else (1, 84, 84))
+        return _with_channel_axis(env, last=channel_last)
     return env
+
+
+def _with_channel_axis(env: Any, last: bool) -> Any:
+    """84x84 frames as 84x84x1 or 1x84x84 (gymnasium 0.29, Sample Factory's, has no ReshapeObservation)."""
+    import gymnasium as gym
+    import numpy as np
+
+    class ChannelAxis(gym.ObservationWrapper):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner)
+            shape = (84, 84, 1) if last else (1, 84, 84)
+            self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
+
+        def observation(self, observation: Any) -> Any:
+            return np.expand_dims(observation, -1 if last else 0)
+
+    return ChannelAxis(env)
 
 
 def timed_steps(step: Callable[[], int], seconds: float, warmup_s: float = 1.0) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def run(mode: str, env: str, amount: float, timeout_s: float = 600) -> dict[str,
 
 
 def sample(env: str, seconds: float) -> dict[str, Any]:
-    return run("sample", env, seconds)
+    return run("sample", env, seconds, timeout_s=seconds + START_UP_S + 150)
 
 
 def rate_from_log(text: str) -> dict[str, Any]:
