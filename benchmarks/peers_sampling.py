@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
-import envpool_peer  # noqa: E402
-import gym_async_peer  # noqa: E402
-import rllib_peer  # noqa: E402
-import sf_peer  # noqa: E402
-import srl_side  # noqa: E402
-from common import log, machine_info, summarize  # noqa: E402
+import envpool_peer
+import gym_async_peer
+import rllib_peer
+import sf_peer
+import srl_side
+from common import log, machine_info, summarize
 
 ENVS = ("cartpole", "pong")
 # Envs per peer on 2 cores: vectorisers with one process per env get a few; thread pools 8.
@@ -56,7 +58,7 @@ def measure(envs: list[str], sides: list[str], repeats: int, seconds: dict[str, 
                 log(f"{env} repeat {repeat + 1}/{repeats}: {side}")
                 try:
                     result = SIDES[side](env, seconds[env])
-                except Exception as e:  # a broken peer must not take the others down
+                except Exception as e:  # noqa: BLE001  (a broken peer must not take the others down)
                     result = {"error": f"{type(e).__name__}: {e}"}
                 log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
                 runs[side].append(result)
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = {"cartpole": 4.0, "pong": 8.0} if args.quick else {"cartpole": 10.0, "pong": 30.0}
     machine = machine_info()
     results = measure(args.envs, args.peers, repeats, seconds)
-    print(json.dumps({"benchmark": "peers_sampling", "machine": machine, "repeats": repeats,
+    print(json.dumps({"benchmark": "peers_sampling", "machine": machine,
+                      "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], "repeats": repeats,
                       "measure_s": seconds, "results": results}), flush=True)
     return 0
 

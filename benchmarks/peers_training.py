@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
-import rllib_peer  # noqa: E402
-import sf_peer  # noqa: E402
-import srl_side  # noqa: E402
-from common import log, machine_info, summarize  # noqa: E402
-from peers_sampling import rotated  # noqa: E402
+import rllib_peer
+import sf_peer
+import srl_side
+from common import log, machine_info, summarize
+from peers_sampling import rotated
 
 ENVS = ("cartpole", "pong")
 SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
@@ -47,7 +49,7 @@ def measure(envs: list[str], sides: list[str], repeats: int, budgets: dict[str, 
                 log(f"{env} repeat {repeat + 1}/{repeats}: {side}, {budgets[env]} env steps")
                 try:
                     result = SIDES[side](env, budgets[env])
-                except Exception as e:  # a broken peer must not take the others down
+                except Exception as e:  # noqa: BLE001  (a broken peer must not take the others down)
                     result = {"error": f"{type(e).__name__}: {e}"}
                 log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
                 runs[side].append(result)
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                "pong": args.pong_steps or (3_000 if args.quick else 16_000)}
     machine = machine_info()
     results = measure(args.envs, args.peers, repeats, budgets)
-    print(json.dumps({"benchmark": "peers_training", "machine": machine, "repeats": repeats,
+    print(json.dumps({"benchmark": "peers_training", "machine": machine,
+                      "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], "repeats": repeats,
                       "env_step_budgets": budgets, "results": results}), flush=True)
     return 0
 

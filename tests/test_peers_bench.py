@@ -7,8 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "peers"))
 
-import common  # noqa: E402
-import srl_side  # noqa: E402
+import common
+import srl_side
 
 
 def test_last_json_line_skips_logs_and_torn_lines():
