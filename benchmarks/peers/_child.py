@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ATARI_PREPROCESSING = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale_obs": True}
 

@@ -115,12 +115,12 @@ def ensure_venv(name: str, packages: list[str], probe: list[str]) -> dict[str, s
     for step in ([TORCH_PIN], [*packages, TORCH_PIN]):  # torch first and pinned, and kept pinned
         cmd = [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *step]
         log("$ " + " ".join(cmd))
-        done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0:
             raise PeerError(f"pip install {' '.join(step)} failed in {venv}: {done.stderr.strip()[-500:]}")
     code = ("import json, importlib.metadata as m; "
             f"print(json.dumps({{p: m.version(p) for p in {probe!r}}}))")
-    done = subprocess.run([str(py), "-c", code], capture_output=True, text=True)
+    done = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise PeerError(f"{name} venv probe failed: {done.stderr.strip()[-500:]}")
     versions = json.loads(done.stdout)
@@ -199,5 +199,6 @@ def machine_info() -> dict[str, Any]:
 
 
 def _git_commit() -> str | None:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                          check=False)
     return done.stdout.strip() or None

@@ -32,7 +32,6 @@ def sample(env: str, seconds: float, num_envs: int, threads: int, timeout_s: flo
 def child(env: str, seconds: float, num_envs: int, threads: int) -> None:
     import envpool
     import numpy as np
-
     from _child import emit, timed_steps
 
     task, kwargs = ("CartPole-v1", {}) if env == "cartpole" else ("Pong-v5", PONG_KWARGS)

@@ -27,7 +27,6 @@ def sample(env: str, seconds: float, num_envs: int, timeout_s: float = 300) -> d
 
 def child(env: str, seconds: float, num_envs: int) -> None:
     import gymnasium as gym
-
     from _child import emit, make_env, timed_steps
 
     vec = gym.vector.AsyncVectorEnv([lambda: make_env(env)] * num_envs)

@@ -40,11 +40,10 @@ def run(mode: str, env: str, amount: float, timeout_s: float = 600) -> dict[str,
 
 def _build(env: str) -> Any:
     import ray
+    from _child import make_env
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.tune.registry import register_env
-
-    from _child import make_env
 
     # Ray's socket paths must stay short: its temp dir goes under the child's private TMPDIR.
     ray.init(num_cpus=NUM_RUNNERS + 1, include_dashboard=False, log_to_driver=False,

@@ -31,7 +31,7 @@ def sample(env: str, seconds: float, timeout_s: float = 300) -> dict[str, Any]:
 
 def has_experiment(name: str) -> bool:
     """Whether this checkout's srl registers `name` (asked of `srl list`, in a subprocess)."""
-    done = subprocess.run([sys.executable, "-m", "srl.cli", "list"], cwd=REPO, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "srl.cli", "list"], cwd=REPO, capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     line = next((x for x in done.stdout.splitlines() if x.startswith("experiments:")), "")
     return name in [x.strip() for x in line.split(":", 1)[-1].split(",")]
