@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,8 +50,8 @@ def rotated(names: list[str], k: int) -> list[str]:
     return names[k:] + names[:k]
 
 
-def measure(envs: list[str], sides: list[str], repeats: int, seconds: dict[str, float]) -> dict[str, Any]:
-    results: dict[str, Any] = {}
+def measure(results: dict[str, Any], envs: list[str], sides: list[str], repeats: int, seconds: dict[str, float]) -> dict[str, Any]:
+    """Fills `results` run by run, so an interrupted benchmark still reports what it measured."""
     for env in envs:
         runs: dict[str, list[Any]] = {side: [] for side in sides}
         for repeat in range(repeats):
@@ -62,8 +63,7 @@ def measure(envs: list[str], sides: list[str], repeats: int, seconds: dict[str, 
                     result = {"error": f"{type(e).__name__}: {e}"}
                 log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
                 runs[side].append(result)
-        results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
-    return results
+                results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,11 +76,22 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     seconds = {"cartpole": 4.0, "pong": 8.0} if args.quick else {"cartpole": 10.0, "pong": 30.0}
     machine = machine_info()
-    results = measure(args.envs, args.peers, repeats, seconds)
-    print(json.dumps({"benchmark": "peers_sampling", "machine": machine,
+    results: dict[str, Any] = {}
+    # SIGTERM ends the run like Ctrl-C: each child's process group is killed on the way out
+    signal.signal(signal.SIGTERM, _interrupt)
+    interrupted = False
+    try:
+        measure(results, args.envs, args.peers, repeats, seconds)
+    except KeyboardInterrupt:
+        interrupted = True
+    print(json.dumps({"interrupted": interrupted, "benchmark": "peers_sampling", "machine": machine,
                       "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], "repeats": repeats,
                       "measure_s": seconds, "results": results}), flush=True)
-    return 0
+    return 130 if interrupted else 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

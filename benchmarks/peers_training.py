@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,8 +41,8 @@ SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
 }
 
 
-def measure(envs: list[str], sides: list[str], repeats: int, budgets: dict[str, int]) -> dict[str, Any]:
-    results: dict[str, Any] = {}
+def measure(results: dict[str, Any], envs: list[str], sides: list[str], repeats: int, budgets: dict[str, int]) -> dict[str, Any]:
+    """Fills `results` run by run, so an interrupted benchmark still reports what it measured."""
     for env in envs:
         runs: dict[str, list[Any]] = {side: [] for side in sides}
         for repeat in range(repeats):
@@ -53,8 +54,7 @@ def measure(envs: list[str], sides: list[str], repeats: int, budgets: dict[str, 
                     result = {"error": f"{type(e).__name__}: {e}"}
                 log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
                 runs[side].append(result)
-        results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
-    return results
+                results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,11 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     budgets = {"cartpole": args.cartpole_steps or (10_000 if args.quick else 60_000),
                "pong": args.pong_steps or (3_000 if args.quick else 16_000)}
     machine = machine_info()
-    results = measure(args.envs, args.peers, repeats, budgets)
-    print(json.dumps({"benchmark": "peers_training", "machine": machine,
+    results: dict[str, Any] = {}
+    # SIGTERM ends the run like Ctrl-C: each child's process group is killed on the way out
+    signal.signal(signal.SIGTERM, _interrupt)
+    interrupted = False
+    try:
+        measure(results, args.envs, args.peers, repeats, budgets)
+    except KeyboardInterrupt:
+        interrupted = True
+    print(json.dumps({"interrupted": interrupted, "benchmark": "peers_training", "machine": machine,
                       "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], "repeats": repeats,
                       "env_step_budgets": budgets, "results": results}), flush=True)
-    return 0
+    return 130 if interrupted else 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
