@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="interleaved repeats (default 3; 1 with --quick)")
     parser.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS))
     parser.add_argument("--peers", nargs="+", choices=list(SIDES), default=list(SIDES))
-    parser.add_argument("--cartpole-steps", type=int, help="env-step budget on CartPole (60000; 10000 quick)")
+    parser.add_argument("--cartpole-steps", type=int, help="env-step budget on CartPole (60000; 30000 quick)")
     parser.add_argument("--pong-steps", type=int, help="env-step budget on Pong (16000; 3000 quick)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
-    budgets = {"cartpole": args.cartpole_steps or (10_000 if args.quick else 60_000),
+    budgets = {"cartpole": args.cartpole_steps or (30_000 if args.quick else 60_000),
                "pong": args.pong_steps or (3_000 if args.quick else 16_000)}
     machine = machine_info()
     results: dict[str, Any] = {}
