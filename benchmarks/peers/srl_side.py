@@ -1,0 +1,76 @@
+"""srl's side, run with the system python and this checkout (PYTHONPATH) as a subprocess.
+
+Sampling: `srl bench sampling ENV_ID time_limit_s=S`, its last JSON line. Training:
+`srl run EXPERIMENT total_env_steps=N target_return=null`, the rate read from the run's
+metrics.jsonl between the first report with env steps and the last (start-up left out, as
+`srl bench` does); summary.json's env steps and wall time (launch to exit) come along.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from common import REPO, run_child
+
+ENV_IDS = {"cartpole": "CartPole-v1", "pong": "ALE/Pong-v5"}
+EXPERIMENTS = {"cartpole": "cartpole-ppo", "pong": "pong-ppo"}
+
+
+def sample(env: str, seconds: float, timeout_s: float = 300) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "srl.cli", "bench", "sampling", ENV_IDS[env], f"time_limit_s={seconds}"]
+    result = run_child(cmd, timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+    result.pop("time_breakdown", None)  # per-worker detail: too long for the one-line report
+    return result
+
+
+def has_experiment(name: str) -> bool:
+    """Whether this checkout's srl registers `name` (asked of `srl list`, in a subprocess)."""
+    done = subprocess.run([sys.executable, "-m", "srl.cli", "list"], cwd=REPO, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    line = next((x for x in done.stdout.splitlines() if x.startswith("experiments:")), "")
+    return name in [x.strip() for x in line.split(":", 1)[-1].split(",")]
+
+
+def rate_from_metrics(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """env steps/s between the first report with env steps and the last report."""
+    rows = [x for x in lines if isinstance(x.get("env_steps"), (int, float)) and isinstance(x.get("time_s"), (int, float))]
+    started = next((x for x in rows if x["env_steps"] > 0), None)
+    if started is None or rows[-1] is started:
+        return {"error": "fewer than two reports with env steps in metrics.jsonl"}
+    last = rows[-1]
+    seconds = last["time_s"] - started["time_s"]
+    steps = last["env_steps"] - started["env_steps"]
+    return {"env_steps_per_s": round(steps / seconds, 1) if seconds > 0 else None,
+            "measured_s": round(seconds, 3), "env_steps": last["env_steps"]}
+
+
+def train(env: str, env_steps: int, timeout_s: float = 900) -> dict[str, Any]:
+    experiment = EXPERIMENTS[env]
+    if not has_experiment(experiment):
+        return {"skipped": f"srl has no experiment {experiment!r} in this checkout"}
+    with tempfile.TemporaryDirectory(prefix="srl-peers-run-") as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"total_env_steps={env_steps}",
+               "target_return=null", "display=off", "learning_curve=false", f"run_dir={run_dir}"]
+        done = run_child(cmd + ["seed=1"], timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+        metrics = run_dir / "metrics.jsonl"
+        if not metrics.exists():
+            return {"error": done.get("error", "no metrics.jsonl")}
+        lines = []
+        for line in metrics.read_text().splitlines():
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        result = rate_from_metrics(lines)
+        summary_path = run_dir / "summary.json"
+        if summary_path.exists():
+            summary = json.loads(summary_path.read_text())
+            result["summary"] = {k: summary.get(k) for k in ("env_steps", "wall_time_s", "stop_reason", "error")}
+        return {"experiment": experiment, **result}

@@ -1,0 +1,92 @@
+"""PPO training throughput (env steps consumed per second) of srl and its peers, side by side.
+
+    python benchmarks/peers_training.py                 # CartPole and Pong, 3 interleaved repeats
+    python benchmarks/peers_training.py --quick         # a smoke run: small budgets, one repeat
+    python benchmarks/peers_training.py --envs cartpole --peers srl rllib
+
+Sides: srl (`srl run cartpole-ppo` / `pong-ppo` with a fixed env-step budget and no target, this
+checkout, system python), Sample Factory 2.1.1 APPO and RLlib (ray 2.60) PPO, each peer in its
+own virtualenv under ~/.cache/srl-peers. Each side runs the same env-step budget; its rate leaves
+start-up out (srl and Sample Factory: between their first report with env steps and their last;
+RLlib: from the first `train()` to the last). The peers use srl's per-update work (CartPole: 16
+envs x 32 steps, 10 epochs of one minibatch, 64x64 MLP; Pong: 1024 steps, 4 epochs of 4
+minibatches, Nature CNN). A missing `pong-ppo` in this checkout is reported as skipped. Standard
+output gets ONE JSON line: per-side runs, medians and srl's median over each peer's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+
+import rllib_peer
+import sf_peer
+import srl_side
+from common import log, machine_info, summarize
+from peers_sampling import rotated
+
+ENVS = ("cartpole", "pong")
+SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
+    "srl": srl_side.train,
+    "sample_factory": lambda env, steps: sf_peer.run("train", env, steps),
+    "rllib": lambda env, steps: rllib_peer.run("train", env, steps),
+}
+
+
+def measure(results: dict[str, Any], envs: list[str], sides: list[str], repeats: int, budgets: dict[str, int]) -> dict[str, Any]:
+    """Fills `results` run by run, so an interrupted benchmark still reports what it measured."""
+    for env in envs:
+        runs: dict[str, list[Any]] = {side: [] for side in sides}
+        for repeat in range(repeats):
+            for side in rotated(sides, repeat):
+                log(f"{env} repeat {repeat + 1}/{repeats}: {side}, {budgets[env]} env steps")
+                try:
+                    result = SIDES[side](env, budgets[env])
+                except Exception as e:  # noqa: BLE001  (a broken peer must not take the others down)
+                    result = {"error": f"{type(e).__name__}: {e}"}
+                log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
+                runs[side].append(result)
+                results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small budgets, one repeat (a smoke run)")
+    parser.add_argument("--repeats", type=int, help="interleaved repeats (default 3; 1 with --quick)")
+    parser.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS))
+    parser.add_argument("--peers", nargs="+", choices=list(SIDES), default=list(SIDES))
+    parser.add_argument("--cartpole-steps", type=int, help="env-step budget on CartPole (60000; 30000 quick)")
+    parser.add_argument("--pong-steps", type=int, help="env-step budget on Pong (16000; 3000 quick)")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (1 if args.quick else 3)
+    budgets = {"cartpole": args.cartpole_steps or (30_000 if args.quick else 60_000),
+               "pong": args.pong_steps or (3_000 if args.quick else 16_000)}
+    machine = machine_info()
+    results: dict[str, Any] = {}
+    # SIGTERM ends the run like Ctrl-C: each child's process group is killed on the way out
+    signal.signal(signal.SIGTERM, _interrupt)
+    interrupted = False
+    try:
+        measure(results, args.envs, args.peers, repeats, budgets)
+    except KeyboardInterrupt:
+        interrupted = True
+    print(json.dumps({"interrupted": interrupted, "benchmark": "peers_training", "machine": machine,
+                      "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], "repeats": repeats,
+                      "env_step_budgets": budgets, "results": results}), flush=True)
+    return 130 if interrupted else 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The pure helpers of benchmarks/peers (parsing, medians, ratios); no virtualenv is touched."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "peers"))
+
+import common
+import srl_side
+
+
+def test_last_json_line_skips_logs_and_torn_lines():
+    text = 'starting\n{"a": 1}\nlog {"not": json\n{"b": 2}\n[1, 2]\n{"torn": \n'
+    assert common.last_json_line(text) == {"b": 2}
+    assert common.last_json_line("no json here\n") is None
+
+
+def test_median_leaves_out_errors_and_none():
+    assert common.median_or_none([3.0, None, 1.0, "x", 2.0, True]) == 2.0
+    assert common.median_or_none([None]) is None
+
+
+def test_ratio_is_none_without_both_sides():
+    assert common.ratio(300.0, 100.0) == 3.0
+    assert common.ratio(None, 100.0) is None
+    assert common.ratio(100.0, 0) is None
+
+
+def test_summarize_gives_medians_ratios_and_errors():
+    runs = {
+        "srl": [{"env_steps_per_s": 900.0}, {"env_steps_per_s": 1100.0}, {"env_steps_per_s": 1000.0}],
+        "peer": [{"env_steps_per_s": 500.0}, {"error": "boom"}, {"env_steps_per_s": 400.0}],
+        "broken": [{"error": "pip failed"}],
+        "absent": [{"skipped": "not here"}],
+    }
+    out = common.summarize(runs, "env_steps_per_s")
+    assert out["srl"]["median"] == 1000.0
+    assert out["peer"]["median"] == 450.0
+    assert out["peer"]["ratio_srl_over_peer"] == round(1000 / 450, 3)
+    assert out["peer"]["error"] == "boom"
+    assert out["broken"] == {"median": None, "runs": [None], "error": "pip failed", "ratio_srl_over_peer": None}
+    assert out["absent"]["skipped"] == "not here"
+    assert "ratio_srl_over_peer" not in out["srl"]
+
+
+def test_srl_rate_from_metrics_leaves_start_up_out():
+    lines = [
+        {"env_steps": 0, "time_s": 3.0},
+        {"env_steps": 512, "time_s": 4.0},
+        {"losses/policy_loss": 0.1},  # a report without counters is ignored
+        {"env_steps": 2560, "time_s": 6.0},
+    ]
+    assert srl_side.rate_from_metrics(lines) == {"env_steps_per_s": 1024.0, "measured_s": 2.0, "env_steps": 2560}
+    assert "error" in srl_side.rate_from_metrics([{"env_steps": 0, "time_s": 1.0}])
+
+
+def test_sample_factory_rate_from_its_log_timestamps():
+    import sf_peer
+
+    log = (
+        "[2026-11-23 12:00:00,000][001] Fps is (10 sec: nan, 60 sec: nan). Total num frames: 0. Throughput: 0: nan\n"
+        "[2026-11-23 12:00:05,000][001] Fps is (10 sec: 10.0, 60 sec: 10.0). Total num frames: 1000. Throughput\n"
+        "[2026-11-23 12:00:07,500][009] Heartbeat connected on Batcher_0\n"
+        "[2026-11-23 12:00:10,000][001] Fps is (10 sec: 10.0, 60 sec: 10.0). Total num frames: 6000. Throughput\n"
+    )
+    assert sf_peer.rate_from_log(log) == {"env_steps_per_s": 1000.0, "measured_s": 5.0, "env_steps": 6000}
+    assert "error" in sf_peer.rate_from_log(log.splitlines()[0])
