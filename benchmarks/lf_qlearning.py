@@ -56,10 +56,10 @@ def log(msg: str) -> None:
 
 def run_ray(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
     """Train until the target (or for exactly `lock_steps` lock-steps)."""
+    import _lfq_tabular as T
     import numpy as np
     import ray
 
-    import _lfq_tabular as T
     from srl.monitor.episodes import ReturnWindow
 
     launched = time.perf_counter()
@@ -115,6 +115,7 @@ def run_ray(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
 
 def run_srl(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
     import _lfq_tabular  # noqa: F401  (registers the experiment)
+
     from srl.config import load_config
     from srl.launch.run import run_experiment
 
@@ -181,9 +182,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(RUNS[args.child](args.workers, args.seed, args.lock_steps)))
         return 0
-    import ray
-
     import _lfq_tabular as T
+    import ray
 
     runs: dict[str, list] = {"ray": [], "srl": []}
     for r in range(args.repeats):

@@ -21,8 +21,15 @@ from srl.streams.control import Role
 from srl.streams.inference import InferenceClient, InferenceServer
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import poison
-from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ParamPublisher, ParamSubscriber
-from srl.streams.params import load_frames
+from srl.streams.params import (
+    PUBLISH,
+    SERVICE_IN,
+    SERVICE_OUT,
+    WANT,
+    ParamPublisher,
+    ParamSubscriber,
+    load_frames,
+)
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.workers.actor import ActorKernel
 from srl.workers.params import ParamServiceKernel

@@ -10,7 +10,8 @@ import pytest
 
 from srl.config import ConfigError, build_config
 from srl.envs import check_counts, make_vector_env
-from srl.envs.counting_vector import ID as COUNTING, CountingVectorEnv
+from srl.envs.counting_vector import ID as COUNTING
+from srl.envs.counting_vector import CountingVectorEnv
 from srl.envs.native import NativeVectorEnv
 
 needs_envpool = pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool not installed")
@@ -118,8 +119,9 @@ def test_dataflow_with_the_vector_backend_delivers_every_transition_once(launche
     import json
 
     from recording import load_batches
-    from srl.launch.run import run_experiment
     from test_pipeline import EPISODE_LENGTH, counting_config
+
+    from srl.launch.run import run_experiment
 
     config = counting_config(launcher, run_dir, env=COUNTING, env_backend="vector", **extra)
     assert run_experiment(config) == 0

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 import recording  # noqa: F401  (registers the "record" algorithm)
+
 from srl.config import build_config
 from srl.envs import check_counts
 from srl.launch.run import run_experiment

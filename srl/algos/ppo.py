@@ -29,7 +29,18 @@ from srl.algos.gae import compute_gae
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
-from srl.data.columns import ACTION, ACTIVE, FIRST, HIDDEN, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+from srl.data.columns import (
+    ACTION,
+    ACTIVE,
+    FIRST,
+    HIDDEN,
+    LOG_PROB,
+    OBS,
+    REWARD,
+    TERMINATED,
+    TRUNCATED,
+    VALUE,
+)
 
 STAT_NAMES = (
     "losses/policy_loss",

@@ -321,5 +321,7 @@ def pong_ppo() -> dict[str, Any]:
     }
 
 
-from srl.experiments import multiagent  # noqa: E402,F401  (registers mpe-mappo, tictactoe-ppo)
-from srl.experiments import recurrent  # noqa: E402,F401  (registers the recurrent experiments)
+from srl.experiments import (
+    multiagent,  # noqa: E402,F401  (registers mpe-mappo, tictactoe-ppo)
+    recurrent,  # noqa: E402,F401  (registers the recurrent experiments)
+)

@@ -20,8 +20,8 @@ import os
 import shutil
 import signal
 import time
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from srl import leaderboard

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.data import columns as C
 from srl.streams.carry import carry_in, carry_out, slot_at
+from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
 
 if TYPE_CHECKING:

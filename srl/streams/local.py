@@ -19,7 +19,6 @@ from srl.streams.framing import pack, unpack
 from srl.streams.layout import Layout
 from srl.streams.transport import Message, Receiver, Sender, Transport, decode_header, encode_header
 
-
 MAX_PARTS = 1 << 16
 
 

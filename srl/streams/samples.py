@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.carry import carry_in, carry_out, slot_at
+from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
 
 SAMPLES_NAME = "trainer.samples"  # the stream of trainer 0 (and of a replay buffer)

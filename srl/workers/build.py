@@ -11,8 +11,8 @@ import torch
 
 from srl.api import registry
 from srl.envs import make_vector_env
-from srl.monitor.timing import TimeBreakdown
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
+from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GradientGroup
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
