@@ -145,13 +145,18 @@ def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_p
         m.close()
 
 
-def test_ray_member_actor_works_in_bursts_and_reports_errors(tmp_path):
+def test_ray_member_actor_works_in_bursts_and_reports_errors(tmp_path, monkeypatch):
     """The Ray actor class as a plain object (no Ray runtime): bursts give messages, adopt
     commands reach the kernel, a failure comes back as an error message with its traceback."""
     pytest.importorskip("ray")
     import ray
 
+    from srl.launch import ray_members
     from srl.launch.ray_members import MemberActor
+
+    # a member titles its process; here that would be the test process, whose workers later
+    # tests find by their titles (Ray's setproctitle moves this process's argv for good)
+    monkeypatch.setattr(ray_members, "_set_title", lambda title: None)
 
     config = small_config(tmp_path, "ensemble.eval_interval_updates=1")
     wrong = MemberActor(config, 0, controller_host="203.0.113.9")
