@@ -1,4 +1,5 @@
-"""The wire format of streams that leave the machine: signed multipart messages of raw frames.
+"""The wire format of streams that leave the machine: signed messages of raw frames, the parts
+packed into one ZeroMQ frame on the socket (srl.streams.framing).
 
     part 0   MAC: HMAC-SHA256(run secret, stream name, every later part, each length-prefixed)
     part 1   header: 1..64 int64 values (srl.streams.transport.encode_header)
