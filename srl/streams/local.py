@@ -136,10 +136,7 @@ class LocalTransport(Transport):
         wait_on_sockets(self._pollers, receivers, timeout_s)
 
     def close(self) -> None:
-        for socket in self._sockets:
-            socket.close(linger=0)
-        self._sockets.clear()
-        self.context.term()
+        close_sockets(self._sockets, self.context)
         for shm in self._shms:
             try:
                 shm.close()
@@ -152,6 +149,14 @@ def make_ipc_dir(run_id: str) -> Path:
     path = Path(os.environ.get("SRL_IPC_DIR", "/tmp")) / f"srl-{run_id}"
     path.mkdir(parents=True, exist_ok=False)
     return path
+
+
+def close_sockets(sockets: list[zmq.Socket], context: zmq.Context) -> None:
+    """Close every socket at once (linger 0: a stopping run drops what is unsent), then the context."""
+    for socket in sockets:
+        socket.close(linger=0)
+    sockets.clear()
+    context.term()
 
 
 def wait_on_sockets(

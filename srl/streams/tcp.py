@@ -20,7 +20,7 @@ import zmq
 
 from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
-from srl.streams.local import wait_on_sockets
+from srl.streams.local import close_sockets, wait_on_sockets
 from srl.streams.transport import Message, Receiver, Sender, Transport
 from srl.streams.wire import Limits, WireError, decode, encode
 
@@ -155,7 +155,4 @@ class TcpTransport(Transport):
         wait_on_sockets(self._pollers, receivers, timeout_s)
 
     def close(self) -> None:
-        for socket in self._sockets:
-            socket.close(linger=0)
-        self._sockets.clear()
-        self.context.term()
+        close_sockets(self._sockets, self.context)
