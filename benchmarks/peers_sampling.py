@@ -30,7 +30,7 @@ import gym_async_peer
 import rllib_peer
 import sf_peer
 import srl_side
-from common import log, machine_info, summarize
+from common import interleave, machine_info
 
 ENVS = ("cartpole", "pong")
 # Envs per peer on 2 cores: vectorisers with one process per env get a few; thread pools 8.
@@ -43,27 +43,6 @@ SIDES: dict[str, Callable[[str, float], dict[str, Any]]] = {
     "rllib": lambda env, s: rllib_peer.run("sample", env, s),
 }
 
-
-def rotated(names: list[str], k: int) -> list[str]:
-    """`names` started at position k: each repeat begins with a different side."""
-    k %= len(names)
-    return names[k:] + names[:k]
-
-
-def measure(results: dict[str, Any], envs: list[str], sides: list[str], repeats: int, seconds: dict[str, float]) -> dict[str, Any]:
-    """Fills `results` run by run, so an interrupted benchmark still reports what it measured."""
-    for env in envs:
-        runs: dict[str, list[Any]] = {side: [] for side in sides}
-        for repeat in range(repeats):
-            for side in rotated(sides, repeat):
-                log(f"{env} repeat {repeat + 1}/{repeats}: {side}")
-                try:
-                    result = SIDES[side](env, seconds[env])
-                except Exception as e:  # noqa: BLE001  (a broken peer must not take the others down)
-                    result = {"error": f"{type(e).__name__}: {e}"}
-                log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
-                runs[side].append(result)
-                results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     interrupted = False
     try:
-        measure(results, args.envs, args.peers, repeats, seconds)
+        interleave(results, args.envs, SIDES, args.peers, repeats, seconds, "s")
     except KeyboardInterrupt:
         interrupted = True
     print(json.dumps({"interrupted": interrupted, "benchmark": "peers_sampling", "machine": machine,

@@ -30,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import rllib_peer
 import sf_peer
 import srl_side
-from common import log, machine_info, summarize
-from peers_sampling import rotated
+from common import interleave, machine_info
 
 ENVS = ("cartpole", "pong")
 SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
@@ -39,22 +38,6 @@ SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
     "sample_factory": lambda env, steps: sf_peer.run("train", env, steps),
     "rllib": lambda env, steps: rllib_peer.run("train", env, steps),
 }
-
-
-def measure(results: dict[str, Any], envs: list[str], sides: list[str], repeats: int, budgets: dict[str, int]) -> dict[str, Any]:
-    """Fills `results` run by run, so an interrupted benchmark still reports what it measured."""
-    for env in envs:
-        runs: dict[str, list[Any]] = {side: [] for side in sides}
-        for repeat in range(repeats):
-            for side in rotated(sides, repeat):
-                log(f"{env} repeat {repeat + 1}/{repeats}: {side}, {budgets[env]} env steps")
-                try:
-                    result = SIDES[side](env, budgets[env])
-                except Exception as e:  # noqa: BLE001  (a broken peer must not take the others down)
-                    result = {"error": f"{type(e).__name__}: {e}"}
-                log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
-                runs[side].append(result)
-                results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     interrupted = False
     try:
-        measure(results, args.envs, args.peers, repeats, budgets)
+        interleave(results, args.envs, SIDES, args.peers, repeats, budgets, "env steps")
     except KeyboardInterrupt:
         interrupted = True
     print(json.dumps({"interrupted": interrupted, "benchmark": "peers_training", "machine": machine,

@@ -202,3 +202,29 @@ def _git_commit() -> str | None:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                           check=False)
     return done.stdout.strip() or None
+
+
+def rotated(names: list[str], k: int) -> list[str]:
+    """`names` started at position k: each repeat begins with a different side."""
+    k %= len(names)
+    return names[k:] + names[:k]
+
+
+def interleave(
+    results: dict[str, Any], envs: list[str], sides: dict[str, Any], order: list[str], repeats: int,
+    amount: dict[str, Any], unit: str,
+) -> None:
+    """Run `sides[side](env, amount[env])` for every side of `order`, in a rotated order per repeat;
+    fills `results` run by run, so an interrupted benchmark still reports what it measured."""
+    for env in envs:
+        runs: dict[str, list[Any]] = {side: [] for side in order}
+        for repeat in range(repeats):
+            for side in rotated(order, repeat):
+                log(f"{env} repeat {repeat + 1}/{repeats}: {side}, {amount[env]} {unit}")
+                try:
+                    result = sides[side](env, amount[env])
+                except Exception as e:  # noqa: BLE001  (a broken peer must not take the others down)
+                    result = {"error": f"{type(e).__name__}: {e}"}
+                log(f"  -> {json.dumps(result)}")  # the whole result: a cut-off run still leaves its data
+                runs[side].append(result)
+                results[env] = {"env_steps_per_s": summarize(runs, "env_steps_per_s"), "runs": runs}
