@@ -7,6 +7,7 @@ interpreter start-up and imports count.
 
     python benchmarks/cartpole_vs_sb3.py                      # seeds 1 2 3, both sides
     python benchmarks/cartpole_vs_sb3.py --only sb3 --seeds 1
+    python benchmarks/cartpole_vs_sb3.py --srl-experiment cartpole-pod   # the pod (issue 6)
 
 SB3 runs in its own virtualenv (default `.bench/venv-sb3` at the repo root), created on first
 use: torch==2.13.0 first (the CPU build), then stable-baselines3 and gymnasium. Progress goes to
@@ -196,9 +197,9 @@ def parse_srl_metrics(path: Path, target: float = TARGET, window: int = WINDOW) 
     }
 
 
-def run_srl(seed: int, timeout_s: float, workdir: Path) -> dict[str, Any]:
+def run_srl(seed: int, timeout_s: float, workdir: Path, experiment: str = "cartpole-ppo") -> dict[str, Any]:
     run_dir = workdir / f"srl-seed{seed}"
-    cmd = [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", f"seed={seed}", f"target_return={TARGET:g}",
+    cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"seed={seed}", f"target_return={TARGET:g}",
            f"run_dir={run_dir}"]
     env = _child_env(workdir)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
@@ -328,6 +329,7 @@ def build_report(srl_runs: list[dict], sb3_runs: list[dict], machine: dict, sb3_
         "timeout_s": args.timeout_s,
         "machine": machine,
         "srl_commit": _git_commit(),
+        "srl_experiment": args.srl_experiment,
     }
     if sb3_versions is not None:
         report["sb3_version"] = sb3_versions.get("stable-baselines3")
@@ -361,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--only", choices=["srl", "sb3"], default=None, help="run one side only")
+    ap.add_argument("--srl-experiment", default="cartpole-ppo",
+                    help="srl's side: cartpole-ppo (dataflow, the default) or cartpole-pod (one-process pod)")
     ap.add_argument("--timeout-s", type=float, default=300.0, help="limit for each run (default 300)")
     ap.add_argument("--venv", type=Path, default=DEFAULT_VENV, help=f"SB3 virtualenv (default {DEFAULT_VENV})")
     ap.add_argument("--sb3-schedule-steps", type=int, default=SB3_SCHEDULE_STEPS,
@@ -387,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for seed in args.seeds:  # interleaved: srl then SB3 for each seed
                 if args.only in (None, "srl"):
-                    srl_runs.append(run_srl(seed, args.timeout_s, workdir))
+                    srl_runs.append(run_srl(seed, args.timeout_s, workdir, args.srl_experiment))
                 if args.only in (None, "sb3"):
                     sb3_runs.append(run_sb3(seed, args.timeout_s, workdir, sb3_py, args.sb3_schedule_steps,
                                            args.sb3_torch_threads))

@@ -9,13 +9,15 @@ import torch
 
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
-from srl.config import build_config
+from srl.config import build_config, load_config
 from srl.data import columns as C
 from srl.envs.batched import BatchedCartPole, BatchedSpread
 from srl.launch.monitor import RunMonitor
 from srl.models.mlp import ActorCriticMLP
 from srl.streams.control import Role
-from srl.workers.pod import CARTPOLE_POD, PodKernel, make_pod, train_pod
+from srl.workers.pod import PodKernel, make_pod, pod_settings, train_pod
+
+CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run_dir=/nonexistent"]))  # what `srl run` trains
 
 BUDGET_ENV_STEPS = 1_000_000
 

@@ -9,7 +9,7 @@ import torch
 
 from srl.api import registry
 from srl.config import load_config
-from srl.workers.pod import train_pod
+from srl.workers.pod import pod_settings, train_pod
 
 
 @pytest.fixture(autouse=True)
@@ -21,10 +21,8 @@ def one_thread():
 
 
 def pod_kwargs(experiment: str) -> dict[str, Any]:
-    """The experiment's own settings, as train_pod's arguments (so the test runs what users run)."""
-    c = load_config(experiment, ["run_dir=/nonexistent"])
-    return {"env": c.env, "num_envs": c.envs_per_actor, "sample_length": c.sample_length,
-            "policy_kwargs": c.policy_kwargs, "algo": c.algo_config, "schedule_env_steps": c.total_env_steps}
+    """The experiment's own settings (so the test runs what users run)."""
+    return pod_settings(load_config(experiment, ["run_dir=/nonexistent"]))
 
 
 def test_pendulum_pod_swings_up():

@@ -11,12 +11,19 @@ from srl.api.registry import register_experiment
 def cartpole_pod() -> dict[str, Any]:
     """Batched CartPole stepped and trained in one pod process (ElegantRL-podracer style).
 
-    128 envs x 16 steps per update with few, large minibatches: a gradient step costs about the
-    same up to 1024 rows here, so fewer and larger ones reach 475 in the least time.
+    Tuned for wall time from launch to a mean-100 return of 475 on a 2-core CPU (one torch
+    thread): 128 envs x 16 steps = 2048 transitions per update, 4 epochs of 2 minibatches, a
+    high constant learning rate. A gradient step on <= 1024 rows costs about the same whatever
+    its size (per-op overhead), so few, large minibatches win; 4 epochs reach 475 in ~150k env
+    steps where 2 took ~250k (seeds 1-8). The pod is the only worker, so it runs in the
+    launching process (`launcher=inline`: no second torch import), and reports every 0.25 s so
+    that the stop at the target is not a second late.
     """
     return {
         "env": "batched-cartpole",
         "pod": True,
+        "launcher": "inline",
+        "log_interval_s": 0.25,
         "envs_per_actor": 128,
         "ring_splits": 1,
         "sample_length": 16,
@@ -25,7 +32,7 @@ def cartpole_pod() -> dict[str, Any]:
         "policy_kwargs": {"hidden_sizes": [32, 32]},
         "algorithm": "ppo",
         "algo": {"lr": 0.01, "anneal_lr": False, "gamma": 0.99, "gae_lambda": 0.95,
-                 "epochs": 2, "num_minibatches": 2, "clip_value": False},
+                 "epochs": 4, "num_minibatches": 2, "clip_value": False},
     }
 
 
@@ -230,6 +237,8 @@ def cartpole_pod_ensemble() -> dict[str, Any]:
     """
     return {
         **cartpole_pod(),
+        "launcher": "local",  # each member a process of its own
+        "log_interval_s": 1.0,
         "total_env_steps": 4_000_000,
         "ensemble": {"population": 4, "eval_interval_updates": 8, "eval_episodes": 16, "ready_evals": 2,
                      "lag_fraction": 0.25, "margin": 20.0, "perturb": ["lr"]},

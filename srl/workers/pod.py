@@ -45,28 +45,15 @@ from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.graph import space_spec
 from srl.monitor.episodes import ReturnWindow
 
-# Tuned for wall time to a mean-100 return of 475 on batched CartPole on a 2-core CPU (one torch
-# thread): 128 envs x 16 steps = 2048 transitions per update, 2 epochs of 2 minibatches of 1024,
-# a high constant learning rate. A PPO gradient step on <= 1024 rows costs ~2 ms here whatever
-# its size (per-op overhead), so few, large minibatches and few epochs win; more envs make each
-# update costlier and fewer ensure the 500-step episodes still take many sequential steps.
-# Measured (seeds 1-6): 154k-242k env steps, 1.2-2.0 s of training after imports.
-CARTPOLE_POD: dict[str, Any] = {
-    "env": "batched-cartpole",
-    "num_envs": 128,
-    "sample_length": 16,
-    "policy": "actor-critic-mlp",
-    "policy_kwargs": {"hidden_sizes": [32, 32]},
-    "algo": {
-        "lr": 0.01,
-        "anneal_lr": False,
-        "gamma": 0.99,
-        "gae_lambda": 0.95,
-        "epochs": 2,
-        "num_minibatches": 2,
-        "clip_value": False,
-    },
-}
+
+def pod_settings(config: Any) -> dict[str, Any]:
+    """An experiment config's pod settings as `make_pod` / `train_pod` keyword arguments, so a
+    test or benchmark trains exactly what `srl run EXPERIMENT` trains."""
+    return {"env": config.env, "env_kwargs": config.env_kwargs, "num_envs": config.envs_per_actor,
+            "sample_length": config.sample_length, "policy": config.policy,
+            "policy_kwargs": config.policy_kwargs, "algorithm": config.algorithm, "algo": config.algo_config,
+            "schedule_env_steps": config.total_env_steps}
+
 
 _TORCH_DTYPES = {
     "float32": torch.float32,
@@ -370,7 +357,7 @@ def train_pod(
     default `total_env_steps`. `torch_threads`, if given, is passed to `torch.set_num_threads`
     first (1 is fastest for CartPole-sized networks on a 2-core CPU).
 
-        run = train_pod(target_return=475.0, seed=1, **CARTPOLE_POD)
+        run = train_pod(target_return=475.0, seed=1, **pod_settings(load_config("cartpole-pod")))
     """
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
