@@ -5,7 +5,7 @@
     python benchmarks/scaling.py --plot docs/scaling.png --from results.jsonl
 
 Each point is `srl bench sampling` (random policy, a trainer that learns nothing, rate taken
-between the first and last report) with `num_actor_workers=N`, repeated; prints one JSON line
+over the run's last `--seconds`, after a start-up allowance that grows with the actor count) with `num_actor_workers=N`, repeated; prints one JSON line
 per launcher with the median env steps/s of each N. The ideal is linear, N / 5 ms: an actor steps
 its envs one after another, but sleeping uses no CPU, so actors add up until the CPUs are busy
 with everything else (inference, copies, the trainer, process switches).
@@ -23,20 +23,23 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])  # Ray workers
-RAY_START_ALLOWANCE_S = 30.0  # a Ray actor's process takes seconds to start (imports), more on a busy machine
+# Start-up before the measured window: every worker process imports torch (~1-2 s of CPU each,
+# so 64 of them take a minute on 2 cores), and Ray adds its own actor start-up.
+START_ALLOWANCE_S = {"local": (5.0, 1.0), "ray": (30.0, 1.5)}  # launcher -> (fixed, per actor worker)
 
 
 def measure(launcher: str, actors: int, seconds: float, envs_per_actor: int, step_s: float) -> float | None:
     from srl.bench import bench_sampling
 
-    # the time limit counts from launch; the rate is taken from the first report with steps on
-    seconds += RAY_START_ALLOWANCE_S if launcher == "ray" else 0.0
+    # the time limit counts from launch; the rate is taken over the run's last `seconds` only
+    fixed_s, per_actor_s = START_ALLOWANCE_S[launcher]
+    limit_s = seconds + fixed_s + per_actor_s * actors
     result = bench_sampling("sleep", [
         "modules=sleep_env", f"launcher={launcher}", f"num_actor_workers={actors}", "inference=inline",
         f"envs_per_actor={envs_per_actor}", "ring_splits=2", "sample_length=32", "segment_slots=2",
-        f"time_limit_s={seconds}", f"env_kwargs.step_s={step_s}", "heartbeat_timeout_s=300",
+        f"time_limit_s={limit_s}", f"env_kwargs.step_s={step_s}", "heartbeat_timeout_s=300",
         "ray_resources.actor.num_cpus=0", "ray_resources.trainer.num_cpus=0",
-    ])  # fmt: skip
+    ], measure_last_s=seconds)  # fmt: skip
     if result["exit_code"] != 0 or not result["env_steps_per_s"]:
         print(f"# a run that did not get going (counted as null): {result}", file=sys.stderr, flush=True)
         return None

@@ -60,7 +60,10 @@ def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
+def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | None = None) -> dict[str, Any]:
+    """Run the sampling dataflow and return its figures; the rate is taken from the first report
+    with env steps to the last or, with `measure_last_s`, over the run's last that many seconds
+    (for many workers that start one after another, the ramp would otherwise count)."""
     with tempfile.TemporaryDirectory(prefix="srl-bench-") as tmp:
         given = parse_overrides(overrides)
         values = {**_defaults(env_id, given), "env": env_id, "run_dir": str(Path(tmp) / "run"), **given}
@@ -69,14 +72,12 @@ def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
         run_dir = Path(str(config.run_dir))
         lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         breakdown = json.loads((run_dir / "summary.json").read_text()).get("time_breakdown", {})
-    started = next((x for x in lines if x["env_steps"] > 0), lines[0])
-    last = lines[-1]
-    seconds = last["time_s"] - started["time_s"]
+    rate, seconds = sampling_rate(lines, measure_last_s)
     return {
         "benchmark": "sampling",
         "env": env_id,
-        "env_steps_per_s": round((last["env_steps"] - started["env_steps"]) / seconds, 1) if seconds > 0 else None,
-        "env_steps": last["env_steps"],
+        "env_steps_per_s": rate,
+        "env_steps": lines[-1]["env_steps"],
         "measured_s": round(seconds, 3),
         "exit_code": code,
         "config": {k: config.model_dump()[k] for k in ("launcher", "num_actor_workers", "envs_per_actor",
@@ -84,3 +85,16 @@ def bench_sampling(env_id: str, overrides: list[str]) -> dict[str, Any]:
                                                         "sample_length")},
         "time_breakdown": breakdown,  # worker -> seconds per category (srl.monitor.timing)
     }
+
+
+def sampling_rate(reports: list[dict[str, Any]], measure_last_s: float | None = None) -> tuple[float | None, float]:
+    """(env steps/s, seconds measured) between the first report with env steps, or the latest one
+    at least `measure_last_s` before the end, and the last report."""
+    last = reports[-1]
+    started = next((x for x in reports if x["env_steps"] > 0), reports[0])
+    if measure_last_s is not None:
+        early = [x for x in reports if x["env_steps"] > 0 and x["time_s"] <= last["time_s"] - measure_last_s]
+        started = early[-1] if early else started
+    seconds = last["time_s"] - started["time_s"]
+    rate = round((last["env_steps"] - started["env_steps"]) / seconds, 1) if seconds > 0 else None
+    return rate, seconds

@@ -27,3 +27,13 @@ def test_natively_batched_rings_get_big_rings_and_atari_keeps_small_ones():
     assert _defaults("CartPole-v1", {"env_backend": "loop"})["envs_per_actor"] == 32
     assert _defaults("Acrobot-v1", {})["envs_per_actor"] == 32  # no vector entry point: loop
     assert _defaults("ALE/Pong-v5", {"env_backend": "bogus"})["envs_per_actor"] == 8  # build_config will refuse it
+
+
+def test_sampling_rate_leaves_the_start_up_ramp_out_when_asked():
+    from srl.bench import sampling_rate
+
+    reports = [{"time_s": t, "env_steps": steps} for t, steps in
+               [(1.0, 0), (2.0, 100), (3.0, 1100), (4.0, 3100), (5.0, 5100), (6.0, 7100)]]
+    assert sampling_rate(reports) == (1750.0, 4.0)  # from the first report with steps
+    assert sampling_rate(reports, measure_last_s=2.0) == (2000.0, 2.0)  # the steady last 2 s
+    assert sampling_rate(reports, measure_last_s=60.0) == (1750.0, 4.0)  # too short a run: all of it
