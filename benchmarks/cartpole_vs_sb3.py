@@ -210,10 +210,15 @@ def run_srl(seed: int, timeout_s: float, workdir: Path, experiment: str = "cartp
     summary = None
     with contextlib.suppress(OSError, ValueError):
         summary = json.loads((run_dir / "summary.json").read_text())
+    # srl's time_s counts from its command's first line: add the interpreter's start before it
+    started_unix_s = (summary or {}).get("started_unix_s")
+    interpreter_s = started_unix_s - proc["launch"] if started_unix_s else 0.0
+    time_s = round(parsed["time_s"] + interpreter_s, 3) if parsed["time_s"] is not None else None
     result = {
         "seed": seed,
         "reached": parsed["reached"],
-        "time_s": parsed["time_s"],
+        "time_s": time_s,
+        "interpreter_start_s": round(interpreter_s, 3),
         "env_steps": parsed["env_steps"],
         "launch_to_exit_s": round(proc["wall_s"], 3),
         "returncode": proc["returncode"],
@@ -226,7 +231,7 @@ def run_srl(seed: int, timeout_s: float, workdir: Path, experiment: str = "cartp
         log(f"srl  seed={seed}: did not reach {TARGET:g} (rc={proc['returncode']}, timed_out={proc['timed_out']})"
             f"\n{result['log_tail']}")
     else:
-        log(f"srl  seed={seed}: {parsed['time_s']:.1f} s, {parsed['env_steps']} env steps "
+        log(f"srl  seed={seed}: {time_s:.1f} s, {parsed['env_steps']} env steps "
             f"(launch to exit {proc['wall_s']:.1f} s)")
     return result
 

@@ -63,6 +63,7 @@ class RunOutputs:
             "stop_reason": reason,
             "error": error,
             "env_steps": monitor.env_steps,
+            "started_unix_s": self.started_s,  # what time_s counts from (the command's first line)
             "wall_time_s": round(time.time() - self.started_s, 3),
             "time_to_target_s": monitor.target_reached_s,
             "episode_return_mean": monitor.episodes.mean_return,
