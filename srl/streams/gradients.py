@@ -57,7 +57,9 @@ class GradientGroup:
                  timeout_s: float) -> None:  # fmt: skip
         if dist.is_initialized():
             raise RuntimeError("this process already belongs to a torch.distributed group")
-        self.rank, self.world_size = rank, address.world_size
+        self.rank, self.world_size, self.device = rank, address.world_size, device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # NCCL binds a process's collectives to its current device
         timeout = datetime.timedelta(seconds=timeout_s)
         client = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout)
         store = dist.PrefixStore(f"generation-{generation}", client)
@@ -96,7 +98,7 @@ class GradientGroup:
             self._vote(stop=True)
 
     def _vote(self, stop: bool) -> bool:
-        flag = torch.tensor([int(stop)])
+        flag = torch.tensor([int(stop)], device=self.device)  # NCCL reduces only CUDA tensors
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         self.stopped = bool(flag.item())
         return self.stopped
