@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
+from srl.envs.gym_passthrough import Stepper, stepper
 from srl.envs.vector import check_actions, obs_array_spec
 
 AGENT = "agent"
@@ -80,6 +81,8 @@ class GymVectorEnv(VectorEnv):
         self._terminated = np.zeros(n, dtype=bool)
         self._truncated = np.zeros(n, dtype=bool)
         self._result = VectorStep(self._obs, self._reward, self._terminated, self._truncated)
+        self._steppers: list[Stepper] = []
+        self._steppers_settled = False
 
     @classmethod
     def make(cls, id: str, num_envs: int, **kwargs: Any) -> GymVectorEnv:
@@ -103,14 +106,21 @@ class GymVectorEnv(VectorEnv):
             # numpy scalars of the space's dtype, as `action_space.sample()` gives: gymnasium's
             # `Discrete.contains` checks them faster than Python ints (no np.iinfo per call)
             acts = list(acts.reshape(self.num_envs).astype(self.action_space.dtype, copy=False))
+        if not self._steppers_settled:  # until every env's wrappers are known to pass through
+            self._steppers = [stepper(env) for env in self.envs]
+            self._steppers_settled = all(s.settled for s in self._steppers)
         observations = []
         rewards = []
         ends = []  # (row, terminated, truncated) of the few envs whose episode ended
-        for env, action in zip(self.envs, acts):
-            o, r, te, tr, _ = env.step(action)
+        for (step, limit, _), action, env in zip(self._steppers, acts, self.envs):
+            o, r, te, tr, _ = step(action)
+            if limit is not None:  # what TimeLimit.step does, on its own counter
+                limit._elapsed_steps += 1
+                if limit._elapsed_steps >= limit._max_episode_steps:
+                    tr = True
             if te or tr:
                 ends.append((len(observations), te, tr))
-                o = env.reset()[0]
+                o = env.reset()[0]  # the whole chain: TimeLimit zeroes its counter
             observations.append(o)
             rewards.append(r)
         # One bulk write per array is cheaper than writing row by row.
