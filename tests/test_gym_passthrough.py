@@ -58,3 +58,27 @@ def test_time_limit_counters_follow_the_wrapped_env():
         assert [env._elapsed_steps for env in venv.envs] == lengths.tolist()
     assert truncations > 10
     assert all(stepper(env).settled for env in venv.envs)
+
+
+@pytest.mark.parametrize("ends", ["terminated", "truncated"])
+@pytest.mark.parametrize("launcher,extra", [("inline", {}), ("local", {"inference": "inline"})])
+def test_dataflow_with_the_loop_backend_delivers_every_transition_once(ends, launcher, extra, run_dir):
+    """srl/Counting-v0 through GymVectorEnv and gymnasium.make's wrappers: episodes the env ends
+    itself (terminated) or that only TimeLimit ends (truncated), every transition exactly once."""
+    from recording import load_batches
+    from test_pipeline import EPISODE_LENGTH, counting_config
+
+    from srl.envs import check_counts
+    from srl.envs.counting_gym import ID
+    from srl.launch.run import run_experiment
+
+    kwargs = {"episode_length": EPISODE_LENGTH} if ends == "terminated" else {
+        "episode_length": 0, "max_episode_steps": EPISODE_LENGTH}
+    config = counting_config(launcher, run_dir, env=ID, env_kwargs=kwargs, env_backend="loop", **extra)
+    assert run_experiment(config) == 0
+    batches = load_batches(run_dir / "batches")
+    other = "truncated" if ends == "terminated" else "terminated"
+    assert not any(b[other].any() for b in batches)
+    totals = check_counts([b["obs"] for b in batches], [b[ends] for b in batches], EPISODE_LENGTH)
+    assert totals["envs"] == 2 * 4 and totals["transitions"] >= 2000, totals
+    assert totals["completed_episodes"] > 100, totals
