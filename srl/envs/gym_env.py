@@ -3,6 +3,8 @@
 `GymVectorEnv` is the hot path for Gymnasium ids: it steps the gymnasium envs directly and
 writes into preallocated arrays (no per-step dicts). It does its own same-step auto-reset
 (calling `env.reset()` when an episode ends) and does not use gymnasium's vector autoreset.
+Its steps skip the wrappers that have become pure pass-throughs and count TimeLimit's steps on
+the wrapper's own counter (srl.envs.gym_passthrough); resets go through every wrapper.
 Its single agent is named "agent"; rows = envs. Observation dtypes and done flags follow
 `srl.envs.vector` (Box -> float32, Discrete -> int64; truncated = truncated and not terminated).
 """
