@@ -47,9 +47,10 @@ ATARI_DEFAULTS: dict[str, Any] = {"time_limit_s": 40.0, "envs_per_actor": 8, "he
 NATIVE_DEFAULTS: dict[str, Any] = {"envs_per_actor": 1024}
 # A per-env ring (env_backend loop) of a cheap env (CartPole: ~10 us a step) pays the actor's
 # per-batch work (inference, recording the row, episode counts, the hand-off) once per ring step:
-# at 32 envs that was a quarter of the actor's time, at 256 under a tenth (docs/benchmarks.md,
-# "Per-env CartPole"). An expensive env's step dwarfs that work at any ring size.
-LOOP_DEFAULTS: dict[str, Any] = {"envs_per_actor": 256}
+# the actor spent 76% of its time in env.step at 32 envs, 92% at 256, 95% at 1024 (docs/benchmarks.md,
+# "Per-env CartPole"); 512 stays clear of the memory 1024 MuJoCo envs per actor would take. An
+# expensive env's step dwarfs that work at any ring size.
+LOOP_DEFAULTS: dict[str, Any] = {"envs_per_actor": 512}
 
 
 def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:

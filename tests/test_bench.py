@@ -24,6 +24,6 @@ def test_rings_of_cheap_envs_are_big_and_atari_keeps_small_ones():
     from srl.bench import _defaults
 
     assert _defaults("CartPole-v1", {})["envs_per_actor"] == 1024  # auto -> vector backend
-    assert _defaults("CartPole-v1", {"env_backend": "loop"})["envs_per_actor"] == 256  # per-batch work amortised
-    assert _defaults("Acrobot-v1", {})["envs_per_actor"] == 256  # no vector entry point: loop
+    assert _defaults("CartPole-v1", {"env_backend": "loop"})["envs_per_actor"] == 512  # per-batch work amortised
+    assert _defaults("Acrobot-v1", {})["envs_per_actor"] == 512  # no vector entry point: loop
     assert _defaults("ALE/Pong-v5", {"env_backend": "bogus"})["envs_per_actor"] == 8  # build_config will refuse it
