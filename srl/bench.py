@@ -5,7 +5,8 @@ segments and learns nothing, for `time_limit_s` seconds. The rate is taken betwe
 report with env steps and the last, so process start-up is not counted. Defaults: one actor
 per core with inline inference (SAMPLING_DEFAULTS); any config field can be overridden.
 Atari ids ("ALE/Pong-v5") get the standard preprocessing (srl.envs.atari) and ATARI_DEFAULTS;
-natively batched rings (env_backend auto -> vector for CartPole-v1, or envpool) NATIVE_DEFAULTS.
+natively batched rings (env_backend auto -> vector for CartPole-v1, or envpool) NATIVE_DEFAULTS;
+other per-env rings (env_backend loop) LOOP_DEFAULTS.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ ATARI_DEFAULTS: dict[str, Any] = {"time_limit_s": 40.0, "envs_per_actor": 8, "he
 # per call for 32 envs as for 1024, so a big ring amortises the call and the actor's per-step
 # bookkeeping (CartPole, 2 cores: ~35k steps/s at 32 envs, ~200k at 256, ~500k at 1024).
 NATIVE_DEFAULTS: dict[str, Any] = {"envs_per_actor": 1024}
+# A per-env ring (env_backend loop) of a cheap env (CartPole: ~10 us a step) pays the actor's
+# per-batch work (inference, recording the row, episode counts, the hand-off) once per ring step:
+# the actor spent 76% of its time in env.step at 32 envs, 92% at 256, 95% at 1024 (docs/benchmarks.md,
+# "Per-env CartPole"); 512 stays clear of the memory 1024 MuJoCo envs per actor would take. An
+# expensive env's step dwarfs that work at any ring size.
+LOOP_DEFAULTS: dict[str, Any] = {"envs_per_actor": 512}
 
 
 def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +62,9 @@ def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
         backend = resolve_backend(env_id, overrides.get("env_kwargs") or {}, overrides.get("env_backend", "auto"))
     except (ValueError, ImportError):
         backend = "loop"  # build_config then reports the bad value, naming its field
-    if backend in ("vector", "envpool") and not is_atari_id(env_id):  # an Atari env's step dominates its call
-        values.update(NATIVE_DEFAULTS)
+    if is_atari_id(env_id):  # an Atari env's step dominates its call, and its actor is slow to build
+        return values
+    values.update(NATIVE_DEFAULTS if backend in ("vector", "envpool") else LOOP_DEFAULTS)
     return values
 
 

@@ -25,6 +25,7 @@ from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
 from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.counting import CountingEnv, check_counts
+from srl.envs.counting_gym import CountingGymEnv  # registers the Gymnasium id srl/Counting-v0
 from srl.envs.counting_vector import CountingVectorEnv  # registers the Gymnasium id srl/CountingVector-v0
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
 from srl.envs.mujoco import is_mujoco_id, require_mujoco
@@ -37,6 +38,7 @@ from srl.envs.vector import SerialVectorEnv
 
 __all__ = [
     "CountingEnv",
+    "CountingGymEnv",
     "CountingVectorEnv",
     "GymEnvironment",
     "GymVectorEnv",

@@ -3,19 +3,23 @@
 `GymVectorEnv` is the hot path for Gymnasium ids: it steps the gymnasium envs directly and
 writes into preallocated arrays (no per-step dicts). It does its own same-step auto-reset
 (calling `env.reset()` when an episode ends) and does not use gymnasium's vector autoreset.
+Its steps skip the wrappers that have become pure pass-throughs and count TimeLimit's steps on
+the wrapper's own counter (srl.envs.gym_passthrough); resets go through every wrapper.
 Its single agent is named "agent"; rows = envs. Observation dtypes and done flags follow
 `srl.envs.vector` (Box -> float32, Discrete -> int64; truncated = truncated and not terminated).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import TimeLimit
 
 from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
+from srl.envs.gym_passthrough import stepper
 from srl.envs.vector import check_actions, obs_array_spec
 
 AGENT = "agent"
@@ -80,6 +84,10 @@ class GymVectorEnv(VectorEnv):
         self._terminated = np.zeros(n, dtype=bool)
         self._truncated = np.zeros(n, dtype=bool)
         self._result = VectorStep(self._obs, self._reward, self._terminated, self._truncated)
+        # per env: the first wrapper layer a step must call, and the TimeLimit it counts for
+        self._steps: list[Callable[[Any], tuple]] = []
+        self._time_limits: list[TimeLimit | None] = []
+        self._steppers_settled = False
 
     @classmethod
     def make(cls, id: str, num_envs: int, **kwargs: Any) -> GymVectorEnv:
@@ -97,20 +105,34 @@ class GymVectorEnv(VectorEnv):
         self._truncated[:] = False
         return obs
 
+    def _find_steppers(self) -> None:
+        steppers = [stepper(env) for env in self.envs]
+        self._steps = [s.step for s in steppers]
+        self._time_limits = [s.time_limit for s in steppers]
+        self._steppers_settled = all(s.settled for s in steppers)
+
     def step(self, actions: np.ndarray) -> VectorStep:
         acts = check_actions(actions, self.num_envs, discrete=False)
         if self._discrete_actions:
             # numpy scalars of the space's dtype, as `action_space.sample()` gives: gymnasium's
             # `Discrete.contains` checks them faster than Python ints (no np.iinfo per call)
             acts = list(acts.reshape(self.num_envs).astype(self.action_space.dtype, copy=False))
+        if not self._steppers_settled:  # until every env's wrappers are known to pass through
+            self._find_steppers()
         observations = []
         rewards = []
         ends = []  # (row, terminated, truncated) of the few envs whose episode ended
-        for env, action in zip(self.envs, acts):
-            o, r, te, tr, _ = env.step(action)
+        for step, limit, action in zip(self._steps, self._time_limits, acts):
+            o, r, te, tr, _ = step(action)
+            if limit is not None:  # what TimeLimit.step does, on its own counter
+                elapsed = limit._elapsed_steps + 1
+                limit._elapsed_steps = elapsed
+                if elapsed >= limit._max_episode_steps:
+                    tr = True
             if te or tr:
-                ends.append((len(observations), te, tr))
-                o = env.reset()[0]
+                row = len(observations)
+                ends.append((row, te, tr))
+                o = self.envs[row].reset()[0]  # the whole chain: TimeLimit zeroes its counter
             observations.append(o)
             rewards.append(r)
         # One bulk write per array is cheaper than writing row by row.
