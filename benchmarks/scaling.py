@@ -28,11 +28,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPAT
 START_ALLOWANCE_S = {"local": (5.0, 1.0), "ray": (30.0, 1.5)}  # launcher -> (fixed, per actor worker)
 
 
-def measure(launcher: str, actors: int, seconds: float, envs_per_actor: int, step_s: float) -> float | None:
+def measure(launcher: str, actors: int, seconds: float, envs_per_actor: int, step_s: float,
+            start_per_actor_s: float | None = None) -> float | None:  # fmt: skip
     from srl.bench import bench_sampling
 
     # the time limit counts from launch; the rate is taken over the run's last `seconds` only
     fixed_s, per_actor_s = START_ALLOWANCE_S[launcher]
+    per_actor_s = per_actor_s if start_per_actor_s is None else start_per_actor_s
     limit_s = seconds + fixed_s + per_actor_s * actors
     result = bench_sampling("sleep", [
         "modules=sleep_env", f"launcher={launcher}", f"num_actor_workers={actors}", "inference=inline",
@@ -56,6 +58,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="measured time per run")
     parser.add_argument("--envs-per-actor", type=int, default=4)
     parser.add_argument("--step-s", type=float, default=0.005)
+    parser.add_argument("--start-per-actor-s", type=float,
+                        help="start-up allowance per actor worker (default: local 1.0, ray 1.5; more on a loaded machine)")
     parser.add_argument("--plot", help="write a PNG of every JSON line in --from (needs matplotlib)")
     parser.add_argument("--from", dest="source", help="a file of this script's JSON lines, for --plot")
     args = parser.parse_args()
@@ -73,7 +77,7 @@ def main() -> None:
     rates = {}
     for n in args.actors:
         runs = [
-            measure(args.launcher, n, args.seconds, args.envs_per_actor, args.step_s)
+            measure(args.launcher, n, args.seconds, args.envs_per_actor, args.step_s, args.start_per_actor_s)
             for _ in range(args.repeats)
         ]
         done = [r for r in runs if r is not None]
