@@ -4,7 +4,7 @@
 writes into preallocated arrays (no per-step dicts). It does its own same-step auto-reset
 (calling `env.reset()` when an episode ends) and does not use gymnasium's vector autoreset.
 Its single agent is named "agent"; rows = envs. Observation dtypes and done flags follow
-`srl.envs.vector` (Box -> float32, Discrete -> int64; truncated = truncated and not terminated).
+`srl.envs.vector` (Box -> float32 but uint8 images stay uint8, Discrete -> int64; truncated = truncated and not terminated).
 """
 
 from __future__ import annotations
