@@ -56,7 +56,8 @@ ATARI_ID = "ALE/Pong-v5"
 ATARI_OBS = ("raw", "preprocessed")
 # gymnasium's ALE/Pong-v5 as it comes (210x160 RGB, 4 frames a step, sticky actions 0.25, no
 # no-op starts) in EnvPool's terms; EnvPool max-pools the last two of the 4 frames (gymnasium
-# returns the last one) and gives [3, 210, 160] (gymnasium [210, 160, 3]): same bytes per frame
+# returns the last one) and gives [3, 210, 160] (gymnasium [210, 160, 3]): same bytes per frame;
+# it draws 0 .. noop_max - 1 no-ops at reset, so noop_max 1 means none
 RAW_ENVPOOL = {
     "img_height": 210, "img_width": 160, "gray_scale": False, "stack_num": 1, "frame_skip": 4,
     "repeat_action_probability": 0.25, "noop_max": 1, "reward_clip": False, "episodic_life": False,
