@@ -54,7 +54,10 @@ def space_spec(space: gym.Space) -> FieldSpec:
     if isinstance(space, gym.spaces.Discrete):
         return FieldSpec((), np.int64)
     if isinstance(space, gym.spaces.Box):
-        return FieldSpec(tuple(space.shape), np.float32)
+        # uint8 images travel as uint8 (a 210x160x3 frame: 100 kB, not 400 kB as float32);
+        # policies convert their input to float (srl.models)
+        dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+        return FieldSpec(tuple(space.shape), dtype)
     raise ConfigError(f"unsupported space {space}: srl supports Box and Discrete spaces for now")
 
 

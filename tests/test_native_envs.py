@@ -138,7 +138,7 @@ def test_envpool_atari_matches_srl_atari_spaces():
     try:
         assert venv.observation_space.shape == (84, 84) and venv.action_space.n == 6
         obs = venv.reset(seed=1)
-        assert obs.shape == (2, 84, 84) and obs.dtype == np.float32 and obs.max() > 0
+        assert obs.shape == (2, 84, 84) and obs.dtype == np.uint8 and obs.max() > 0
         out = venv.step(np.array([0, 1]))
         assert out.obs.shape == (2, 84, 84) and out.reward.shape == (2,)
     finally:

@@ -3,7 +3,7 @@
 A segment is a dict column -> array shaped [T + 1, rows, ...] (see srl.api.algorithm).
 """
 
-OBS = "obs"  # observation at step t (float32 or the space's dtype)
+OBS = "obs"  # observation at step t (float32, or uint8 for uint8 images, or the space's dtype)
 ACTION = "action"  # action taken at step t
 REWARD = "reward"  # reward of the transition t -> t + 1 (float32)
 TERMINATED = "terminated"  # the episode ended on t -> t + 1, no bootstrap (bool)

@@ -178,7 +178,7 @@ def describe_spaces(
     name: str, kwargs: Mapping[str, Any] | None, backend: str = "loop"
 ) -> tuple[tuple[str, ...], gym.Space, gym.Space]:
     """(agents, observation_space, action_space) of env `name`, as its `VectorEnv` reports them
-    (Box observations as float32); builds one env and closes it."""
+    (Box observations as float32, uint8 images as uint8); builds one env and closes it."""
     venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, backend=backend)
     try:
         return venv.agents, venv.observation_space, venv.action_space

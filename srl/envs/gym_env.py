@@ -6,7 +6,7 @@ writes into preallocated arrays (no per-step dicts). It does its own same-step a
 Its steps skip the wrappers that have become pure pass-throughs and count TimeLimit's steps on
 the wrapper's own counter (srl.envs.gym_passthrough); resets go through every wrapper.
 Its single agent is named "agent"; rows = envs. Observation dtypes and done flags follow
-`srl.envs.vector` (Box -> float32, Discrete -> int64; truncated = truncated and not terminated).
+`srl.envs.vector` (Box -> float32 but uint8 images stay uint8, Discrete -> int64; truncated = truncated and not terminated).
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ def same_step(
 
 class NativeVectorEnv(VectorEnv):
     """A next-step backend as a same-step `VectorEnv` with the single agent "agent"; rows = envs.
-    Observations follow `srl.envs.vector` (Box -> float32); the returned arrays are reused."""
+    Observations follow `srl.envs.vector` (Box -> float32, uint8 images stay uint8); the returned
+    arrays are reused."""
 
     agents = ("agent",)
 

@@ -4,7 +4,8 @@ Rows are env-major: row = env_index * num_agents + agent_index. Every agent of e
 share one observation space and one action space (a policy acts on all rows at once).
 
 Observation arrays: Box observations are stored as float32 (the reported `observation_space`
-is the float32 version of the env's Box); Discrete observations as int64 scalars per row;
+is the float32 version of the env's Box), except uint8 Boxes (images), which stay uint8 (policies
+convert their input); Discrete observations as int64 scalars per row;
 MultiDiscrete / MultiBinary keep their space's dtype. Other spaces (Dict, Tuple, ...) are
 refused: flatten them first (e.g. `gymnasium.wrappers.FlattenObservation`).
 
@@ -39,6 +40,10 @@ from srl.api.env import Environment, VectorEnv, VectorStep
 
 def obs_array_spec(space: gym.Space) -> tuple[tuple[int, ...], np.dtype, gym.Space]:
     """(per-row shape, dtype, reported space) of the arrays holding observations of `space`."""
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8:
+        # images stay uint8 on their way to the policy (4x fewer bytes through shared memory
+        # and replay); every srl policy converts its input to float itself
+        return tuple(space.shape), np.dtype(np.uint8), space
     if isinstance(space, gym.spaces.Box):
         with np.errstate(over="ignore"):
             low = np.asarray(space.low, dtype=np.float32)

@@ -1,7 +1,7 @@
 """Actor-critic over image observations: the Nature-DQN convolutional trunk ("actor-critic-cnn").
 
 Observations are [H, W] (one grey frame, srl.envs.atari) or [C, H, W] (stacked frames), pixel
-values 0..255 (srl stores Box observations as float32; they are scaled by 1/255 here). The trunk is
+values 0..255 (uint8 from the env, kept uint8 by srl; they are scaled by 1/255 here). The trunk is
 conv 32x8x8 stride 4, 64x4x4 stride 2, 64x3x3 stride 1, then a 512-unit linear layer, all ReLU,
 shared by a policy head (Discrete logits, orthogonal gain 0.01) and a value head (gain 1): the
 network of Mnih et al. 2015 as the PPO paper's Atari runs use it.

@@ -61,6 +61,7 @@ _TORCH_DTYPES = {
     "int64": torch.int64,
     "int32": torch.int32,
     "bool": torch.bool,
+    "uint8": torch.uint8,
 }
 
 
