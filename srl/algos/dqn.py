@@ -14,14 +14,11 @@ updates (or softly, by tau, every update).
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 import torch
 from pydantic import Field
 
-from srl.algos.adam import Adam
-from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.algos.q_learning import QLearning
+from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
@@ -42,7 +39,7 @@ class DQNConfig(AlgorithmConfig):
     max_grad_norm: float | None = Field(10.0, gt=0, description="Clip the global gradient norm; None = off.")
 
 
-class DQN(Algorithm):
+class DQN(QLearning):
     needs_replay = True  # srl.graph: served by a buffer worker, not raw segments
     config: DQNConfig
 
@@ -52,10 +49,6 @@ class DQN(Algorithm):
         if not hasattr(policy, "q_values"):
             raise TypeError(f"DQN needs a Q-network policy (e.g. q-mlp), got {type(policy).__name__}")
         super().__init__(policy, config, total_env_steps)
-        self.target = copy.deepcopy(policy).requires_grad_(False)
-        self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
-        self.updates = 0
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         cfg = self.config
@@ -73,19 +66,13 @@ class DQN(Algorithm):
         td = target - q
         loss = (batch[C.WEIGHT] * torch.nn.functional.huber_loss(q, target, reduction="none",
                                                                   delta=cfg.huber_delta)).mean()
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or float("inf"), foreach=True)
-        self.optimizer.step()
+        grad_norm = self._optimize(loss)
         batch[C.PRIORITY].copy_(td.detach().abs())
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self._update_target()
         return {
             "losses/td_loss": loss.item(),
             "losses/q_mean": q.detach().mean().item(),
             "losses/td_abs_mean": td.detach().abs().mean().item(),
-            "losses/grad_norm": float(grad_norm),
+            "losses/grad_norm": grad_norm,
         }
 
     @torch.no_grad()
@@ -95,14 +82,6 @@ class DQN(Algorithm):
             return
         for t, p in zip(self.target.parameters(), self.policy.parameters()):
             t.lerp_(p, self.config.tau)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "target": self.target.state_dict(), "updates": self.updates}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.target.load_state_dict(state["target"])
-        self.updates = int(state["updates"])
 
 
 register_algorithm("dqn", DQN, DQNConfig)

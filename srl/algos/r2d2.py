@@ -16,14 +16,11 @@ capacity, warmup and batch_size count sequences; its gamma and n_step are unused
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 import torch
 from pydantic import Field
 
-from srl.algos.adam import Adam
-from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.algos.q_learning import QLearning
+from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
@@ -48,7 +45,7 @@ class R2D2Config(AlgorithmConfig):
     max_grad_norm: float | None = Field(10.0, gt=0, description="Clip the global gradient norm; None = off.")
 
 
-class R2D2(Algorithm):
+class R2D2(QLearning):
     needs_replay = True  # srl.graph: served by a buffer worker
     trains_recurrent = True
     config: R2D2Config
@@ -59,10 +56,6 @@ class R2D2(Algorithm):
         if not hasattr(policy, "q_sequence"):
             raise TypeError(f"R2D2 needs a recurrent Q policy (recurrent-q), got {type(policy).__name__}")
         super().__init__(policy, config, total_env_steps)
-        self.target = copy.deepcopy(policy).requires_grad_(False)
-        self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
-        self.updates = 0
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         cfg = self.config
@@ -82,29 +75,15 @@ class R2D2(Algorithm):
         kept = slice(cfg.burn_in, steps)
         huber = torch.nn.functional.huber_loss(q[kept], target[kept], reduction="none", delta=cfg.huber_delta)
         loss = (batch[C.WEIGHT] * huber.mean(0)).mean()
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or float("inf"), foreach=True)
-        self.optimizer.step()
+        grad_norm = self._optimize(loss)
         td = (target[kept] - q[kept].detach()).abs()
         batch[C.PRIORITY].copy_(PRIORITY_MAX_WEIGHT * td.max(0).values + (1 - PRIORITY_MAX_WEIGHT) * td.mean(0))
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self.target.load_state_dict(self.policy.state_dict())
         return {
             "losses/td_loss": loss.item(),
             "losses/q_mean": q.detach()[kept].mean().item(),
             "losses/td_abs_mean": td.mean().item(),
-            "losses/grad_norm": float(grad_norm),
+            "losses/grad_norm": grad_norm,
         }
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "target": self.target.state_dict(), "updates": self.updates}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.target.load_state_dict(state["target"])
-        self.updates = int(state["updates"])
 
 
 register_algorithm("r2d2", R2D2, R2D2Config)

@@ -1,0 +1,48 @@
+"""What DQN and R2D2 share: an online Q-network trained with Adam, a target network that follows
+it every `target_update_interval` updates, and the state a checkpoint keeps (optimizer, target,
+update count). Each subclass computes its own loss and priorities."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from srl.algos.adam import Adam
+from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.policy import Policy
+
+
+class QLearning(Algorithm):
+    def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
+        super().__init__(policy, config, total_env_steps)
+        self.target = copy.deepcopy(policy).requires_grad_(False)
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
+        self.updates = 0
+
+    def _optimize(self, loss: torch.Tensor) -> float:
+        """One gradient step on `loss` (norm clipped at max_grad_norm), then the target's turn
+        if due; returns the gradient norm before clipping."""
+        self.optimizer.zero_grad()
+        loss.backward()
+        max_norm = self.config.max_grad_norm or float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % self.config.target_update_interval == 0:
+            self._update_target()
+        return float(grad_norm)
+
+    @torch.no_grad()
+    def _update_target(self) -> None:
+        self.target.load_state_dict(self.policy.state_dict())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "target": self.target.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.target.load_state_dict(state["target"])
+        self.updates = int(state["updates"])
