@@ -196,6 +196,10 @@ class ExperimentConfig(BaseModel):
     display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
     heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
+    trainer_torch_threads: int | None = Field(
+        None, ge=1, description="torch intra-op threads of processes that train (trainers, pods, an inline "
+        "run); unset: torch_threads. A CNN update is the heaviest work of a run: give it the spare cores."
+    )
     max_restarts: int = Field(
         3, ge=0, description="Restarts of one worker allowed within restart_window_s; one more failure ends "
         "the run with its traceback (0: any failure ends the run). Trainers resume from their checkpoint."
@@ -318,6 +322,12 @@ class ExperimentConfig(BaseModel):
     @property
     def envs_per_split(self) -> int:
         return self.envs_per_actor // self.ring_splits
+
+    def threads_for(self, trains: bool) -> int:
+        """torch threads of one process: one that trains may get more than the others."""
+        if trains and self.trainer_torch_threads is not None:
+            return self.trainer_torch_threads
+        return self.torch_threads
 
     @property
     def algo_config(self) -> AlgorithmConfig:

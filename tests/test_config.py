@@ -89,3 +89,14 @@ def test_config_reference_in_docs_is_current():
 
     doc = Path(__file__).parent.parent / "docs" / "config.md"
     assert doc.read_text().strip() == config_reference().strip(), "regenerate: srl config-doc > docs/config.md"
+
+
+def test_processes_that_train_may_get_their_own_torch_threads():
+    from srl.streams.control import Role
+
+    plain = load_config("cartpole-ppo", ["torch_threads=1"])
+    assert plain.threads_for(trains=True) == plain.threads_for(trains=False) == 1
+    split = load_config("cartpole-ppo", ["torch_threads=1", "trainer_torch_threads=2"])
+    assert (split.threads_for(trains=True), split.threads_for(trains=False)) == (2, 1)
+    assert [role for role in Role if role.trains] == [Role.TRAINER, Role.POD]
+    assert "'trainer_torch_threads'" in error_of("trainer_torch_threads=0")

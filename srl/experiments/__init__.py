@@ -309,6 +309,7 @@ def pong_ppo() -> dict[str, Any]:
         "batch_segments": 1,
         "max_policy_lag": 5,
         "heartbeat_timeout_s": 120.0,
+        "trainer_torch_threads": 2,  # the CNN update is most of the run's work; the actor needs little
         "total_env_steps": 10_000_000,
         "target_return": 20.0,
         "algorithm": "ppo",

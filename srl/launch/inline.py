@@ -20,7 +20,7 @@ from srl.workers.build import make_kernel
 
 
 def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
-    torch.set_num_threads(graph.config.torch_threads)
+    torch.set_num_threads(graph.config.threads_for(trains=True))
     transport = InlineTransport()
     kernels = [(spec, make_kernel(graph, spec, transport)) for spec in graph.workers]
     clocks = [kernel_clock(kernel) for _, kernel in kernels]

@@ -116,7 +116,7 @@ def _member_main(config: ExperimentConfig, index: int, conn: Connection, parent_
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the manager's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     setproctitle.setproctitle(f"srl:{config.experiment}:pod:{index}")
-    torch.set_num_threads(config.torch_threads)
+    torch.set_num_threads(config.threads_for(trains=True))
     kernel, code = None, 0
     try:
         kernel = make_member(config, index)

@@ -60,7 +60,7 @@ class MemberActor:
             )
         import_modules(self.config.modules)
         _set_title(f"srl:{self.config.experiment}:pod:{self.index}")
-        torch.set_num_threads(self.config.torch_threads)
+        torch.set_num_threads(self.config.threads_for(trains=True))
         self.kernel = make_member(self.config, self.index)
         self.reporter = _Reporter(self.kernel)
         self.kernel.start()

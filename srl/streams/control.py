@@ -36,6 +36,11 @@ class Role(IntEnum):
     EVAL = 6  # deterministic evaluation episodes (srl.workers.evaluator)
 
     @property
+    def trains(self) -> bool:
+        """Its process runs gradient steps (and may be given more torch threads)."""
+        return self in (Role.TRAINER, Role.POD)
+
+    @property
     def title(self) -> str:
         return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer", 6: "eval"}[int(self)]
 
