@@ -136,3 +136,36 @@ def test_mpe_mappo_learns_well_above_random(run_dir):
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["episode_return_mean"] >= baseline + 4.0, (baseline, summary["episode_return_mean"])
+
+
+def test_paper_scale_is_the_papers_team_reward_on_every_step():
+    """Step PettingZoo's simple_spread (local_ratio 0.5) with random actions; on every step the
+    MAPPO paper's shared reward, computed from the world as its MPE code does (self-collision
+    included), equals paper_spread_return's conversion of the per-agent rewards, collisions or not."""
+    spread = pytest.importorskip("mpe2.simple_spread_v3")
+    from srl.experiments.multiagent import SPREAD_KWARGS, paper_spread_return
+
+    kwargs = {k: v for k, v in SPREAD_KWARGS.items() if k != "module"}
+    env, rng = spread.parallel_env(**kwargs), np.random.default_rng(5)
+
+    def paper_reward(world) -> tuple[float, int]:
+        positions = np.array([a.state.p_pos for a in world.agents])
+        distance_sum = sum(np.linalg.norm(positions - lm.state.p_pos, axis=1).min() for lm in world.landmarks)
+        touching = sum(
+            np.linalg.norm(a.state.p_pos - b.state.p_pos) < a.size + b.size for a in world.agents for b in world.agents
+        )
+        return -len(world.agents) * distance_sum - touching, touching - len(world.agents)
+
+    contacts = 0  # steps on which two different agents touch
+    for episode in range(20):
+        env.reset(seed=episode)
+        per_agent_episode, paper_episode = 0.0, 0.0
+        for _ in range(kwargs["max_cycles"]):
+            _, rewards, *_ = env.step({agent: int(rng.integers(5)) for agent in env.agents})
+            paper, others = paper_reward(env.unwrapped.world)
+            assert paper == pytest.approx(2 * sum(rewards.values()) - len(rewards), abs=1e-9)
+            contacts += others > 0
+            per_agent_episode += float(np.mean(list(rewards.values())))
+            paper_episode += paper
+        assert paper_episode == pytest.approx(paper_spread_return(per_agent_episode), abs=1e-6)
+    assert contacts > 0, "no step had two agents touching: the collision terms went untested"

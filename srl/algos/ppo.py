@@ -26,6 +26,7 @@ from pydantic import Field
 
 from srl.algos.adam import Adam
 from srl.algos.gae import compute_gae
+from srl.algos.value_norm import ValueNorm
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
@@ -97,6 +98,12 @@ class PPOConfig(AlgorithmConfig):
         0.5, gt=0, description="Clip the global gradient norm to this; None disables clipping."
     )
     adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
+    value_norm: bool = Field(
+        False,
+        description="Train the critic on normalized targets (running mean / std of all targets seen; the "
+        "MAPPO paper's ValueNorm, srl.algos.value_norm); GAE maps the stored values back to reward units, and "
+        "value_clip_coef is then in normalized units.",
+    )
     burn_in: int = Field(
         0,
         ge=0,
@@ -123,6 +130,7 @@ class PPO(Algorithm):
         super().__init__(policy, config, total_env_steps)
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = _adam(self.params, lr=config.lr, eps=config.adam_eps)
+        self.value_norm = ValueNorm() if config.value_norm else None
 
     @classmethod
     def check_batch(cls, config: AlgorithmConfig, sample_length: int, rows: int) -> None:
@@ -160,9 +168,13 @@ class PPO(Algorithm):
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
         active = batch.get(ACTIVE)
         with torch.no_grad():
+            values = batch[VALUE] if self.value_norm is None else self.value_norm.denormalize(batch[VALUE].float())
             advantage, returns = compute_gae(
-                batch[REWARD], batch[VALUE], batch[TERMINATED], batch[TRUNCATED], cfg.gamma, cfg.gae_lambda, active
+                batch[REWARD], values, batch[TERMINATED], batch[TRUNCATED], cfg.gamma, cfg.gae_lambda, active
             )
+            if self.value_norm is not None:  # the critic's targets, in the units of its stored values
+                self.value_norm.update(returns)
+                returns = self.value_norm.normalize(returns)
         if recurrent:  # through time, segment rows as minibatches (srl.algos.ppo_recurrent)
             from srl.algos.ppo_recurrent import recurrent_epochs
 
@@ -261,10 +273,17 @@ class PPO(Algorithm):
             return torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
+        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
+        if self.value_norm is not None:
+            state["value_norm"] = self.value_norm.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.value_norm is not None:
+            if "value_norm" not in state:
+                raise ValueError("this checkpoint was trained without algo.value_norm; resume it with value_norm=false")
+            self.value_norm.load_state_dict(state["value_norm"])
 
 
 def _adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> Adam:

@@ -15,6 +15,18 @@ SPREAD_KWARGS = {
 }
 
 
+def paper_spread_return(per_agent_return: float, agents: int = 3, steps: int = 25) -> float:
+    """The MAPPO paper's "average episode reward" on simple_spread, from srl's per-agent return.
+
+    The paper's MPE code gives every agent the team's summed reward, each agent's share being
+    -(the nearest agent's distance, summed over landmarks) - (agents it touches, itself included:
+    a constant -1). PettingZoo with local_ratio 0.5 gives agent i 0.5 * -(others it touches) +
+    0.5 * -(the same distance sum), so per step paper = 2 * sum_i r_i - agents, and over an
+    episode paper = 2 * agents * per_agent_return - agents * steps (tests/test_mappo.py checks it).
+    """
+    return 2.0 * agents * per_agent_return - agents * steps
+
+
 @register_experiment("mpe-mappo")
 def mpe_mappo() -> dict[str, Any]:
     """MAPPO (Yu et al., 2022) on PettingZoo MPE simple_spread (3 agents, 3 landmarks, 25 steps).
