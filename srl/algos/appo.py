@@ -18,14 +18,12 @@ split the batch by segment rows, never in time: V-trace needs each row's whole s
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from pydantic import Field
 
-from srl.algos.adam import Adam
+from srl.algos.actor_critic import ActorCritic, ActorCriticConfig
 from srl.algos.vtrace import compute_vtrace
-from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data.columns import ACTION, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
@@ -41,18 +39,9 @@ STAT_NAMES = (
 )
 
 
-class APPOConfig(AlgorithmConfig):
+class APPOConfig(ActorCriticConfig):
     """APPO / IMPALA hyperparameters. The defaults suit small classic-control tasks (CartPole)."""
 
-    lr: float = Field(1e-3, gt=0, description="Adam learning rate (the initial one if anneal_lr).")
-    anneal_lr: bool = Field(True, description="Decay the learning rate linearly over anneal_env_steps.")
-    anneal_env_steps: int | None = Field(
-        None, gt=0, description="Env steps over which lr decays linearly to its floor; None = total_env_steps."
-    )
-    final_lr_fraction: float = Field(
-        0.0, ge=0, le=1, description="The floor, as a fraction of lr, kept after anneal_env_steps (0 = decay to 0)."
-    )
-    gamma: float = Field(0.99, ge=0, le=1, description="Discount factor.")
     vtrace_lambda: float = Field(
         1.0, ge=0, le=1, description="Extra trace decay in V-trace's c_i = lambda * min(c_bar, pi/mu) (1 = IMPALA)."
     )
@@ -68,22 +57,13 @@ class APPOConfig(AlgorithmConfig):
         description="PPO clipped surrogate: ratios pi/mu clipped to [1 - clip_ratio, 1 + clip_ratio] (APPO); "
         "None = IMPALA's plain importance-weighted policy gradient.",
     )
-    value_coef: float = Field(0.5, ge=0, description="Weight of the value loss (0.5 * mean squared error).")
-    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
-    normalize_advantage: bool = Field(
-        True, description="Normalize advantages to zero mean, unit std within each minibatch."
-    )
     epochs: int = Field(1, ge=1, description="Passes over each batch (V-trace targets recomputed each pass).")
     num_minibatches: int = Field(
         1, ge=1, description="Minibatches per epoch, split by segment rows (each keeps whole segments)."
     )
-    max_grad_norm: float | None = Field(
-        0.5, gt=0, description="Clip the global gradient norm to this; None disables clipping."
-    )
-    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
 
 
-class APPO(Algorithm):
+class APPO(ActorCritic):
     """V-trace actor-critic; APPO with clip_ratio, IMPALA without. Owns an Adam optimizer."""
 
     config: APPOConfig
@@ -93,11 +73,7 @@ class APPO(Algorithm):
             raise TypeError(f"APPO needs an APPOConfig, got {type(config).__name__}")
         if LOG_PROB not in policy.rollout_fields():
             raise TypeError(f"APPO needs a policy whose rollout emits {LOG_PROB!r} (the behaviour policy's)")
-        if config.anneal_lr and total_env_steps <= 0:
-            raise ValueError(f"anneal_lr needs total_env_steps > 0, got {total_env_steps}")
         super().__init__(policy, config, total_env_steps)
-        self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
 
     @classmethod
     def check_batch(cls, config: AlgorithmConfig, sample_length: int, rows: int) -> None:
@@ -108,20 +84,11 @@ class APPO(Algorithm):
                 "(APPO splits minibatches by rows, keeping whole segments)"
             )
 
-    def learning_rate(self, env_steps: int) -> float:
-        if not self.config.anneal_lr:
-            return self.config.lr
-        horizon = self.config.anneal_env_steps or self.total_env_steps
-        floor = self.config.final_lr_fraction
-        return self.config.lr * max(floor, 1.0 - (1.0 - floor) * env_steps / horizon)
-
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         """Updates on a [T + 1, B] batch; stats are means over its minibatch updates (STAT_NAMES),
         each measured before its gradient step, plus "charts/learning_rate"."""
         cfg = self.config
-        lr = self.learning_rate(env_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
         needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB)
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
@@ -165,11 +132,7 @@ class APPO(Algorithm):
         entropy = out["entropy"].view(steps + 1, rows)[:steps].mean()
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
 
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
-        self.optimizer.step()
+        self._optimize(loss)
 
         with torch.no_grad():
             ratio = log_ratio.exp()
@@ -181,12 +144,6 @@ class APPO(Algorithm):
             explained = 1.0 - (targets.vs - current).var() / variance if variance > 0 else torch.zeros(())
             stats = [policy_loss, value_loss, entropy, approx_kl, clipfrac, rho_clipfrac, explained]
             return torch.stack([s.float() for s in stats])
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
 
 
 def _normalized(advantage: torch.Tensor, normalize: bool) -> torch.Tensor:

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from srl.algos.adam import Adam
+from srl.algos.actor_critic import ActorCritic, ActorCriticConfig
 from srl.algos.gae import compute_gae
 from srl.algos.value_norm import ValueNorm
-from srl.api.algorithm import Algorithm, AlgorithmConfig
+from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data.columns import (
@@ -52,17 +52,9 @@ STAT_NAMES = (
 )
 
 
-class PPOConfig(AlgorithmConfig):
+class PPOConfig(ActorCriticConfig):
     """PPO hyperparameters. The defaults suit small classic-control tasks (CartPole)."""
 
-    lr: float = Field(1e-3, gt=0, description="Adam learning rate (the initial one if anneal_lr).")
-    anneal_lr: bool = Field(True, description="Decay the learning rate linearly to 0 over anneal_env_steps.")
-    anneal_env_steps: int | None = Field(
-        None, gt=0, description="Env steps over which lr decays linearly to its floor; None = total_env_steps."
-    )
-    final_lr_fraction: float = Field(
-        0.0, ge=0, le=1, description="The floor, as a fraction of lr, kept after anneal_env_steps (0 = decay to 0)."
-    )
     gamma: float = Field(0.98, ge=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda: 0 = one-step TD, 1 = Monte Carlo.")
     clip_coef: float = Field(
@@ -79,11 +71,6 @@ class PPOConfig(AlgorithmConfig):
         description="Half-width of the value clipping range, in return units (not relative, so "
         "scale it with the rewards); used only if clip_value.",
     )
-    value_coef: float = Field(0.5, ge=0, description="Weight of the value loss (0.5 * mean squared error).")
-    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
-    normalize_advantage: bool = Field(
-        True, description="Normalize advantages to zero mean, unit std within each minibatch."
-    )
     epochs: int = Field(
         10,
         ge=1,
@@ -94,10 +81,6 @@ class PPOConfig(AlgorithmConfig):
         "per batch) reach the 500 cap faster with 20.",
     )
     num_minibatches: int = Field(1, ge=1, description="Shuffled minibatches per epoch (T * B split evenly).")
-    max_grad_norm: float | None = Field(
-        0.5, gt=0, description="Clip the global gradient norm to this; None disables clipping."
-    )
-    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
     value_norm: bool = Field(
         False,
         description="Train the critic on normalized targets (running mean / std of all targets seen; the "
@@ -113,7 +96,7 @@ class PPOConfig(AlgorithmConfig):
     )
 
 
-class PPO(Algorithm):
+class PPO(ActorCritic):
     """Clipped-surrogate PPO; owns an Adam optimizer over the policy's parameters."""
 
     config: PPOConfig
@@ -125,11 +108,7 @@ class PPO(Algorithm):
         missing = {LOG_PROB, VALUE} - set(policy.rollout_fields())
         if missing:
             raise TypeError(f"PPO needs a policy whose rollout emits {sorted(missing)} (an actor-critic)")
-        if config.anneal_lr and total_env_steps <= 0:
-            raise ValueError(f"anneal_lr needs total_env_steps > 0, got {total_env_steps}")
         super().__init__(policy, config, total_env_steps)
-        self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = _adam(self.params, lr=config.lr, eps=config.adam_eps)
         self.value_norm = ValueNorm() if config.value_norm else None
 
     @classmethod
@@ -141,13 +120,6 @@ class PPO(Algorithm):
                 "transitions of a batch"
             )
 
-    def learning_rate(self, env_steps: int) -> float:
-        if not self.config.anneal_lr:
-            return self.config.lr
-        horizon = self.config.anneal_env_steps or self.total_env_steps
-        floor = self.config.final_lr_fraction
-        return self.config.lr * max(floor, 1.0 - (1.0 - floor) * env_steps / horizon)
-
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         """One PPO update on a [T + 1, B] batch (columns of srl.data.columns).
 
@@ -157,10 +129,7 @@ class PPO(Algorithm):
         compares the stored values with the GAE returns (nan when the returns are constant).
         """
         cfg = self.config
-        lr = self.learning_rate(env_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-
+        lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
         recurrent = getattr(self.policy, "recurrent", False)
         needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE) + ((FIRST, HIDDEN) if recurrent else ())
@@ -261,11 +230,7 @@ class PPO(Algorithm):
         entropy = mean(out["entropy"])
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
 
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
-        self.optimizer.step()
+        self._optimize(loss)
 
         with torch.no_grad():
             approx_kl = mean((ratio - 1.0) - log_ratio)  # unbiased, low-variance KL(old || new)
@@ -273,22 +238,17 @@ class PPO(Algorithm):
             return torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac])
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
+        state = super().state_dict()
         if self.value_norm is not None:
             state["value_norm"] = self.value_norm.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        super().load_state_dict(state)
         if self.value_norm is not None:
             if "value_norm" not in state:
                 raise ValueError("this checkpoint was trained without algo.value_norm; resume it with value_norm=false")
             self.value_norm.load_state_dict(state["value_norm"])
-
-
-def _adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> Adam:
-    """srl's Adam: torch's fused Adam kernel without torch.optim's 1.5 s import (see adam.py)."""
-    return Adam(params, lr=lr, eps=eps)
 
 
 def _masked_mean(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
