@@ -3,6 +3,7 @@
     python benchmarks/peers_training.py                 # CartPole and Pong, 3 interleaved repeats
     python benchmarks/peers_training.py --quick         # a smoke run: small budgets, one repeat
     python benchmarks/peers_training.py --envs cartpole --peers srl rllib
+    python benchmarks/peers_training.py --envs pong --srl env_backend=envpool
 
 Sides: srl (`srl run cartpole-ppo` / `pong-ppo` with a fixed env-step budget and no target, this
 checkout, system python), Sample Factory 2.1.1 APPO and RLlib (ray 2.60) PPO, each peer in its
@@ -48,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", nargs="+", choices=list(SIDES), default=list(SIDES))
     parser.add_argument("--cartpole-steps", type=int, help="env-step budget on CartPole (60000; 30000 quick)")
     parser.add_argument("--pong-steps", type=int, help="env-step budget on Pong (16000; 3000 quick)")
+    parser.add_argument("--srl", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides for srl's runs, e.g. env_backend=envpool")
     args = parser.parse_args(argv)
+    if args.srl:
+        SIDES["srl"] = lambda env, steps: srl_side.train(env, steps, overrides=args.srl)
     repeats = args.repeats or (1 if args.quick else 3)
     budgets = {"cartpole": args.cartpole_steps or (30_000 if args.quick else 60_000),
                "pong": args.pong_steps or (3_000 if args.quick else 16_000)}

@@ -50,14 +50,14 @@ def rate_from_metrics(lines: list[dict[str, Any]]) -> dict[str, Any]:
             "measured_s": round(seconds, 3), "env_steps": last["env_steps"]}
 
 
-def train(env: str, env_steps: int, timeout_s: float = 900) -> dict[str, Any]:
+def train(env: str, env_steps: int, timeout_s: float = 900, overrides: list[str] | None = None) -> dict[str, Any]:
     experiment = EXPERIMENTS[env]
     if not has_experiment(experiment):
         return {"skipped": f"srl has no experiment {experiment!r} in this checkout"}
     with tempfile.TemporaryDirectory(prefix="srl-peers-run-") as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"total_env_steps={env_steps}",
-               "target_return=null", "display=off", "learning_curve=false", f"run_dir={run_dir}"]
+               "target_return=null", "display=off", "learning_curve=false", f"run_dir={run_dir}", *(overrides or [])]
         done = run_child(cmd + ["seed=1"], timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
         metrics = run_dir / "metrics.jsonl"
         if not metrics.exists():
@@ -73,4 +73,4 @@ def train(env: str, env_steps: int, timeout_s: float = 900) -> dict[str, Any]:
         if summary_path.exists():
             summary = json.loads(summary_path.read_text())
             result["summary"] = {k: summary.get(k) for k in ("env_steps", "wall_time_s", "stop_reason", "error")}
-        return {"experiment": experiment, **result}
+        return {"experiment": experiment, "overrides": overrides or [], **result}
