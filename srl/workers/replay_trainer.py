@@ -20,9 +20,10 @@ from srl.api.policy import Policy
 from srl.streams.batches import BatchClient
 from srl.streams.params import ParamPublisher
 from srl.streams.transport import Receiver
+from srl.workers.learner import Learner
 
 
-class ReplayTrainerKernel:
+class ReplayTrainerKernel(Learner):
     def __init__(
         self,
         policy: Policy,
@@ -34,19 +35,10 @@ class ReplayTrainerKernel:
         resume: bool = False,
         max_updates: int | None = None,
     ) -> None:
-        self.policy, self.algorithm = policy, algorithm
+        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume)
         self.batches, self.params = batches, params
         self.tensors = [{n: torch.from_numpy(a) for n, a in slot.items()} for slot in batches.slots]
-        self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
         self.max_updates = max_updates
-        self.version, self.env_steps = 0, 0
-        self._reset_stats()
-        self._last_checkpoint_s = time.monotonic()
-        resumed = checkpoint.load_latest(run_dir) if resume else None
-        if resumed is not None:
-            policy.load_state_dict(resumed["policy"])
-            algorithm.load_state_dict(resumed["algorithm"])
-            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
 
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
@@ -65,8 +57,7 @@ class ReplayTrainerKernel:
             if self.max_updates is None or self.version < self.max_updates:
                 self._update(slot, env_steps)
             self.batches.release(slot)
-        if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
-            self.save_checkpoint()
+        self._checkpoint_if_due()
         return bool(ready)
 
     def _update(self, slot: int, env_steps: int) -> None:
@@ -78,20 +69,8 @@ class ReplayTrainerKernel:
         self.updates += 1
         self.train_time_s += time.perf_counter() - started
 
-    def save_checkpoint(self) -> None:
-        checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict())
-        self._last_checkpoint_s = time.monotonic()
-
     def report(self) -> dict:
-        out = {
-            "policy_version": self.version,
-            "trained_env_steps": self.env_steps,
-            "updates": self.updates,
-            "segments_dropped": 0,  # replay keeps every segment
-            "policy_lag_mean": None,
-            "train_time_s": round(self.train_time_s, 4),
-            **self.stats,
-        }
+        out = self._report(segments_dropped=0, policy_lag_mean=None)  # replay keeps every segment
         self._reset_stats()
         return out
 

@@ -16,7 +16,6 @@ the group's leader (rank 0) publishes parameters and writes checkpoints.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -32,9 +31,10 @@ from srl.streams.gradients import GradientGroup
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
+from srl.workers.learner import Learner
 
 
-class TrainerKernel:
+class TrainerKernel(Learner):
     def __init__(
         self,
         policy: Policy,
@@ -56,12 +56,11 @@ class TrainerKernel:
         actors: list[int] | None = None,
         record_digests: bool = False,
     ) -> None:
-        self.policy, self.algorithm = policy, algorithm
+        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume)
         self.samples, self.params = samples, params
         self.batch_segments, self.rows = batch_segments, rows_per_segment
         self.num_agents = num_agents
         self.max_policy_lag = max_policy_lag
-        self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
         steps, width = sample_length + 1, batch_segments * rows_per_segment
         self.batch = {n: np.zeros((steps, width, *f.shape), f.dtype) for n, f in fields.items()}
         self.tensors = {n: torch.from_numpy(a) for n, a in self.batch.items()}  # share memory
@@ -73,16 +72,7 @@ class TrainerKernel:
         self.held: list[SegmentRef] = []  # segments for the next batch (deterministic mode)
         self.max_updates = max_updates
         self.clock = TimeBreakdown()
-        self.version = 0
-        self.env_steps = 0  # env steps consumed by updates (drives schedules)
         self._reset_stats()
-        self._last_checkpoint_s = time.monotonic()
-        resumed = checkpoint.load_latest(run_dir) if resume else None
-        if resumed is not None:
-            policy.load_state_dict(resumed["policy"])
-            algorithm.load_state_dict(resumed["algorithm"])
-            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
-            print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
         self.group = group  # None: the only trainer; else only its leader publishes and checkpoints
         if group is not None:
             group.attach(policy)
@@ -127,8 +117,7 @@ class TrainerKernel:
         if self.params is not None and self.params.service_restarted():  # it lost the weights: resend
             self._publish()
         self.clock.switch(OTHER)
-        if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
-            self.save_checkpoint()
+        self._checkpoint_if_due()
         return bool(refs)
 
     def _place(self, ref: SegmentRef) -> int | None:
@@ -181,23 +170,8 @@ class TrainerKernel:
         self.updates += 1
         self.train_time_s += time.perf_counter() - started
 
-    def save_checkpoint(self) -> None:
-        if not self.leader:  # the group's parameters are the leader's: one checkpoint
-            self._last_checkpoint_s = time.monotonic()
-            return
-        checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict())
-        self._last_checkpoint_s = time.monotonic()
-
     def report(self) -> dict:
-        out = {
-            "policy_version": self.version,
-            "trained_env_steps": self.env_steps,
-            "updates": self.updates,
-            "segments_dropped": self.dropped,
-            "policy_lag_mean": self.lag_sum / self.lag_count if self.lag_count else None,
-            "train_time_s": round(self.train_time_s, 4),
-            **self.stats,
-        }
+        out = self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None)
         self._reset_stats()
         return out
 

@@ -1,0 +1,56 @@
+"""What both trainer kernels (srl.workers.trainer for segments, srl.workers.replay_trainer for
+replay batches) keep: the policy and its algorithm, the parameter version and env steps reached,
+the checkpoint they resume from and the one they save on a timer, and the report they send."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from srl import checkpoint
+from srl.api.algorithm import Algorithm
+from srl.api.policy import Policy
+
+
+class Learner:
+    leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
+
+    def __init__(
+        self, policy: Policy, algorithm: Algorithm, run_dir: Path, checkpoint_interval_s: float, resume: bool
+    ) -> None:
+        self.policy, self.algorithm = policy, algorithm
+        self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
+        self.version = 0
+        self.env_steps = 0  # env steps consumed by updates (drives schedules)
+        self.updates, self.train_time_s = 0, 0.0
+        self.stats: dict[str, float] = {}
+        self._last_checkpoint_s = time.monotonic()
+        resumed = checkpoint.load_latest(run_dir) if resume else None
+        if resumed is not None:
+            policy.load_state_dict(resumed["policy"])
+            algorithm.load_state_dict(resumed["algorithm"])
+            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
+            print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
+
+    def _checkpoint_if_due(self) -> None:
+        if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
+            self.save_checkpoint()
+
+    def save_checkpoint(self) -> None:
+        if self.leader:  # a group's parameters are the leader's: one checkpoint
+            checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict())
+        self._last_checkpoint_s = time.monotonic()
+
+    def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> dict[str, Any]:
+        """The report's fields since the last one; the caller resets its counters."""
+        return {
+            "policy_version": self.version,
+            "trained_env_steps": self.env_steps,
+            "updates": self.updates,
+            "segments_dropped": segments_dropped,
+            "policy_lag_mean": policy_lag_mean,
+            "train_time_s": round(self.train_time_s, 4),
+            **self.stats,
+        }
