@@ -16,8 +16,11 @@ from typing import Any
 ATARI_PREPROCESSING = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale_obs": True}
 
 
-def make_env(name: str, channel_last: bool = False, channel_first: bool = False) -> Any:
-    """One gymnasium env for `name`; Pong's frames get a channel axis last or first for CNNs."""
+def make_env(name: str, channel_last: bool = False, channel_first: bool = False, frame_stack: int = 1,
+             scaled_float: bool = False) -> Any:
+    """One gymnasium env for `name`. Pong's frames get a channel axis (last or first) holding the
+    newest `frame_stack` frames, as srl's pong-ppo sees them (4); `scaled_float` gives float32 in
+    [0, 1] instead of uint8, for a network that does not scale its input itself (RLlib's)."""
     import gymnasium as gym
 
     if name == "cartpole":
@@ -29,25 +32,41 @@ def make_env(name: str, channel_last: bool = False, channel_first: bool = False)
     gym.register_envs(ale_py)
     env = gym.wrappers.AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1), **ATARI_PREPROCESSING)
     if channel_last or channel_first:
-        return _with_channel_axis(env, last=channel_last)
+        return _stacked(env, frame_stack, last=channel_last, scaled_float=scaled_float)
     return env
 
 
-def _with_channel_axis(env: Any, last: bool) -> Any:
-    """84x84 frames as 84x84x1 or 1x84x84 (gymnasium 0.29, Sample Factory's, has no ReshapeObservation)."""
+def _stacked(env: Any, frames: int, last: bool, scaled_float: bool) -> Any:
+    """84x84 frames as 84x84xK or Kx84x84, the newest K (the first frame repeated after a reset);
+    written here because gymnasium 0.29 (Sample Factory's) and 1.x name their wrappers differently."""
+    from collections import deque
+
     import gymnasium as gym
     import numpy as np
 
-    class ChannelAxis(gym.ObservationWrapper):
+    class StackedFrames(gym.Wrapper):
         def __init__(self, inner: Any) -> None:
             super().__init__(inner)
-            shape = (84, 84, 1) if last else (1, 84, 84)
-            self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
+            self.frames: deque = deque(maxlen=frames)
+            shape = (84, 84, frames) if last else (frames, 84, 84)
+            high, dtype = (1.0, np.float32) if scaled_float else (255, np.uint8)
+            self.observation_space = gym.spaces.Box(0, high, shape, dtype)
 
-        def observation(self, observation: Any) -> Any:
-            return np.expand_dims(observation, -1 if last else 0)
+        def reset(self, **kwargs: Any) -> Any:
+            observation, info = self.env.reset(**kwargs)
+            self.frames.extend([observation] * frames)
+            return self._observation(), info
 
-    return ChannelAxis(env)
+        def step(self, action: Any) -> Any:
+            observation, *rest = self.env.step(action)
+            self.frames.append(observation)
+            return (self._observation(), *rest)
+
+        def _observation(self) -> Any:
+            stacked = np.stack(self.frames, axis=-1 if last else 0)
+            return stacked.astype(np.float32) * (1.0 / 255.0) if scaled_float else stacked
+
+    return StackedFrames(env)
 
 
 def timed_steps(step: Callable[[], int], seconds: float, warmup_s: float = 1.0) -> dict[str, Any]:

@@ -38,7 +38,9 @@ def run(mode: str, env: str, amount: float, timeout_s: float = 600) -> dict[str,
     return {**run_peer_script(VENV, "rllib_peer.py", [mode, env, str(amount)], timeout_s), "versions": versions}
 
 
-def _build(env: str) -> Any:
+def _build(env: str, train: bool = False) -> Any:
+    """The PPO algorithm; for training, Pong's observations are 4 stacked frames scaled to [0, 1]
+    (RLlib's CNN does not scale uint8 frames itself: they fail in its first convolution)."""
     import ray
     from _child import make_env
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -48,7 +50,8 @@ def _build(env: str) -> Any:
     # Ray's socket paths must stay short: its temp dir goes under the child's private TMPDIR.
     ray.init(num_cpus=NUM_RUNNERS + 1, include_dashboard=False, log_to_driver=False,
              _temp_dir=os.path.join(os.environ.get("PEER_TMP", "/tmp"), "ray"))
-    register_env("peer-env", lambda _config: make_env(env, channel_last=True))
+    register_env("peer-env", lambda _config: make_env(env, channel_last=True, frame_stack=4 if train else 1,
+                                                      scaled_float=train))
     s = SETTINGS[env]
     config = (
         PPOConfig()
@@ -95,7 +98,7 @@ def child_train(env: str, budget: int) -> None:
     from _child import emit
 
     started = time.perf_counter()
-    algo = _build(env)
+    algo = _build(env, train=True)
     init_s = time.perf_counter() - started
     train_start = time.perf_counter()
     steps = iterations = 0

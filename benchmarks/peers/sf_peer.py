@@ -34,7 +34,7 @@ SETTINGS = {
     "cartpole": ["--num_envs_per_worker=8", "--rollout=32", "--batch_size=512", "--num_batches_per_epoch=1",
                  "--num_epochs=10", "--encoder_mlp_layers", "64", "64", "--learning_rate=0.001", "--gamma=0.98"],
     "pong": ["--num_envs_per_worker=4", "--rollout=128", "--batch_size=256", "--num_batches_per_epoch=4",
-             "--num_epochs=4", "--obs_scale=255.0", "--encoder_conv_architecture=convnet_simple",
+             "--num_epochs=4", "--obs_scale=255.0", "--encoder_conv_architecture=convnet_atari",
              "--encoder_conv_mlp_layers", "512", "--learning_rate=0.0003"],
 }
 
@@ -66,10 +66,14 @@ def rate_from_log(text: str) -> dict[str, Any]:
     return {"env_steps_per_s": round(steps / seconds, 1), "measured_s": round(seconds, 3), "env_steps": points[-1][1]}
 
 
+FRAME_STACK = {"sample": 1, "train": 4}  # training sees 4 stacked frames, as srl's pong-ppo does
+
+
 def _make(full_env_name: str, cfg: Any = None, env_config: Any = None, render_mode: Any = None) -> Any:
     from _child import make_env
 
-    return make_env(full_env_name.removeprefix("peer_"), channel_first=True)
+    frame_stack = int(os.environ.get("PEER_FRAME_STACK", "1"))  # set by child(); the workers inherit it
+    return make_env(full_env_name.removeprefix("peer_"), channel_first=True, frame_stack=frame_stack)
 
 
 def child(mode: str, env: str, amount: float) -> None:
@@ -83,6 +87,7 @@ def child(mode: str, env: str, amount: float) -> None:
     if mode == "sample":  # one epoch per batch: the learner holds collection back as little as it can
         budget.append("--num_epochs=1")
     argv = [f"--env=peer_{env}", "--experiment=peer", f"--train_dir={train_dir}", *COMMON, *SETTINGS[env], *budget]
+    os.environ["PEER_FRAME_STACK"] = str(FRAME_STACK[mode])
     register_env(f"peer_{env}", _make)
     parser, _ = parse_sf_args(argv=argv)
     status = run_rl(parse_full_cfg(parser, argv))
