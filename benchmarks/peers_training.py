@@ -11,7 +11,7 @@ own virtualenv under ~/.cache/srl-peers. Each side runs the same env-step budget
 start-up out (srl and Sample Factory: between their first report with env steps and their last;
 RLlib: from the first `train()` to the last). The peers use srl's per-update work (CartPole: 16
 envs x 32 steps, 10 epochs of one minibatch, 64x64 MLP; Pong: 1024 steps, 4 epochs of 4
-minibatches, Nature CNN). A missing `pong-ppo` in this checkout is reported as skipped. Standard
+minibatches, Nature CNN on 4 stacked 84x84 frames). A missing `pong-ppo` in this checkout is reported as skipped. Standard
 output gets ONE JSON line: per-side runs, medians and srl's median over each peer's.
 """
 
