@@ -34,8 +34,19 @@ import srl_side
 from common import interleave, machine_info
 
 ENVS = ("cartpole", "pong")
+
+
+def srl_float32(env: str, steps: int, overrides: list[str] | None = None) -> dict[str, Any]:
+    """pong-ppo with its CNN trunk forced to float32, the peers' precision (its default, "auto",
+    computes the trunk in bfloat16 where the CPU has bfloat16 units)."""
+    if env != "pong":
+        return {"skipped": "only Pong has a CNN trunk to run in float32"}
+    return srl_side.train(env, steps, overrides=[*(overrides or []), 'policy_kwargs={"trunk_precision": "float32"}'])
+
+
 SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
     "srl": srl_side.train,
+    "srl_float32": srl_float32,
     "sample_factory": lambda env, steps: sf_peer.run("train", env, steps),
     "rllib": lambda env, steps: rllib_peer.run("train", env, steps),
 }
@@ -46,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small budgets, one repeat (a smoke run)")
     parser.add_argument("--repeats", type=int, help="interleaved repeats (default 3; 1 with --quick)")
     parser.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS))
-    parser.add_argument("--peers", nargs="+", choices=list(SIDES), default=list(SIDES))
+    parser.add_argument("--peers", nargs="+", choices=list(SIDES), default=[s for s in SIDES if s != "srl_float32"],
+                        help="sides to run; srl_float32 (Pong only) is pong-ppo with a float32 CNN trunk")
     parser.add_argument("--cartpole-steps", type=int, help="env-step budget on CartPole (60000; 30000 quick)")
     parser.add_argument("--pong-steps", type=int, help="env-step budget on Pong (16000; 3000 quick)")
     parser.add_argument("--srl", nargs="*", default=[], metavar="KEY=VALUE",
@@ -54,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.srl:
         SIDES["srl"] = lambda env, steps: srl_side.train(env, steps, overrides=args.srl)
+        SIDES["srl_float32"] = lambda env, steps: srl_float32(env, steps, overrides=args.srl)
     repeats = args.repeats or (1 if args.quick else 3)
     budgets = {"cartpole": args.cartpole_steps or (30_000 if args.quick else 60_000),
                "pong": args.pong_steps or (3_000 if args.quick else 16_000)}
