@@ -293,7 +293,8 @@ def pong_ppo() -> dict[str, Any]:
     """ALE/Pong-v5 with PPO and the Nature CNN, with the Atari PPO hyperparameters of the PPO paper
     (and CleanRL's ppo_atari): 8 envs x 128 steps per update, 4 epochs of 4 minibatches, lr 2.5e-4
     annealed to 0 over 10M env steps, clip 0.1, entropy 0.01, gamma 0.99, lambda 0.95, 4 stacked
-    84x84 grey frames (srl.envs.atari). With `env_backend=envpool` EnvPool steps the 8 envs.
+    84x84 grey frames (srl.envs.atari). With `env_backend=envpool` EnvPool steps the 8 envs. The
+    CNN trunk computes in bfloat16 where the hardware has bfloat16 units (trunk_precision=auto).
     """
     return {
         "env": "ALE/Pong-v5",
