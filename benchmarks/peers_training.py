@@ -4,6 +4,7 @@
     python benchmarks/peers_training.py --quick         # a smoke run: small budgets, one repeat
     python benchmarks/peers_training.py --envs cartpole --peers srl rllib
     python benchmarks/peers_training.py --envs pong --srl env_backend=envpool
+    python benchmarks/peers_training.py --envs pong --peers srl srl_float32 sample_factory rllib --srl env_backend=envpool
 
 Sides: srl (`srl run cartpole-ppo` / `pong-ppo` with a fixed env-step budget and no target, this
 checkout, system python), Sample Factory 2.1.1 APPO and RLlib (ray 2.60) PPO, each peer in its
@@ -11,7 +12,9 @@ own virtualenv under ~/.cache/srl-peers. Each side runs the same env-step budget
 start-up out (srl and Sample Factory: between their first report with env steps and their last;
 RLlib: from the first `train()` to the last). The peers use srl's per-update work (CartPole: 16
 envs x 32 steps, 10 epochs of one minibatch, 64x64 MLP; Pong: 1024 steps, 4 epochs of 4
-minibatches, Nature CNN on 4 stacked 84x84 frames). A missing `pong-ppo` in this checkout is reported as skipped. Standard
+minibatches, Nature CNN on 4 stacked 84x84 frames; `srl_float32` is pong-ppo with its CNN trunk
+in float32, the peers' precision, where pong-ppo itself takes bfloat16 on hardware with bfloat16
+units). A missing `pong-ppo` in this checkout is reported as skipped. Standard
 output gets ONE JSON line: per-side runs, medians and srl's median over each peer's.
 """
 
@@ -41,7 +44,7 @@ def srl_float32(env: str, steps: int, overrides: list[str] | None = None) -> dic
     computes the trunk in bfloat16 where the CPU has bfloat16 units)."""
     if env != "pong":
         return {"skipped": "only Pong has a CNN trunk to run in float32"}
-    return srl_side.train(env, steps, overrides=[*(overrides or []), 'policy_kwargs={"trunk_precision": "float32"}'])
+    return srl_side.train(env, steps, overrides=[*(overrides or []), "policy_kwargs.trunk_precision=float32"])
 
 
 SIDES: dict[str, Callable[[str, int], dict[str, Any]]] = {
