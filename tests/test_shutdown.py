@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 TESTS = Path(__file__).parent
 
@@ -87,12 +88,19 @@ def test_a_killed_worker_ends_the_run_with_an_error_when_restarts_are_off(run_di
     assert "worker policy:0 failed" in out and "code -9" in out
 
 
-def test_sigterm_to_the_controller_stops_cleanly(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker"))
+@pytest.mark.parametrize("launcher", ["local", "inline"])
+def test_sigterm_to_the_controller_stops_cleanly(run_dir, launcher):
+    """SIGTERM is Ctrl-C's equal (a shell's background job ignores SIGINT): the run still writes
+    its summary, and the trainer its last checkpoint."""
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000",
+                             "inference=policy_worker", f"launcher={launcher}"))
     wait_for_metrics(run_dir, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted" and summary["params_sha256"], summary
+    assert (run_dir / "checkpoints" / "latest.json").is_file()
 
 
 def test_a_hung_worker_is_caught_by_its_missing_heartbeat(run_dir):

@@ -1,11 +1,14 @@
 """The inline launcher: every worker's kernel in this one process, polled in turn.
 
 The same kernels and stream code as the local launcher, over in-process queues and memory:
-for debugging (one stack, breakpoints work) and for tests.
+for debugging (one stack, breakpoints work), for tests, and for runs whose every step needs all
+of a small machine's cores in turn (a CNN update on 2 cores: docs/tuning.md).
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import torch
@@ -27,26 +30,41 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     for clock in clocks:  # a kernel waits while the others take their turns
         clock.switch(WAITING)
     outputs.start()
+    # SIGTERM stops the run as Ctrl-C does (SIGINT is ignored by a job a shell starts in the
+    # background): the kernels still finish, so the trainer saves its last checkpoint.
+    main_thread = threading.current_thread() is threading.main_thread()  # where handlers may be set
+    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
         for _, kernel in kernels:
             kernel.start()
-        last_report = time.monotonic()
-        reason = None
-        while reason is None:
-            for (_, kernel), clock in zip(kernels, clocks):
-                clock.switch(OTHER)
-                kernel.poll()
-                clock.switch(WAITING)
-            if time.monotonic() - last_report >= REPORT_INTERVAL_S:
-                for (spec, kernel), clock in zip(kernels, clocks):
-                    monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: clock.take()})
-                last_report = time.monotonic()
-                outputs.tick(monitor)
-                reason = monitor.stop_reason()
+        try:
+            reason = _take_turns(kernels, clocks, monitor, outputs)
+        except KeyboardInterrupt:
+            reason = "interrupted"
         for (spec, kernel), clock in zip(kernels, clocks):
             finish = getattr(kernel, "finish", kernel.report)
             monitor.on_report(spec.role, spec.index, {**finish(), REPORT_KEY: clock.take()}, final=True)
         return reason
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous_term)
         for _, kernel in kernels:
             kernel.close()
+
+
+def _take_turns(kernels: list, clocks: list, monitor: RunMonitor, outputs: RunOutputs) -> str:
+    """Polls every kernel in turn, reporting every REPORT_INTERVAL_S, until the monitor says stop."""
+    last_report = time.monotonic()
+    reason = None
+    while reason is None:
+        for (_, kernel), clock in zip(kernels, clocks):
+            clock.switch(OTHER)
+            kernel.poll()
+            clock.switch(WAITING)
+        if time.monotonic() - last_report >= REPORT_INTERVAL_S:
+            for (spec, kernel), clock in zip(kernels, clocks):
+                monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: clock.take()})
+            last_report = time.monotonic()
+            outputs.tick(monitor)
+            reason = monitor.stop_reason()
+    return reason
