@@ -34,6 +34,16 @@ def test_learning_curve_png(tmp_path):
     assert path == tmp_path / CURVE_FILE and path.read_bytes()[:8] == PNG_MAGIC
 
 
+def test_a_resumed_runs_wall_time_runs_on(tmp_path):
+    """Each launch's time_s starts at 0 (resume=RUN_DIR appends to the same metrics.jsonl); the
+    curve's time axis goes on from where the previous launch ended."""
+    launches = [[(1000, 1.0), (2000, 2.0)], [(2500, 0.5), (3000, 1.5)], [(3500, 1.0)]]
+    write_metrics(tmp_path, [{"env_steps": steps, "time_s": t, "episode_return_mean": 1.0}
+                             for launch in launches for steps, t in launch])
+    times = [t for _, t, _ in read_curves(tmp_path / "metrics.jsonl")["episode_return_mean"]]
+    assert times == [1.0, 2.0, 2.5, 3.5, 4.5]
+
+
 def test_learning_curve_needs_a_return_and_matplotlib(tmp_path, monkeypatch):
     assert plot_learning_curve(tmp_path) is None  # no metrics file
     write_metrics(tmp_path, [{"env_steps": 10, "time_s": 1.0, "episode_return_mean": None}])

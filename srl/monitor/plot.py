@@ -24,15 +24,23 @@ class PlotUnavailable(RuntimeError):
 
 
 def read_curves(metrics_path: Path) -> dict[str, list[tuple[float, float, float]]]:
-    """metric -> [(env_steps, time_s, value)] for each metric of SERIES that has values."""
+    """metric -> [(env_steps, time_s, value)] for each metric of SERIES that has values.
+
+    A resumed run appends to the same file, its `time_s` counting from its own launch: each launch
+    after the first is shifted to start where the one before ended, so time runs on."""
     curves: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in SERIES}
+    offset_s = last_s = 0.0
     for line in metrics_path.read_text().splitlines():
         if not line.strip():
             continue
         row = json.loads(line)
+        time_s = float(row.get("time_s", 0.0))
+        if time_s < last_s:  # a resumed launch's clock started again
+            offset_s += last_s
+        last_s = time_s
         for name, points in curves.items():
             if row.get(name) is not None and row.get("env_steps") is not None:
-                points.append((float(row["env_steps"]), float(row.get("time_s", 0.0)), float(row[name])))
+                points.append((float(row["env_steps"]), offset_s + time_s, float(row[name])))
     return {name: points for name, points in curves.items() if points}
 
 
