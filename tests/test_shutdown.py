@@ -113,3 +113,28 @@ def test_a_hung_worker_is_caught_by_its_missing_heartbeat(run_dir):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
     assert "worker actor:0 failed" in out and "no heartbeat for 3.0 s" in out
+
+
+def test_sigterm_raises_keyboard_interrupt_in_the_main_thread_only():
+    """The one SIGTERM rule of every launcher (srl.launch.signals): Ctrl-C's exception on the main
+    thread, the previous handler back afterwards, and no change off the main thread, where
+    handlers cannot be set."""
+    import threading
+
+    from srl.launch.signals import interrupt_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    restore = interrupt_on_sigterm()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode; the sleep is interrupted
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGTERM) is before
+    off_main: list = []
+    thread = threading.Thread(target=lambda: off_main.append(interrupt_on_sigterm()))
+    thread.start()
+    thread.join()
+    off_main[0]()
+    assert signal.getsignal(signal.SIGTERM) is before

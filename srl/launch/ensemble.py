@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from srl.graph import Graph
 from srl.launch.members import InlineMember, ProcessMember
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.signals import interrupt_on_sigterm
 from srl.monitor.episodes import ReturnWindow
 from srl.streams.control import Role
 from srl.workers.tournament import Entry, Tournament
@@ -119,14 +119,6 @@ class PopulationManager:
             self.changed = False
 
 
-class _Terminated(Exception):
-    pass
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise _Terminated()
-
-
 @contextlib.contextmanager
 def _placement(graph: Graph) -> Iterator[Callable[[int], Any]]:
     """A factory of member handles for the configured launcher (with Ray up while it lasts)."""
@@ -159,7 +151,7 @@ def run_ensemble(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
 def _run(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_handle: Callable[[int], Any]) -> str:
     config = graph.config
     handles: list[Any] = []
-    previous_term = signal.signal(signal.SIGTERM, _raise_terminated)  # SIGTERM stops as Ctrl-C does
+    restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does
     try:
         for k in range(config.ensemble.population):
             handles.append(make_handle(k))
@@ -167,7 +159,7 @@ def _run(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_handle: Ca
         manager = PopulationManager(graph, monitor, handles, outputs.started_s)
         try:
             reason = _supervise(manager, outputs, handles)
-        except (KeyboardInterrupt, _Terminated):
+        except KeyboardInterrupt:
             reason = "interrupted"
         for h in handles:
             final = h.stop()
@@ -176,7 +168,7 @@ def _run(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_handle: Ca
         manager.save(final=True)
         return reason
     finally:
-        signal.signal(signal.SIGTERM, previous_term)
+        restore_sigterm()
         if config.launcher == "ray" and handles:
             from srl.launch.ray_members import write_placement
 

@@ -7,8 +7,6 @@ of a small machine's cores in turn (a CNN update on 2 cores: docs/tuning.md).
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 
 import torch
@@ -17,6 +15,7 @@ from srl.graph import Graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
 from srl.launch.shell import REPORT_INTERVAL_S, kernel_clock
+from srl.launch.signals import interrupt_on_sigterm
 from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
 from srl.streams.inline import InlineTransport
 from srl.workers.build import make_kernel
@@ -30,10 +29,9 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     for clock in clocks:  # a kernel waits while the others take their turns
         clock.switch(WAITING)
     outputs.start()
-    # SIGTERM stops the run as Ctrl-C does (SIGINT is ignored by a job a shell starts in the
-    # background): the kernels still finish, so the trainer saves its last checkpoint.
-    main_thread = threading.current_thread() is threading.main_thread()  # where handlers may be set
-    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
+    # SIGTERM stops the run as Ctrl-C does: the kernels still finish, so the trainer saves its
+    # last checkpoint
+    restore_sigterm = interrupt_on_sigterm()
     try:
         for _, kernel in kernels:
             kernel.start()
@@ -46,8 +44,7 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
             monitor.on_report(spec.role, spec.index, {**finish(), REPORT_KEY: clock.take()}, final=True)
         return reason
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous_term)
+        restore_sigterm()
         for _, kernel in kernels:
             kernel.close()
 

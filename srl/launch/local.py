@@ -13,7 +13,6 @@ import multiprocessing as mp
 import os
 import secrets
 import shutil
-import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -22,6 +21,7 @@ from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.shell import worker_main
+from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
@@ -30,14 +30,6 @@ from srl.workers.build import incarnations
 
 STOP_GRACE_S = 10.0
 FAILURE_GRACE_S = 3.0  # a failed run may hold a hung worker: do not wait long for it
-
-
-class _Terminated(Exception):
-    pass
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise _Terminated()
 
 
 class LocalWorkers:
@@ -89,7 +81,7 @@ def run_workers(
     wire = _tcp_wire(graph)  # None: shared memory and ipc
     blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
     workers, transport = None, None
-    previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+    restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does
     try:
         workers = make_workers(graph, run_id, ipc_dir, wire)
         wire = getattr(workers, "wire", wire)  # a cluster launcher places the streams on its nodes
@@ -105,7 +97,7 @@ def run_workers(
         outputs.start()
         try:
             reason = supervisor.run(outputs)
-        except (KeyboardInterrupt, _Terminated):
+        except KeyboardInterrupt:
             reason = "interrupted"
         except WorkerFailed:
             # the others still stop cleanly: the trainer keeps its last checkpoint
@@ -114,7 +106,7 @@ def run_workers(
         _stop_workers(stopper, supervisor, workers)
         return reason
     finally:
-        signal.signal(signal.SIGTERM, previous_term)
+        restore_sigterm()
         if workers is not None:
             workers.close()  # whatever happened above, nothing outlives the run
         if transport is not None:
