@@ -1,5 +1,5 @@
-"""What one PPO update's worth of env steps costs on this machine, part by part: the ceiling on
-a PPO experiment's training throughput that no scheduling of its parts can beat.
+"""What one PPO update's worth of env steps costs on this machine, part by part, and the ceiling
+that sets on a PPO experiment's training throughput.
 
     python benchmarks/ppo_ceiling.py                       # pong-ppo, as the long run in docs/results.md
     python benchmarks/ppo_ceiling.py --set policy_kwargs.trunk_precision=float32
