@@ -27,9 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -41,6 +42,9 @@ from srl.config import load_config
 from srl.data import columns as C
 from srl.envs import make_vector_env
 from srl.graph import make_policy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from common import machine_info  # noqa: E402
 
 # pong-ppo as the long run in docs/results.md: EnvPool on 2 threads, 2 torch threads
 PONG_LONG_RUN = ["env_backend=envpool", "torch_threads=2", 'env_kwargs={"frame_stack":4,"num_threads":2}']
@@ -82,7 +86,7 @@ def measure(experiment: str, overrides: list[str], repeats: int) -> dict[str, An
     """Seconds per update of each part of `experiment` (a PPO experiment with a discrete action
     space), each alone, `repeats` times after a warm-up; their medians and the ceilings."""
     config = load_config(experiment, overrides)
-    torch.set_num_threads(config.trainer_torch_threads or config.torch_threads)
+    torch.set_num_threads(config.threads_for(trains=True))
     steps, rows = config.sample_length, config.envs_per_actor
     env = make_vector_env(config.env, config.env_kwargs, rows, backend=config.env_backend)
     try:
@@ -139,14 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     overrides = [*(PONG_LONG_RUN if args.experiment == "pong-ppo" else []), *args.set]
-    load_at_start = [round(x, 2) for x in os.getloadavg()]
+    machine = machine_info() | {"torch": torch.__version__}
     result = measure(args.experiment, overrides, args.repeats)
+    machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps({
         "benchmark": "ppo_ceiling", "experiment": args.experiment, "overrides": overrides, "repeats": args.repeats,
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "torch": torch.__version__, "loadavg_at_start": load_at_start,
-                    "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
-        **result,
+        "machine": machine, **result,
     }))
     return 0
 
