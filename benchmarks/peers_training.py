@@ -14,7 +14,8 @@ RLlib: from the first `train()` to the last). The peers use srl's per-update wor
 envs x 32 steps, 10 epochs of one minibatch, 64x64 MLP; Pong: 1024 steps, 4 epochs of 4
 minibatches, Nature CNN on 4 stacked 84x84 frames; `srl_float32` is pong-ppo with its CNN trunk
 in float32, the peers' precision, where pong-ppo itself takes bfloat16 on hardware with bfloat16
-units). A missing `pong-ppo` in this checkout is reported as skipped. Standard
+units; srl's Pong keeps v5's sticky actions, 0.25, as the peers' envs do, where pong-ppo itself
+turns them off). A missing `pong-ppo` in this checkout is reported as skipped. Standard
 output gets ONE JSON line: per-side runs, medians and srl's median over each peer's.
 """
 

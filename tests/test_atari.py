@@ -31,3 +31,19 @@ def test_pong_steps_84x84_grayscale_frames_four_at_a_time():
         assert env.unwrapped.ale.getEpisodeFrameNumber() - frames == 4
     finally:
         venv.close()
+
+
+def test_pong_ppo_steps_pong_without_sticky_actions():
+    """pong-ppo turns v5's sticky actions off (the PPO paper's protocol); the emulator must see it."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    from srl.config import load_config
+
+    config = load_config("pong-ppo", [])
+    venv = make_vector_env(config.env, config.env_kwargs, num_envs=1)
+    try:
+        ale = venv.envs[0].unwrapped.ale
+        assert ale.getFloat("repeat_action_probability") == 0.0
+        assert venv.reset(seed=3).shape == (1, 4, 84, 84)
+    finally:
+        venv.close()

@@ -56,6 +56,19 @@ def test_srl_rate_from_metrics_leaves_start_up_out():
     assert "error" in srl_side.rate_from_metrics([{"env_steps": 0, "time_s": 1.0}])
 
 
+def test_srl_trains_pong_with_the_peers_sticky_actions(tmp_path):
+    """The peers step ALE/Pong-v5 with its sticky actions; pong-ppo turns them off, so srl's side
+    of the comparison turns them back on, and keeps the caller's overrides after its own."""
+    from srl.config import load_config
+
+    overrides = srl_side.train_overrides("pong", 1000, tmp_path / "run", ["env_backend=envpool"])
+    config = load_config("pong-ppo", overrides)
+    assert config.env_kwargs["repeat_action_probability"] == 0.25 and config.env_kwargs["frame_stack"] == 4
+    assert config.total_env_steps == 1000 and config.target_return is None and config.env_backend == "envpool"
+    assert load_config("pong-ppo", []).env_kwargs["repeat_action_probability"] == 0
+    assert not any("repeat_action" in x for x in srl_side.train_overrides("cartpole", 1000, tmp_path / "run"))
+
+
 def test_sample_factory_rate_from_its_log_timestamps():
     import sf_peer
 

@@ -20,6 +20,8 @@ from common import REPO, run_child
 
 ENV_IDS = {"cartpole": "CartPole-v1", "pong": "ALE/Pong-v5"}
 EXPERIMENTS = {"cartpole": "cartpole-ppo", "pong": "pong-ppo"}
+# the peers step ALE/Pong-v5 as it comes, sticky actions (0.25) on; pong-ppo turns them off
+SAME_ENV_AS_PEERS = {"pong": ["env_kwargs.repeat_action_probability=0.25"]}
 
 
 def sample(env: str, seconds: float, timeout_s: float = 300) -> dict[str, Any]:
@@ -50,15 +52,20 @@ def rate_from_metrics(lines: list[dict[str, Any]]) -> dict[str, Any]:
             "measured_s": round(seconds, 3), "env_steps": last["env_steps"]}
 
 
+def train_overrides(env: str, env_steps: int, run_dir: Path, overrides: list[str] | None = None) -> list[str]:
+    """The `key=value` arguments of srl's training run: the budget, no target, the peers' env."""
+    return [f"total_env_steps={env_steps}", "target_return=null", "display=off", "learning_curve=false",
+            f"run_dir={run_dir}", "seed=1", *SAME_ENV_AS_PEERS.get(env, []), *(overrides or [])]
+
+
 def train(env: str, env_steps: int, timeout_s: float = 900, overrides: list[str] | None = None) -> dict[str, Any]:
     experiment = EXPERIMENTS[env]
     if not has_experiment(experiment):
         return {"skipped": f"srl has no experiment {experiment!r} in this checkout"}
     with tempfile.TemporaryDirectory(prefix="srl-peers-run-") as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"total_env_steps={env_steps}",
-               "target_return=null", "display=off", "learning_curve=false", f"run_dir={run_dir}", *(overrides or [])]
-        done = run_child(cmd + ["seed=1"], timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+        cmd = [sys.executable, "-m", "srl.cli", "run", experiment, *train_overrides(env, env_steps, run_dir, overrides)]
+        done = run_child(cmd, timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
         metrics = run_dir / "metrics.jsonl"
         if not metrics.exists():
             return {"error": done.get("error", "no metrics.jsonl")}
