@@ -14,7 +14,7 @@ import torch
 
 from srl import checkpoint
 from srl.config import ConfigError, build_config, load_saved_config
-from srl.envs import is_gymnasium_env, make_vector_env
+from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.graph import build_graph, make_policy
 from srl.monitor.video import FrameRecorder, check_video_path, rendering_env
 
@@ -35,7 +35,7 @@ def evaluate_run(
     policy = make_policy(config, graph.observation_space, graph.action_space)
     policy.load_state_dict(state["policy"])
     policy.eval()
-    kwargs = config.env_kwargs
+    kwargs = single_env_kwargs(config.env_kwargs, config.env_backend)
     if video is not None:
         if not is_gymnasium_env(config.env):
             raise ConfigError(f"--video: env {config.env!r} is not a Gymnasium env (only those render rgb_array)")

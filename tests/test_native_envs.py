@@ -146,3 +146,17 @@ def test_envpool_atari_matches_srl_atari_spaces():
     stacked = make_vector_env("ALE/Pong-v5", {"frame_stack": 4}, num_envs=1, backend="envpool")
     assert stacked.observation_space.shape == (4, 84, 84)
     stacked.close()
+
+
+def test_one_env_of_an_envpool_run_leaves_envpools_thread_knobs_out():
+    """An evaluation actor and `srl eval` build one env of the run with the loop backend, which
+    does not know EnvPool's `num_threads`; what the env is (frame_stack, sticky actions) stays."""
+    from srl.envs import single_env_kwargs
+
+    run_kwargs = {"frame_stack": 4, "repeat_action_probability": 0.0, "num_threads": 2, "thread_affinity_offset": 0}
+    assert single_env_kwargs(run_kwargs, "envpool") == {"frame_stack": 4, "repeat_action_probability": 0.0}
+    assert single_env_kwargs(run_kwargs, "loop") == run_kwargs
+    if importlib.util.find_spec("ale_py") and importlib.util.find_spec("cv2"):
+        venv = make_vector_env("ALE/Pong-v5", single_env_kwargs(run_kwargs, "envpool"), num_envs=1)
+        assert venv.observation_space.shape == (4, 84, 84)
+        venv.close()

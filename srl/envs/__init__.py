@@ -30,7 +30,7 @@ from srl.envs.counting_vector import CountingVectorEnv  # registers the Gymnasiu
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv
 from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.native import NativeVectorEnv
-from srl.envs.native_backends import EnvPoolBackend, GymVectorBackend, resolve_backend
+from srl.envs.native_backends import EnvPoolBackend, GymVectorBackend, resolve_backend, single_env_kwargs
 from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPoleNoVel-v1
 from srl.envs.pettingzoo_aec import AECEnvironment
 from srl.envs.pettingzoo_env import PettingZooEnvironment, import_env_module, make_pettingzoo_env
@@ -49,6 +49,7 @@ __all__ = [
     "check_counts",
     "describe_spaces",
     "make_vector_env",
+    "single_env_kwargs",
 ]
 
 

@@ -29,6 +29,17 @@ ENVPOOL_ATARI_DEFAULTS = {
     "use_fire_reset": False,
 }
 
+# how EnvPool runs its envs, not what the envs are: one env built on its own leaves them out
+ENVPOOL_RUN_KWARGS = ("num_threads", "thread_affinity_offset")
+
+
+def single_env_kwargs(kwargs: dict[str, Any], backend: str) -> dict[str, Any]:
+    """The env_kwargs of a run stepped with `backend`, for one env of it built on its own (an
+    evaluation actor, `srl eval`), which the loop backend builds."""
+    if backend != "envpool":
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k not in ENVPOOL_RUN_KWARGS}
+
 
 def vector_entry_point(name: str) -> str | None:
     spec = gym.envs.registry.get(name)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from srl.api import registry
-from srl.envs import make_vector_env
+from srl.envs import make_vector_env, single_env_kwargs
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
@@ -155,7 +155,8 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
         from srl.workers.evaluator import EvaluatorKernel
 
         # env ids past every training env's, so its episodes are not theirs
-        env = make_vector_env(c.env, c.env_kwargs, 1, c.num_actor_workers * c.envs_per_actor)
+        env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
+                              c.num_actor_workers * c.envs_per_actor)
         return EvaluatorKernel(
             _policy(graph), ParamSubscriber(transport), env, seed=c.seed * 1_000_003 + 999_983,
             episodes=c.eval_episodes, interval_s=c.eval_interval_s,
