@@ -46,8 +46,8 @@ from srl.graph import make_policy
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from common import machine_info  # noqa: E402
 
-# pong-ppo as the long run in docs/results.md: EnvPool on 2 threads, 2 torch threads
-PONG_LONG_RUN = ["env_backend=envpool", "torch_threads=2", 'env_kwargs={"frame_stack":4,"num_threads":2}']
+# pong-ppo as its runs in docs/results.md: EnvPool on 2 threads, 2 torch threads
+PONG_LONG_RUN = ["env_backend=envpool", "torch_threads=2", "env_kwargs.num_threads=2"]
 
 
 def median_s(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
