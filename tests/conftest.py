@@ -9,6 +9,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a test)
+    pytest_collection_modifyitems,
+    pytest_make_collect_report,
+    pytest_runtest_makereport,
+)
+
 
 def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:
     """srl workers started by this test: our descendants, or orphans born since `since_s`

@@ -17,8 +17,6 @@ def test_missing_ale_py_names_the_extra(monkeypatch):
 
 
 def test_pong_steps_84x84_grayscale_frames_four_at_a_time():
-    pytest.importorskip("ale_py")
-    pytest.importorskip("cv2")
     venv = make_vector_env("ALE/Pong-v5", {}, num_envs=2)
     try:
         env = venv.envs[0]
@@ -35,8 +33,6 @@ def test_pong_steps_84x84_grayscale_frames_four_at_a_time():
 
 def test_pong_ppo_steps_pong_without_sticky_actions():
     """pong-ppo turns v5's sticky actions off (the PPO paper's protocol); the emulator must see it."""
-    pytest.importorskip("ale_py")
-    pytest.importorskip("cv2")
     from srl.config import load_config
 
     config = load_config("pong-ppo", [])

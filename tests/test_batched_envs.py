@@ -269,7 +269,7 @@ def test_seeded_reset_is_reproducible():
             assert torch.equal(x, y)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.gpu
 def test_cartpole_on_cuda_matches_cpu_dynamics():
     cpu, gpu = BatchedCartPole(256, dtype="float64"), BatchedCartPole(256, device="cuda", dtype="float64")
     cpu.reset(0)

@@ -148,7 +148,6 @@ def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_p
 def test_ray_member_actor_works_in_bursts_and_reports_errors(tmp_path, monkeypatch):
     """The Ray actor class as a plain object (no Ray runtime): bursts give messages, adopt
     commands reach the kernel, a failure comes back as an error message with its traceback."""
-    pytest.importorskip("ray")
     import ray
 
     from srl.launch import ray_members

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import ClassVar
 
@@ -346,17 +345,10 @@ def test_check_counts_catches_lost_episode_ends_and_wrong_flags(counting_segment
 # ---------------------------------------------------------------------------------------------
 # PettingZoo
 
-try:
-    import pettingzoo
-except ImportError:  # a test dependency (srl[test]); without it only the install-hint test runs
-    pettingzoo = None
-
-needs_pettingzoo = pytest.mark.skipif(
-    pettingzoo is None, reason="pettingzoo not installed: pip install 'srl[test]'"
-)
+import pettingzoo  # noqa: E402  (srl[test] holds it)
 
 
-class RelayParallelEnv(pettingzoo.ParallelEnv if pettingzoo else object):
+class RelayParallelEnv(pettingzoo.ParallelEnv):
     """A small PettingZoo parallel env: "a_0" terminates on step `early`, the others are
     truncated at `max_cycles`. Observation [agent index, step, noise + last action] where noise
     is drawn at reset; reward 10 * step + agent index + action."""
@@ -406,14 +398,12 @@ def parallel_env(**kwargs):
     return RelayParallelEnv(**kwargs)
 
 
-@needs_pettingzoo
 def test_relay_is_a_valid_pettingzoo_parallel_env():
     from pettingzoo.test import parallel_api_test
 
     parallel_api_test(RelayParallelEnv(), num_cycles=20)
 
 
-@needs_pettingzoo
 def test_pettingzoo_adapter_through_serial_vector_env():
     venv = make_vector_env("pettingzoo", {"module": __name__, "max_cycles": 4, "early": 2}, 2, 0)
     assert isinstance(venv, SerialVectorEnv)
@@ -461,28 +451,12 @@ def test_pettingzoo_missing_gives_install_hint(monkeypatch):
         PettingZooEnvironment(RelayParallelEnv())
 
 
-REAL_PETTINGZOO_ENVS = [
-    ("mpe2.simple_spread_v3", {"max_cycles": 10}),
-    ("pettingzoo.mpe.simple_spread_v3", {"max_cycles": 10}),
-    ("pettingzoo.butterfly.pistonball_v6", {"max_cycles": 10, "continuous": False}),
-    ("pettingzoo.sisl.multiwalker_v9", {"max_cycles": 10}),
-]
+# MPE's simple_spread from mpe2 (srl[test] holds it): a real parallel env with no extra system deps
+REAL_PETTINGZOO_ENV = ("mpe2.simple_spread_v3", {"max_cycles": 10})
 
 
-def _first_importable():
-    problems = []
-    for module, kwargs in REAL_PETTINGZOO_ENVS:
-        try:
-            importlib.import_module(module)
-            return module, kwargs
-        except Exception as e:  # noqa: BLE001 -- PettingZoo raises ImportError or its own errors
-            problems.append(f"{module}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-    pytest.skip("no real PettingZoo parallel env importable without extra deps: " + "; ".join(problems))
-
-
-@needs_pettingzoo
 def test_real_pettingzoo_env_through_serial_vector_env():
-    module, kwargs = _first_importable()
+    module, kwargs = REAL_PETTINGZOO_ENV
     venv = make_vector_env("pettingzoo", {"module": module, **kwargs}, 2, 0)
     obs = venv.reset(0)
     assert obs.shape == (venv.num_rows, *venv.observation_space.shape)

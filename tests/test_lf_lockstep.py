@@ -14,9 +14,6 @@ import lf_lockstep as LF  # noqa: E402
 
 from srl.envs import make_vector_env  # noqa: E402
 
-pytest.importorskip("ale_py")
-pytest.importorskip("cv2")
-
 
 @pytest.mark.parametrize("atari_obs", LF.ATARI_OBS)
 def test_srl_steps_the_frames_rays_actors_step(atari_obs):
@@ -40,7 +37,6 @@ def test_srl_steps_the_frames_rays_actors_step(atari_obs):
 
 @pytest.mark.parametrize("atari_obs", LF.ATARI_OBS)
 def test_envpool_side_has_the_same_frame_size_and_colour(atari_obs):
-    pytest.importorskip("envpool")
     ray_side = LF._make_gym(LF.ATARI_ID, atari_obs)
     venv = make_vector_env(LF.ATARI_ID, LF.envpool_kwargs(atari_obs), num_envs=2, backend="envpool")
     try:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-T = pytest.importorskip("_lfq_tabular")
+import _lfq_tabular as T  # noqa: E402
 
 from srl.data import columns as C  # noqa: E402
 

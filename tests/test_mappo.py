@@ -73,7 +73,6 @@ def test_a_waiting_row_is_inactive_and_masks_are_kept():
 def test_policy_needs_the_global_state_and_bad_groups_name_the_field():
     with pytest.raises(TypeError, match="pettingzoo-mappo"):
         MAPPOPolicy(__import__("gymnasium").spaces.Box(-1, 1, (4,)), ACTIONS)
-    pytest.importorskip("mpe2")
     with pytest.raises(ConfigError, match="policy_kwargs.*'agent_0' matches none"):
         from srl.graph import build_graph
 
@@ -119,7 +118,6 @@ def random_return(env_kwargs: dict, episodes: int, seed: int) -> float:
 
 
 def test_mpe_mappo_learns_well_above_random(run_dir):
-    pytest.importorskip("mpe2")
     from srl.launch.run import run_experiment
 
     config = load_config(
@@ -142,7 +140,7 @@ def test_paper_scale_is_the_papers_team_reward_on_every_step():
     """Step PettingZoo's simple_spread (local_ratio 0.5) with random actions; on every step the
     MAPPO paper's shared reward, computed from the world as its MPE code does (self-collision
     included), equals paper_spread_return's conversion of the per-agent rewards, collisions or not."""
-    spread = pytest.importorskip("mpe2.simple_spread_v3")
+    from mpe2 import simple_spread_v3 as spread
     from srl.experiments.multiagent import SPREAD_KWARGS, paper_spread_return
 
     kwargs = {k: v for k, v in SPREAD_KWARGS.items() if k != "module"}

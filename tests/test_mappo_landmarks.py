@@ -7,9 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-pytest.importorskip("mpe2")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import mappo_landmark_range as bench  # noqa: E402
 

@@ -28,7 +28,6 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
 
 
 def test_halfcheetah_sac_smoke(run_dir):
-    pytest.importorskip("mujoco", reason="needs the [mujoco] extra")
     from srl.config import load_config
     from srl.launch.run import run_experiment
 

@@ -14,7 +14,6 @@ from srl.envs.counting_vector import ID as COUNTING
 from srl.envs.counting_vector import CountingVectorEnv
 from srl.envs.native import NativeVectorEnv
 
-needs_envpool = pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool not installed")
 
 
 def rollout(venv, steps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -91,7 +90,6 @@ def test_auto_keeps_the_loop_for_other_envs_and_kwargs():
     assert isinstance(make_vector_env("CartPole-v1", {}, 2, backend="loop"), GymVectorEnv)
 
 
-@needs_envpool
 def test_envpool_cartpole_resets_on_the_same_step():
     venv = make_vector_env("CartPole-v1", {}, num_envs=8, backend="envpool")
     obs, reward, term, trunc = rollout(venv, 150, seed=3)
@@ -132,7 +130,6 @@ def test_dataflow_with_the_vector_backend_delivers_every_transition_once(launche
     assert summary["error"] is None and summary["episode_return_mean"] == pytest.approx(EPISODE_LENGTH)
 
 
-@needs_envpool
 def test_envpool_atari_matches_srl_atari_spaces():
     venv = make_vector_env("ALE/Pong-v5", {}, num_envs=2, backend="envpool")
     try:
@@ -156,7 +153,6 @@ def test_one_env_of_an_envpool_run_leaves_envpools_thread_knobs_out():
     run_kwargs = {"frame_stack": 4, "repeat_action_probability": 0.0, "num_threads": 2, "thread_affinity_offset": 0}
     assert single_env_kwargs(run_kwargs, "envpool") == {"frame_stack": 4, "repeat_action_probability": 0.0}
     assert single_env_kwargs(run_kwargs, "loop") == run_kwargs
-    if importlib.util.find_spec("ale_py") and importlib.util.find_spec("cv2"):
-        venv = make_vector_env("ALE/Pong-v5", single_env_kwargs(run_kwargs, "envpool"), num_envs=1)
-        assert venv.observation_space.shape == (4, 84, 84)
-        venv.close()
+    venv = make_vector_env("ALE/Pong-v5", single_env_kwargs(run_kwargs, "envpool"), num_envs=1)
+    assert venv.observation_space.shape == (4, 84, 84)
+    venv.close()

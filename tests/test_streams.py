@@ -89,6 +89,15 @@ def world(request):
     w.close()
 
 
+@pytest.fixture(params=[kind for kind in KINDS if kind != "tcp"])
+def sharing_world(request):
+    """The backends whose endpoints share memory (tcp endpoints own theirs: slot contents travel in
+    messages, tested with `world`)."""
+    w = World(request.param)
+    yield w
+    w.close()
+
+
 def gather(fetch, n: int) -> list:
     """Call `fetch()` (returns a list) until `n` items came or the deadline passed."""
     out: list = []
@@ -187,10 +196,10 @@ def test_publisher_reaches_every_subscriber(world):
         assert finals == [((1, 9), [b"payload"])]
 
 
-def test_arrays_are_shared_between_endpoints(world):
+def test_arrays_are_shared_between_endpoints(sharing_world):
     """Writes through one endpoint's views are seen by another's (shared memory for local)."""
-    if not world().shares_memory:
-        pytest.skip("tcp endpoints own their memory: slot contents travel in messages (tested below)")
+    world = sharing_world
+    assert world().shares_memory
     specs = {"x": ((4, 3), np.float32), "n": ((5,), np.int64), "b": ((2,), np.bool_)}
     layout = Layout({name: ArraySpec(*spec) for name, spec in specs.items()})
     world.declare("blk", layout)

@@ -14,7 +14,7 @@ from srl.data import columns as C
 from srl.envs import make_vector_env
 from srl.launch.run import run_experiment
 
-pytest.importorskip("pettingzoo")
+import pettingzoo  # noqa: E402,F401  (srl[test] holds it)
 
 
 def _stream(batches: list[dict[str, np.ndarray]], column: str) -> np.ndarray:

@@ -96,8 +96,6 @@ def assert_same_outputs(policy, frames):
 
 
 def test_atari_frames_stay_uint8_end_to_end_in_the_graph():
-    pytest.importorskip("ale_py")
-    pytest.importorskip("cv2")
     venv = make_vector_env("ALE/Pong-v5", {}, num_envs=1)
     try:
         assert venv.observation_space.dtype == np.uint8 and venv.reset(0).dtype == np.uint8
