@@ -111,3 +111,15 @@ def test_srl_eval_video_cli(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.strip())["video"] == str(video) and video.stat().st_size > 0
     assert main(["eval", str(run_dir), "--video", str(tmp_path / "v.gif")]) == 2
     assert ".mp4" in capsys.readouterr().err
+
+
+def test_a_runs_install_hint_prints_verbatim(run_dir, monkeypatch, capsys):
+    """The note printed when the curve cannot be drawn keeps its `srl[plot]`: rich would read the
+    brackets as a style tag and print `pip install 'srl'`."""
+    from srl.launch.run import run_experiment
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    overrides = ["launcher=inline", "target_return=null", "total_env_steps=1000", "display=off", f"run_dir={run_dir}"]
+    assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
+    err = capsys.readouterr().err
+    assert "pip install 'srl[plot]'" in err

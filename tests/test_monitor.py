@@ -208,3 +208,39 @@ def test_format_duration():
     assert format_duration(65.9) == "1:05"
     assert format_duration(3725) == "1:02:05"
     assert format_duration(-1) == "0:00"
+
+
+# ---------------------------------------------------------------- text goes out verbatim
+# rich parses "[...]" in a str as markup: an install hint `pip install 'srl[plot]'` would print as
+# `pip install 'srl'`. Every place that shows names, values or notes must print them as plain text.
+
+def test_live_display_shows_brackets_verbatim():
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    with LiveDisplay("exp[plot]", enabled=True, console=console) as display:
+        display.update({"env_steps": 10, "episode_return_mean": "n/a [bold]x[/bold]"})
+    out = buf.getvalue()
+    assert "exp[plot]" in out
+    assert "[bold]x[/bold]" in out
+
+
+def test_print_summary_shows_brackets_verbatim():
+    buf = io.StringIO()
+    print_summary({"error": "pip install 'srl[plot]'", "nested": {"k[0]": 1}}, console=Console(file=buf, width=120),
+                  title="run [x]")
+    out = buf.getvalue()
+    assert "pip install 'srl[plot]'" in out
+    assert "nested/k[0]" in out
+    assert "run [x]" in out
+
+
+def test_leaderboard_table_shows_brackets_verbatim():
+    from srl import leaderboard
+
+    table = {"population": 2, "replacements": [], "members": [],
+             "entries": [{"member": 0, "env_steps": 100, "eval_return": 1.5, "hparams": {"lr": 1e-3},
+                          "checkpoint": "/tmp/lb/m0[a].pt", "time_s": 1.0, "lineage": "m0[red]"}]}
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(leaderboard.render(table))
+    out = buf.getvalue()
+    assert "m0[red]" in out and "m0[a].pt" in out
