@@ -244,3 +244,25 @@ def test_leaderboard_table_shows_brackets_verbatim():
     Console(file=buf, width=200).print(leaderboard.render(table))
     out = buf.getvalue()
     assert "m0[red]" in out and "m0[a].pt" in out
+
+
+# ---------------------------------------------------------------- the run's rate at exit
+
+def test_a_runs_final_rate_is_over_the_whole_run(tmp_path, capsys):
+    """summary.json's env_steps_per_s counts every env step over the run's whole time, so it lies
+    between the steps over the wall time (longer) and over the span of the metrics rows (shorter);
+    the last row's own rate is over the fraction of a second since the row before."""
+    from srl.config import build_config
+    from srl.launch.run import run_experiment
+
+    config = build_config({"experiment": "rate", "env": "CartPole-v1", "policy": "random", "algorithm": "none",
+                           "launcher": "inline", "total_env_steps": 30_000, "run_dir": str(tmp_path),
+                           "display": "off", "log_interval_s": 0.2})
+    assert run_experiment(config) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps, rate = summary["env_steps"], summary["env_steps_per_s"]
+    assert len(rows) >= 2 and steps >= 30_000
+    # 1% for the rounding of the times and the rate
+    assert 0.99 * steps / summary["wall_time_s"] <= rate <= 1.01 * steps / (rows[-1]["time_s"] - rows[0]["time_s"])
+    assert f"env_steps/s={rate}" in capsys.readouterr().err

@@ -30,7 +30,7 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launcher={config.launcher} "
-                  f"run_dir={escape(str(outputs.run_dir))}")
+                  f"run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
     if config.pod and config.ensemble.population > 1:  # a tournament of pods, on either launcher
         from srl.launch.ensemble import run_ensemble as launch
     elif config.launcher == "inline":
@@ -56,8 +56,8 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     if error:
         console.print(f"[bold red]run failed[/]: {escape(error)}", soft_wrap=True)
     console.print(
-        f"stopped: {reason}; env_steps={summary['env_steps']} "
+        f"stopped: {reason}; env_steps={summary['env_steps']} env_steps/s={summary['env_steps_per_s']} "
         f"return(last 100)={summary['episode_return_mean']} wall={summary['wall_time_s']} s",
-        markup=False,
+        markup=False, soft_wrap=True,
     )
     return code
