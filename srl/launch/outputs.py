@@ -68,7 +68,8 @@ class RunOutputs:
             "stop_reason": reason,
             "error": error,
             "env_steps": monitor.env_steps,
-            # this launch's env steps over the seconds from its workers' launch to their end (RunMonitor.run_rate)
+            # this launch's env steps over the seconds from its workers' launch to their end
+            # (RunMonitor.run_rate)
             "env_steps_per_s": run_rate,
             "started_unix_s": self.started_s,  # what time_s counts from (the command's first line)
             "wall_time_s": round(time.time() - self.started_s, 3),
