@@ -16,7 +16,9 @@ from srl import checkpoint
 from srl.config import ConfigError, build_config, load_saved_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.graph import build_graph, make_policy
-from srl.monitor.video import FrameRecorder, check_video_path, rendering_env
+from srl.monitor.video import (
+    FrameRecorder, check_renders_rgb_array, check_video_path, no_frames, rendering_env,
+)
 
 
 def evaluate_run(
@@ -39,9 +41,12 @@ def evaluate_run(
     if video is not None:
         if not is_gymnasium_env(config.env):
             raise ConfigError(f"--video: env {config.env!r} is not a Gymnasium env (only those render rgb_array)")
+        check_renders_rgb_array(config.env, kwargs)
         kwargs = {**kwargs, "render_mode": "rgb_array"}
-    env = make_vector_env(config.env, kwargs, num_envs=1, env_index_offset=0)
-    recorder = FrameRecorder(Path(video), rendering_env(env, config.env)) if video is not None else None
+    env = _make_env(config.env, kwargs)
+    recorder = None
+    if video is not None:
+        recorder = FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
     try:
         returns = _play(env, policy, episodes, seed, deterministic, recorder)
     finally:
@@ -59,6 +64,15 @@ def evaluate_run(
     if recorder is not None:
         result.update(video=str(video), video_frames=recorder.frames)
     return result
+
+
+def _make_env(name: str, kwargs: dict[str, Any]):
+    try:
+        return make_vector_env(name, kwargs, num_envs=1, env_index_offset=0)
+    except TypeError as e:  # an env class without metadata that does not take render_mode
+        if "render_mode" not in kwargs or "render_mode" not in str(e):
+            raise
+        raise no_frames(name, "its constructor takes no render_mode") from None
 
 
 def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: FrameRecorder | None) -> list[float]:

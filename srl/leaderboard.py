@@ -71,14 +71,18 @@ def export_best(run_dir: Path, table: dict[str, Any]) -> None:
 def render(table: dict[str, Any]) -> Any:
     """A rich Table of the entries, best first, with the replacements counted in the caption."""
     from rich.table import Table
+    from rich.text import Text
 
+    # every cell a Text: a str cell is parsed as rich markup, and a "[...]" in a lineage, a path or a
+    # hyperparameter name would vanish
     names = sorted({k for e in table["entries"] for k in e["hparams"]})
     out = Table(title=f"leaderboard: population {table['population']}",
                 caption=f"{len(table['replacements'])} replacement(s)")
     for column in ("rank", "member", "env steps", "eval return", *names, "lineage", "checkpoint"):
-        out.add_column(column, justify="right" if column not in ("lineage", "checkpoint") else "left")
+        out.add_column(Text(column), justify="right" if column not in ("lineage", "checkpoint") else "left")
     for rank, e in enumerate(table["entries"], 1):
-        out.add_row(str(rank), f"m{e['member']}", str(e["env_steps"]), f"{e['eval_return']:.2f}",
-                    *[f"{e['hparams'][n]:.3g}" if n in e["hparams"] else "" for n in names],
-                    e["lineage"], Path(e["checkpoint"]).name)
+        cells = [str(rank), f"m{e['member']}", str(e["env_steps"]), f"{e['eval_return']:.2f}",
+                 *[f"{e['hparams'][n]:.3g}" if n in e["hparams"] else "" for n in names],
+                 str(e["lineage"]), Path(e["checkpoint"]).name]
+        out.add_row(*[Text(c) for c in cells])
     return out

@@ -1,6 +1,7 @@
 """Evaluation outputs: the learning-curve PNG of a run and `srl eval --video` MP4s."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -111,3 +112,37 @@ def test_srl_eval_video_cli(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.strip())["video"] == str(video) and video.stat().st_size > 0
     assert main(["eval", str(run_dir), "--video", str(tmp_path / "v.gif")]) == 2
     assert ".mp4" in capsys.readouterr().err
+
+
+def test_a_runs_install_hint_prints_verbatim(run_dir, monkeypatch, capsys):
+    """The note printed when the curve cannot be drawn keeps its `srl[plot]`: rich would read the
+    brackets as a style tag and print `pip install 'srl'`."""
+    from srl.launch.run import run_experiment
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    overrides = ["launcher=inline", "target_return=null", "total_env_steps=1000", "display=off",
+                 f"run_dir={run_dir}"]
+    assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
+    err = capsys.readouterr().err
+    assert "pip install 'srl[plot]'" in err
+
+
+@pytest.mark.parametrize("env_id, why", [
+    ("srl-test/NoRenderMode-v0", r"render_modes'\] is \[\]"),
+    ("srl-test/TakesRenderMode-v0", r"render_modes'\] is \[\]"),
+    ("render_envs:srl-test/NoRenderMode-v0", r"render_modes'\] is \[\]"),
+    ("srl-test/Factory-v0", "takes no render_mode"),
+    ("srl-test/DrawsNothing-v0", r"render\(\) returned None"),
+])
+def test_srl_eval_video_of_an_env_that_does_not_render_is_one_line(tmp_path, capsys, env_id, why):
+    """A Gymnasium env without rgb_array rendering: `srl eval --video` says so in one line (exit 2),
+    naming the env and what to do, instead of a traceback from inside Gymnasium."""
+    pytest.importorskip("imageio_ffmpeg")  # the env check comes after the extra's
+    overrides = [f"env={env_id}", "modules=render_envs", "env_backend=loop"]
+    run_dir = saved_run(tmp_path / "run", overrides=overrides)
+    assert main(["eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "v.mp4")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"srl: --video: env '{env_id}' cannot render rgb_array frames (")
+    assert re.search(why, err) and "without --video" in err
+    assert not (tmp_path / "v.mp4").exists()

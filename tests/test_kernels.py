@@ -420,6 +420,20 @@ def test_monitor_metrics(clock):
     assert m.busy_s == {"trainer:0": pytest.approx(0.2)}
 
 
+def test_monitor_run_rate_is_over_the_whole_launch(clock):
+    """The summary's rate: this launch's env steps (not a resumed run's earlier ones) over the time
+    since the monitor was made, however close the last metrics() was."""
+    m = RunMonitor(build_config({"experiment": "m", "total_env_steps": 10**6}), start_env_steps=5000)
+    m.on_report(Role.ACTOR, 0, actor(300))
+    clock.now += 2
+    m.metrics()
+    m.on_report(Role.ACTOR, 0, actor(700))
+    clock.now += 0.5
+    assert m.metrics()["env_steps_per_s"] == 1400.0  # the last half second only
+    assert m.run_rate() == 400.0  # 1000 steps in 2.5 s
+    assert RunMonitor(build_config({"experiment": "m"})).run_rate() is None  # no time has passed
+
+
 def test_monitor_silent_workers_after_the_heartbeat_timeout(clock):
     """A worker is silent once its last report (or the start, if none) is older than the timeout."""
     m = monitor(heartbeat_timeout_s=30)

@@ -208,3 +208,62 @@ def test_format_duration():
     assert format_duration(65.9) == "1:05"
     assert format_duration(3725) == "1:02:05"
     assert format_duration(-1) == "0:00"
+
+
+# ---------------------------------------------------------------- text goes out verbatim
+# rich parses "[...]" in a str as markup: an install hint `pip install 'srl[plot]'` would print as
+# `pip install 'srl'`. Every place that shows names, values or notes must print them as plain text.
+
+def test_live_display_shows_brackets_verbatim():
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    with LiveDisplay("exp[plot]", enabled=True, console=console) as display:
+        display.update({"env_steps": 10, "episode_return_mean": "n/a [bold]x[/bold]"})
+    out = buf.getvalue()
+    assert "exp[plot]" in out
+    assert "[bold]x[/bold]" in out
+
+
+def test_print_summary_shows_brackets_verbatim():
+    buf = io.StringIO()
+    summary = {"error": "pip install 'srl[plot]'", "nested": {"k[0]": 1}}
+    print_summary(summary, console=Console(file=buf, width=120), title="run [x]")
+    out = buf.getvalue()
+    assert "pip install 'srl[plot]'" in out
+    assert "nested/k[0]" in out
+    assert "run [x]" in out
+
+
+def test_leaderboard_table_shows_brackets_verbatim():
+    from srl import leaderboard
+
+    table = {"population": 2, "replacements": [], "members": [],
+             "entries": [{"member": 0, "env_steps": 100, "eval_return": 1.5, "hparams": {"lr": 1e-3},
+                          "checkpoint": "/tmp/lb/m0[a].pt", "time_s": 1.0, "lineage": "m0[red]"}]}
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(leaderboard.render(table))
+    out = buf.getvalue()
+    assert "m0[red]" in out and "m0[a].pt" in out
+
+
+# ---------------------------------------------------------------- the run's rate at exit
+
+def test_a_runs_final_rate_is_over_the_whole_run(tmp_path, capsys):
+    """summary.json's env_steps_per_s counts every env step over the run's whole time, so it lies
+    between the steps over the wall time (longer) and over the span of the metrics rows (shorter);
+    the last row's own rate is over the fraction of a second since the row before."""
+    from srl.config import build_config
+    from srl.launch.run import run_experiment
+
+    config = build_config({"experiment": "rate", "env": "CartPole-v1", "policy": "random", "algorithm": "none",
+                           "launcher": "inline", "total_env_steps": 30_000, "run_dir": str(tmp_path),
+                           "display": "off", "log_interval_s": 0.2})
+    assert run_experiment(config) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps, rate = summary["env_steps"], summary["env_steps_per_s"]
+    assert len(rows) >= 2 and steps >= 30_000
+    span_s = rows[-1]["time_s"] - rows[0]["time_s"]
+    # 1% for the rounding of the times and the rate
+    assert 0.99 * steps / summary["wall_time_s"] <= rate <= 1.01 * steps / span_s
+    assert f"env_steps/s={rate}" in capsys.readouterr().err

@@ -23,6 +23,7 @@ class RunMonitor:
         self.started_s = time.monotonic()
         self.launched_s = time.time() if launched_s is None else launched_s  # the command's start
         self.env_steps = start_env_steps
+        self.start_env_steps = start_env_steps  # a resumed run's earlier steps: not this launch's rate
         self.episodes = ReturnWindow(100)
         self.trainer: dict[str, Any] = {}
         self.updates = 0
@@ -81,6 +82,15 @@ class RunMonitor:
             **losses,
             **self._eval_metrics(),
         }
+
+    def run_rate(self) -> float | None:
+        """Env steps per second over the whole launch: the env steps reported since this monitor was
+        made (a resumed run's earlier ones left out) over the seconds since. The monitor is made just
+        before the launcher starts any worker, and RunOutputs.finish asks after every worker's final
+        report: so the interval is from the workers' launch to their end, their startup included
+        (`metrics()`'s rate is over the time since the previous report, a fraction of a second at exit)."""
+        seconds = time.monotonic() - self.started_s
+        return round((self.env_steps - self.start_env_steps) / seconds, 1) if seconds > 0 else None
 
     def _eval_metrics(self) -> dict[str, Any]:
         if not self.config.eval_episodes:

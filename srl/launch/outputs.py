@@ -55,7 +55,12 @@ class RunOutputs:
 
     def finish(self, monitor: RunMonitor, reason: str, error: str | None) -> dict[str, Any]:
         if self.recorder is not None:
-            self.tick(monitor, force=True)
+            self.tick(monitor, force=True)  # metrics.jsonl's last row: its rate is since the row before
+        run_rate = monitor.run_rate()  # after every worker's final report (see run_rate)
+        if self.recorder is not None:
+            # the table left on screen shows the rate over the whole run, not over the last tick
+            self.display.update({**monitor.metrics(), "env_steps_per_s": run_rate,
+                                 "time_s": time.time() - self.started_s})
             self.display.__exit__(None, None, None)
             self.recorder.close()
         summary = {
@@ -63,6 +68,9 @@ class RunOutputs:
             "stop_reason": reason,
             "error": error,
             "env_steps": monitor.env_steps,
+            # this launch's env steps over the seconds from its workers' launch to their end
+            # (RunMonitor.run_rate)
+            "env_steps_per_s": run_rate,
             "started_unix_s": self.started_s,  # what time_s counts from (the command's first line)
             "wall_time_s": round(time.time() - self.started_s, 3),
             "time_to_target_s": monitor.target_reached_s,

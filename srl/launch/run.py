@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
+from rich.markup import escape
 
 from srl import checkpoint
 from srl.config import ExperimentConfig
@@ -26,7 +27,10 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
     outputs = RunOutputs(config, started_s)
     monitor = RunMonitor(config, resumed["env_steps"] if resumed else 0, launched_s=started_s)
-    console.print(f"[bold]srl[/] {config.experiment}: launcher={config.launcher} run_dir={outputs.run_dir}")
+    # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
+    # escaped: rich would take any "[...]" in it for a style tag and drop it
+    console.print(f"[bold]srl[/] {escape(config.experiment)}: launcher={config.launcher} "
+                  f"run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
     if config.pod and config.ensemble.population > 1:  # a tournament of pods, on either launcher
         from srl.launch.ensemble import run_ensemble as launch
     elif config.launcher == "inline":
@@ -48,11 +52,12 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
         console.print(monitor.time_breakdown.format(), highlight=False, markup=False, soft_wrap=True)
     note = outputs.write_learning_curve()
     if note:
-        console.print(note)
+        console.print(note, markup=False, highlight=False, soft_wrap=True)  # one line: copyable
     if error:
-        console.print(f"[bold red]run failed[/]: {error}")
+        console.print(f"[bold red]run failed[/]: {escape(error)}", soft_wrap=True)
     console.print(
-        f"stopped: {reason}; env_steps={summary['env_steps']} "
-        f"return(last 100)={summary['episode_return_mean']} wall={summary['wall_time_s']} s"
+        f"stopped: {reason}; env_steps={summary['env_steps']} env_steps/s={summary['env_steps_per_s']} "
+        f"return(last 100)={summary['episode_return_mean']} wall={summary['wall_time_s']} s",
+        markup=False, soft_wrap=True,
     )
     return code

@@ -34,6 +34,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 REFRESH_PER_S = 2
 
@@ -148,7 +149,10 @@ class LiveDisplay:
             self._live.update(self._render())
 
     def _render(self) -> Table:
-        table = Table(title=f"srl · {self.experiment}", show_header=False, title_justify="left", expand=False)
+        # Text, not str, everywhere: a str cell is parsed as rich markup, and a "[...]" in an experiment
+        # name or a value would vanish from the screen
+        title = Text(f"srl · {self.experiment}")
+        table = Table(title=title, show_header=False, title_justify="left", expand=False)
         table.add_column("metric", style="bold cyan", no_wrap=True)
         table.add_column("value", justify="right", no_wrap=True)
         for label, names, kind in _ROWS:
@@ -157,14 +161,14 @@ class LiveDisplay:
                 value = self._rate
             if value is None and kind == "duration":
                 value = time.monotonic() - self._start
-            table.add_row(label, _format(value, kind))
+            table.add_row(label, Text(_format(value, kind)))
         return table
 
 
 def print_summary(summary: Mapping[str, Any], console: Console | None = None, title: str = "summary") -> None:
     """Print a run's final summary as a two-column table (nested dicts are flattened with '/')."""
     console = console if console is not None else Console()
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(title=Text(title), show_header=False, title_justify="left")
     table.add_column("key", style="bold cyan", no_wrap=True)
     table.add_column("value", justify="right")
 
@@ -187,5 +191,5 @@ def print_summary(summary: Mapping[str, Any], console: Console | None = None, ti
             text = _format(value, "float")
         else:
             text = str(value)
-        table.add_row(name, text)
+        table.add_row(Text(name), Text(text))  # plain text: an error's "[...]" is not markup
     console.print(table)

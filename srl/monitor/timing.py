@@ -20,10 +20,11 @@ from typing import Any
 ENV_STEP = "env_step"  # stepping environments
 INFERENCE = "inference"  # policy forward passes (and action sampling)
 TRAINING = "training"  # the algorithm's update
+REPLAY = "replay"  # the buffer's replay memory: storing transitions, sampling batches, priorities
 SEND_RECV = "send_recv"  # streams: requests, replies, segments, parameters, batch copies
 WAITING = "waiting"  # idle: blocked on sockets with nothing to do (inline launcher: other kernels' turns)
 OTHER = "other"  # everything else: recording rows, episode bookkeeping, reports, checkpoints
-CATEGORIES = (ENV_STEP, INFERENCE, TRAINING, SEND_RECV, WAITING, OTHER)
+CATEGORIES = (ENV_STEP, INFERENCE, TRAINING, REPLAY, SEND_RECV, WAITING, OTHER)
 REPORT_KEY = "time_breakdown"  # the report field that carries `take()`
 FILE_NAME = "time_breakdown.json"
 

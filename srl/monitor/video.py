@@ -6,7 +6,9 @@ ffmpeg binary) and the env's own renderer (pygame for Gymnasium's classic-contro
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,42 @@ def check_video_path(path: Path) -> None:
         raise ConfigError("--video needs imageio and imageio-ffmpeg: pip install 'srl[video]'") from None
 
 
+RGB_ARRAY = "rgb_array"
+
+
+def no_frames(env_name: str, why: str) -> ConfigError:
+    """The one-line error for an env that cannot give --video its frames: what is missing, what to do."""
+    return ConfigError(
+        f"--video: env {env_name!r} cannot render {RGB_ARRAY} frames ({why}); run srl eval without --video, "
+        f"or give the env class metadata['render_modes'] with {RGB_ARRAY!r}, a render_mode argument, and a "
+        "render() that returns an H x W x 3 array"
+    )
+
+
+def check_renders_rgb_array(env_name: str, env_kwargs: Mapping[str, Any]) -> None:
+    """ConfigError, before the env is made, when the Gymnasium env class does not list rgb_array in
+    its metadata['render_modes'] (made with render_mode='rgb_array' it would fail with a traceback:
+    an unexpected keyword argument, or Gymnasium's env checker's assertion)."""
+    gym_id = str(env_kwargs.get("id", "")) if env_name == "gymnasium" else env_name
+    module, _, name = gym_id.rpartition(":")  # "module:EnvId": the module registers EnvId
+    try:
+        if module:
+            importlib.import_module(module)
+        spec = gym.spec(name)
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = gym.envs.registration.load_env_creator(creator)
+    except (gym.error.Error, ImportError, AttributeError):
+        return  # making the env reports what is wrong with its id
+    modes = (getattr(creator, "metadata", None) or {}).get("render_modes")
+    if modes is not None and RGB_ARRAY not in modes:
+        raise no_frames(env_name, f"its metadata['render_modes'] is {list(modes)}")
+
+
 class FrameRecorder:
     """Appends the env's current rgb_array frame to an MP4 at each `capture()`."""
 
-    def __init__(self, path: Path, env: gym.Env) -> None:
+    def __init__(self, path: Path, env: gym.Env, env_name: str | None = None) -> None:
         check_video_path(path)
         import imageio.v2 as imageio
 
@@ -40,6 +74,8 @@ class FrameRecorder:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
         self.env = env
+        self.path = path
+        self.env_name = env_name or (env.spec.id if env.spec else type(env).__name__)  # for errors
         self.frames = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         fps = env.metadata.get("render_fps") or 30
@@ -51,11 +87,15 @@ class FrameRecorder:
             frame = self.env.render()
         except gym.error.DependencyNotInstalled as e:  # classic-control envs draw with pygame
             raise ConfigError(f"--video: the env cannot render: {e}") from None
+        if frame is None:  # render_mode accepted, but render() draws nothing
+            raise no_frames(self.env_name, "render() returned None")
         self.writer.append_data(even_frame(frame))
         self.frames += 1
 
     def close(self) -> None:
         self.writer.close()
+        if self.frames == 0:  # the env failed to draw its first frame: no empty video left behind
+            self.path.unlink(missing_ok=True)
 
 
 def rendering_env(venv: Any, env_name: str) -> gym.Env:
@@ -63,11 +103,9 @@ def rendering_env(venv: Any, env_name: str) -> gym.Env:
     envs = getattr(venv, "envs", None) or []
     env = envs[0] if envs else None
     env = getattr(env, "env", env)  # a GymEnvironment wraps its gym.Env as .env
-    if not isinstance(env, gym.Env) or env.render_mode != "rgb_array":
-        raise ConfigError(
-            f"--video: env {env_name!r} does not render rgb_array frames (only Gymnasium envs made with "
-            "render_mode='rgb_array' do)"
-        )
+    if not isinstance(env, gym.Env) or env.render_mode != RGB_ARRAY:
+        raise no_frames(env_name, f"made with render_mode={RGB_ARRAY!r}, its render_mode is "
+                                  f"{getattr(env, 'render_mode', None)!r}")
     return env
 
 

@@ -29,6 +29,7 @@ from srl import checkpoint
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, segment_transitions
 from srl.data.replay_state import memory_state, restore_memory
+from srl.monitor.timing import OTHER, REPLAY, SEND_RECV, TimeBreakdown
 from srl.streams.batches import BatchServer
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
@@ -62,6 +63,7 @@ class BufferKernel:
         self.pending: deque[SegmentRef] = deque()  # received, not yet stored
         self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
         self._last_checkpoint_s = time.monotonic()
+        self.clock = TimeBreakdown()  # replay memory work vs. stream hand-off; the shell adds waiting
         self._reset_stats()
         saved = checkpoint.load_replay(run_dir) if resume and run_dir is not None else None
         if saved is not None:
@@ -79,17 +81,21 @@ class BufferKernel:
 
     def poll(self) -> bool:
         started = time.perf_counter()
+        self.clock.switch(SEND_RECV)  # stream hand-off; replay memory work switches to REPLAY inside
         did = self._store() | self._take_priorities()
         while self._may_serve():
             slot = self.batches.acquire()
             if slot is None:
                 break
             batch = self.batches.slots[slot]
+            self.clock.switch(REPLAY)
             self.memory.sample(batch)
+            self.clock.switch(SEND_RECV)
             self.sampled += len(batch[C.INDEX])
             self.batches.send(slot, self.memory.inserted * self.steps_per_item // self.num_agents)
             self.batches_sent += 1
             did = True
+        self.clock.switch(OTHER)
         if did:
             self.busy_s += time.perf_counter() - started
         if self.run_dir is not None and time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
@@ -122,7 +128,9 @@ class BufferKernel:
             if self.replay_ratio is not None and self.memory.inserted >= self.warmup and self._deficit() > 0:
                 break  # the trainer is behind: the actors' segments wait (back-pressure)
             ref = self.pending.popleft()
+            self.clock.switch(REPLAY)  # n-step transitions (or sequences) into the memory
             self.memory.add(self.items(self.samples.segment(ref)))
+            self.clock.switch(SEND_RECV)
             self.samples.release(ref)
             stored += 1
         self.segments += stored
@@ -132,7 +140,9 @@ class BufferKernel:
         slots = self.batches.released()
         for slot in slots:
             batch = self.batches.slots[slot]
+            self.clock.switch(REPLAY)
             self.priority_updates += self.memory.update_priorities(batch[C.INDEX], batch[C.STAMP], batch[C.PRIORITY])
+            self.clock.switch(SEND_RECV)
         return bool(slots)
 
     def _may_serve(self) -> bool:

@@ -17,6 +17,7 @@ import torch
 from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
+from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.batches import BatchClient
 from srl.streams.params import ParamPublisher
 from srl.streams.transport import Receiver
@@ -39,6 +40,9 @@ class ReplayTrainerKernel(Learner):
         self.batches, self.params = batches, params
         self.tensors = [{n: torch.from_numpy(a) for n, a in slot.items()} for slot in batches.slots]
         self.max_updates = max_updates
+        # labels the update, batch hand-off and publishing; the shell adds the time spent waiting
+        # for a batch (without it every update showed as "other")
+        self.clock = TimeBreakdown()
 
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
@@ -52,20 +56,25 @@ class ReplayTrainerKernel(Learner):
         self.params.publish(self.version, self.policy)
 
     def poll(self) -> bool:
+        self.clock.switch(SEND_RECV)  # taking and releasing batch slots
         ready = self.batches.poll(limit=1)
         for slot, env_steps in ready:
             if self.max_updates is None or self.version < self.max_updates:
                 self._update(slot, env_steps)
             self.batches.release(slot)
+        self.clock.switch(OTHER)
         self._checkpoint_if_due()
         return bool(ready)
 
     def _update(self, slot: int, env_steps: int) -> None:
         started = time.perf_counter()
         self.env_steps = max(self.env_steps, env_steps)
+        previous = self.clock.switch(TRAINING)
         self.stats = self.algorithm.step(self.tensors[slot], self.env_steps)
+        self.clock.switch(SEND_RECV)
         self.version += 1
         self.params.publish(self.version, self.policy)
+        self.clock.switch(previous)
         self.updates += 1
         self.train_time_s += time.perf_counter() - started
 
