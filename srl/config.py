@@ -127,7 +127,8 @@ class ExperimentConfig(BaseModel):
         "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
     modules: list[str] = Field(
-        default_factory=list, description="Python modules to import first (they register envs, algorithms...)."
+        default_factory=list, description="Python modules to import first (they register envs, algorithms...), "
+        "in the controller and every worker; looked for on the Python path, then in the current directory; a,b = two."
     )
 
     env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
