@@ -49,9 +49,24 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     import srl.builtins  # noqa: F401
     from srl.api import registry
+    from srl.config import ConfigError, ExperimentConfig, import_modules, parse_overrides
 
-    for table in (registry.experiments, registry.algorithms, registry.policies, registry.envs):
-        print(f"{table.kind}s: {', '.join(table.names())}")
+    given = parse_overrides(args.overrides)
+    if set(given) - {"modules"}:
+        raise ConfigError(f"'list' takes only modules=... (got {' '.join(args.overrides)})")
+    import_modules(given.get("modules") or [])
+    rows = [("experiment", "env", "algorithm")]
+    defaults = ExperimentConfig.model_fields
+    for name in registry.experiments.names():
+        values = registry.experiments.get(name)()
+        rows.append((name, *(str(values.get(k, defaults[k].default)) for k in ("env", "algorithm"))))
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for row in rows:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")
+    print()
+    tables = {"algorithms": registry.algorithms, "policies": registry.policies, "environments": registry.envs}
+    for plural, table in tables.items():
+        print(f"{plural}: {', '.join(table.names())}")
     return 0
 
 
@@ -116,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--json", action="store_true", help="print leaderboard.json instead of a table")
     board.set_defaults(fn=_cmd_leaderboard)
     sub.add_parser("config-doc", help="print the config reference (docs/config.md)").set_defaults(fn=_cmd_config_doc)
-    sub.add_parser("list", help="list registered experiments, algorithms, policies, envs").set_defaults(fn=_cmd_list)
+    ls = sub.add_parser("list", help="list experiments (with env, algorithm), algorithms, policies, envs")
+    ls.add_argument("overrides", nargs="*", metavar="modules=...", help="modules=my_rl (or a,b): import your own modules first")
+    ls.set_defaults(fn=_cmd_list)
     return parser
 
 

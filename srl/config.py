@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import ipaddress
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -125,7 +127,8 @@ class ExperimentConfig(BaseModel):
         "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
     modules: list[str] = Field(
-        default_factory=list, description="Python modules to import first (they register envs, algorithms...)."
+        default_factory=list, description="Python modules to import first (they register envs, algorithms...), "
+        "in the controller and every worker; looked for on the Python path, then in the current directory; a,b = two."
     )
 
     env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
@@ -371,11 +374,35 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 
 def import_modules(names: list[str] | str) -> None:
-    """Import user modules that register their envs, policies, algorithms, experiments."""
-    for name in [names] if isinstance(names, str) else names:
-        for part in str(name).split(","):
-            if part.strip():
-                importlib.import_module(part.strip())
+    """Import user modules that register their envs, policies, algorithms, experiments.
+
+    A module is looked for on sys.path, then in the current directory: `python -m srl.cli` has the
+    current directory on sys.path, but the `srl` console script has its own bin directory there
+    instead. The current directory goes last so that a stray file there cannot shadow a package."""
+    parts = [p.strip() for n in ([names] if isinstance(names, str) else names) for p in str(n).split(",")]
+    for name in filter(None, parts):
+        _with_cwd_on_path()
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (name == e.name or name.startswith(e.name + ".")):
+                raise  # the module is there, and something it imports is not: its traceback says where
+            raise ConfigError(f"field 'modules': {_not_found(name, e.name)}") from None
+
+
+def _with_cwd_on_path() -> None:
+    cwd = os.getcwd()
+    if all(os.path.abspath(p or ".") != cwd for p in sys.path):
+        sys.path.append(cwd)
+
+
+def _not_found(name: str, missing: str) -> str:
+    of = "" if missing == name else f" (needed by {name!r})"
+    if "." in missing:  # the package is there, its submodule is not
+        looked = getattr(importlib.import_module(missing.rpartition(".")[0]), "__path__", [])
+    else:
+        looked = [p for p in sys.path if p and os.path.isdir(p)]  # the current directory is last
+    return f"no module named {missing!r}{of}; looked in {', '.join(looked)}"
 
 
 def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:

@@ -1,6 +1,7 @@
 """launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, workers pinned
-to two nodes of a Ray test cluster by custom resources, tcp streams between the nodes, and a pod
-ensemble whose members are Ray actors. Skipped when Ray is not installed.
+to two nodes of a Ray test cluster by custom resources, tcp streams between the nodes, a pod
+ensemble whose members are Ray actors, and a user's own module (modules=) reaching the workers of
+a local instance and of a cluster. Skipped when Ray is not installed.
 
 Each run is its own `srl run` process: a Ray driver leaves threads behind after ray.shutdown(),
 and they must not live on in the test process."""
@@ -11,10 +12,13 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+from test_custom_docs import doc_module_code, srl_env, srl_script
 from test_faults import kill_now
 from test_shutdown import spawn, srl_command
 
@@ -108,6 +112,48 @@ def test_workers_pinned_to_two_nodes_by_custom_resources_reach_475(run_dir, two_
     placement = json.loads((run_dir / "placement.json").read_text())
     node = {name: where["node_id"] for name, where in placement.items()}
     assert node["actor:0"] == node["policy:0"] != node["trainer:0"] == node["params:0"], node
+
+
+def test_the_srl_script_run_where_a_users_module_is_gives_it_to_local_ray_workers(tmp_path, run_dir):
+    """docs/custom.md's command with launcher=ray, by the console script (no current directory on
+    its sys.path) in a directory holding only my_rl.py: the controller and the workers import it."""
+    (tmp_path / "my_rl.py").write_text(doc_module_code())
+    proc = subprocess.Popen(
+        [srl_script(), "run", "sign-a2c", "modules=my_rl", "launcher=ray", "total_env_steps=3000",
+         "target_return=null", f"run_dir={run_dir}", "display=off", *SLOW_START],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=srl_env(), cwd=tmp_path,
+        start_new_session=True,
+    )  # fmt: skip
+    code, output = finish(proc)
+    assert code == 0, output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["error"] is None and summary["env_steps"] >= 3000, summary
+
+
+def test_a_users_own_module_is_uploaded_to_the_workers_of_a_cluster(tmp_path, run_dir, two_nodes):
+    """docs/custom.md's my_rl, which the driver finds on its PYTHONPATH: the cluster's nodes have
+    neither that PYTHONPATH nor the module in the driver's current directory, so the workers on
+    both nodes get it only as Ray's upload of the job's py_modules."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "my_rl.py").write_text(doc_module_code())
+    (tmp_path / "cwd").mkdir()
+    env = srl_env()
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path / "mine")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "srl.cli", "run", "sign-a2c", "modules=my_rl", "launcher=ray",
+         f"ray_address={two_nodes.address}", "total_env_steps=3000", "target_return=null", f"run_dir={run_dir}",
+         "ray_resources.actor.resources.node_b=1", "ray_resources.trainer.resources.node_a=1",
+         "display=off", *SLOW_START],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path / "cwd",
+        start_new_session=True,
+    )  # fmt: skip
+    code, output = finish(proc)
+    assert code == 0, output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["error"] is None and summary["env_steps"] >= 3000, summary
+    placement = json.loads((run_dir / "placement.json").read_text())
+    node = {name: where["node_id"] for name, where in placement.items()}
+    assert node["actor:0"] == node["actor:1"] != node["trainer:0"], node
 
 
 def test_a_request_no_node_can_meet_is_refused_before_training(run_dir):

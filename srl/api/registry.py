@@ -7,8 +7,9 @@
 
     registry.register_algorithm("my-algo", MyAlgorithm, MyAlgorithmConfig)
 
-Registering happens at import time of the user's module; `srl run --module my_pkg.my_mod`
-(or the `SRL_MODULES` environment variable) imports it in every process before anything is built.
+Registering happens at import time of the user's module; `srl run EXPERIMENT modules=my_pkg.my_mod`
+(the config field `modules`, comma-separated) imports it in the controller and in every worker
+before anything is built, from the Python path or the current directory.
 """
 
 from __future__ import annotations

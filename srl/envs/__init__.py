@@ -171,7 +171,7 @@ def make_vector_env(
     raise registry.UnknownNameError(
         f"unknown environment {name!r}: registered srl environments are "
         f"{', '.join(registry.envs.names())}, and any Gymnasium id is accepted too (e.g. 'CartPole-v1', "
-        f"or 'module:EnvId'; import the package that registers it first, e.g. with --module).{hint}"
+        f"or 'module:EnvId'; import the package that registers it first: modules=my_pkg).{hint}"
     )
 
 

@@ -2,9 +2,12 @@
 controller (reports, restarts, stop rules: srl.launch.supervise) stays in this driver process.
 
 Without `ray_address` a local Ray instance is started for the run (and stopped after it); with
-one, the run joins that cluster. Ray places the workers and tells the controller when one dies
-(its `run` call fails); the controller restarts it as a new actor, exactly as the local launcher
-restarts a process, so Ray's own actor restarts stay off.
+one, the run joins that cluster. The user's own files named in `modules=` reach the workers of a
+local instance from where this process found them (its PYTHONPATH and current directory), and a
+cluster's workers uploaded with the job (runtime_env py_modules: the nodes have srl installed,
+not the user's files). Ray places the workers and tells the controller when one dies (its `run`
+call fails); the controller restarts it as a new actor, exactly as the local launcher restarts a
+process, so Ray's own actor restarts stay off.
 
 With transport=shm a worker on the controller's host uses shared memory and ipc sockets, as with
 the local launcher, whatever Ray node it belongs to (several nodes may share a host); a worker
@@ -20,11 +23,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from srl.config import ExperimentConfig, RayResources
+from srl.config import ExperimentConfig, RayResources, import_modules
 from srl.graph import Graph, WorkerSpec
 from srl.launch.local import run_workers
 from srl.launch.monitor import RunMonitor
@@ -76,7 +81,6 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     import torch
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
-    from srl.config import import_modules
     from srl.launch.ray_streams import tcp_transport
     from srl.launch.shell import make_link, run_kernel_loop
     from srl.streams.control import Kind
@@ -240,11 +244,13 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
     if ray.is_initialized():
         return False
     if config.ray_address:
-        ray.init(address=config.ray_address)
+        shipped = _user_modules(config)  # the nodes have srl installed, not these: Ray uploads them
+        ray.init(address=config.ray_address, runtime_env={"py_modules": shipped} if shipped else None)
         return True
     import srl
 
-    # the workers import srl (and the user's modules) from where this process does
+    # the workers import srl and the user's modules from where this process does (Ray also puts
+    # this process's current directory on their sys.path)
     inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     paths = [str(Path(srl.__file__).resolve().parent.parent), *inherited]
     cpus = sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
@@ -254,6 +260,21 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}},
     )
     return True
+
+
+def _user_modules(config: ExperimentConfig) -> list[ModuleType]:
+    """The top-level modules of `modules=` that are the user's own files (found in the current
+    directory or on PYTHONPATH), not installed packages: a cluster's worker, in another directory
+    or on another host, would not find them."""
+    import_modules(config.modules)
+    out: list[ModuleType] = []
+    for name in config.modules:
+        top = sys.modules[name.split(".")[0]]
+        file = getattr(top, "__file__", None)
+        installed = file is None or {"site-packages", "dist-packages"} & set(Path(file).parts)
+        if top.__name__ != "srl" and not installed and top not in out:
+            out.append(top)
+    return out
 
 
 def run_ray(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
