@@ -24,7 +24,7 @@ def check_combination(config: ExperimentConfig, action_space: gym.Space, policy:
     factory) whose class attributes declare what it is."""
     algo = registry.algorithms.get(config.algorithm).algorithm_cls
     problems = _space_problems(config, algo, action_space)
-    problems += _policy_problems(config, algo, policy, action_space, env_fits=not problems)
+    problems += _policy_problems(config, algo, policy, action_space, _fits(action_space, algo.action_spaces))
     problems += _replay_problems(config, algo)
     if problems:
         raise ConfigError("; ".join(problems))
