@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from srl.config import build_config, parse_overrides
+from srl.config import apply_overrides, build_config, parse_overrides
 from srl.envs.atari import is_atari_id
 from srl.envs.native_backends import resolve_backend
 from srl.launch.run import run_experiment
@@ -74,7 +74,8 @@ def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | No
     (for many workers that start one after another, the ramp would otherwise count)."""
     with tempfile.TemporaryDirectory(prefix="srl-bench-") as tmp:
         given = parse_overrides(overrides)
-        values = {**_defaults(env_id, given), "env": env_id, "run_dir": str(Path(tmp) / "run"), **given}
+        defaults = _defaults(env_id, apply_overrides({}, given))
+        values = apply_overrides({**defaults, "env": env_id, "run_dir": str(Path(tmp) / "run")}, given)
         config = build_config(values)
         code = run_experiment(config)
         run_dir = Path(str(config.run_dir))

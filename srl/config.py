@@ -12,8 +12,10 @@ import importlib
 import importlib.util
 import ipaddress
 import os
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -119,7 +121,8 @@ class ExperimentConfig(BaseModel):
 
     experiment: str = Field(description="Name of the experiment (shown in process titles and run dirs).")
     seed: int = Field(1, description="Seed of envs, policy init and sampling; env i of actor a gets its own.")
-    run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp>.")
+    run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp> "
+                                "(runs/<experiment>-<env>-<timestamp> where an override changed the env).")
     resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
     launcher: Literal["inline", "local", "ray"] = Field(
         "local",
@@ -344,15 +347,38 @@ class ExperimentConfig(BaseModel):
 _WORDS = {"on", "off", "yes", "no", "y", "n"}
 
 
+class _Reset:
+    """`key=null`: drop the experiment's value, so the field's default applies."""
+
+    def __repr__(self) -> str:
+        return "RESET"
+
+
+RESET = _Reset()
+
+
+@dataclass(frozen=True)
+class Replace:
+    """`key=!value`: the value whole, where a dict would otherwise be merged into the experiment's."""
+
+    value: Any
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
-    """["a=1", "algo.lr=3e-4"] -> {"a": 1, "algo": {"lr": 0.0003}}; values parsed as YAML scalars."""
+    """["a=1", "algo.lr=3e-4", "b=null", "c=!{x: 1}"] -> {"a": 1, "algo": {"lr": 0.0003}, "b": RESET,
+    "c": Replace({"x": 1})}; values parsed as YAML (`!null` is None itself, `null` the default)."""
     tree: dict[str, Any] = {}
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not of the form key=value")
-        # YAML 1.1 reads on/off/yes/no as booleans; only true/false are booleans here
-        value = text if text.lower() in _WORDS else (yaml.safe_load(text) if text else None)
+        replace = text.startswith("!")
+        text = text[1:] if replace else text
+        try:  # YAML 1.1 reads on/off/yes/no as booleans; only true/false are booleans here
+            value = text if text.lower() in _WORDS else (yaml.safe_load(text) if text else None)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"override {item!r}: not a YAML value ({e.__class__.__name__})") from None
+        value = Replace(value) if replace else (RESET if value is None else value)
         *parents, leaf = key.split(".")
         node = tree
         for part in parents:
@@ -363,14 +389,41 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     return tree
 
 
-def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+def apply_overrides(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` (parse_overrides) over `base`: dicts merge key by key, RESET drops a key, Replace sets a value whole."""
     out = dict(base)
     for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        if value is RESET:
+            out.pop(key, None)
+        elif isinstance(value, Replace):
+            out[key] = value.value
+        elif isinstance(value, dict):
+            out[key] = apply_overrides(out[key] if isinstance(out.get(key), dict) else {}, value)
         else:
             out[key] = value
     return out
+
+
+# A new choice does not inherit the experiment's settings of the old one (`algorithm=sac` on a PPO
+# experiment: its algo.* are PPO's); settings given on the command line still apply.
+_SETTINGS_OF = {"algorithm": "algo", "policy": "policy_kwargs"}
+
+
+def _drop_stale_settings(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = apply_overrides(base, top)
+    stale = {settings for choice, settings in _SETTINGS_OF.items() if _chosen(merged, choice) != _chosen(base, choice)}
+    return {key: value for key, value in base.items() if key not in stale}
+
+
+def _chosen(values: dict[str, Any], field: str) -> Any:
+    return values.get(field, ExperimentConfig.model_fields[field].default)
+
+
+def _run_name(experiment: str, base: dict[str, Any], env: str) -> str:
+    """The experiment's name, and the env's where an override changed it (cartpole-ppo-Acrobot-v1)."""
+    if env == _chosen(base, "env"):
+        return experiment
+    return f"{experiment}-{re.sub(r'[^A-Za-z0-9._-]+', '-', env).strip('-.')}"  # ALE/Pong-v5 -> ALE-Pong-v5
 
 
 def import_modules(names: list[str] | str) -> None:
@@ -406,16 +459,18 @@ def _not_found(name: str, missing: str) -> str:
 
 
 def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
-    lines = []
+    lines, unknown = [], {}  # unknown: model -> its unknown fields, listed once with what it allows
     for err in error.errors():
         field = prefix + ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            inner = RayResources if err["loc"][0] == "ray_resources" else model
-            allowed = ", ".join(inner.model_fields)
-            lines.append(f"unknown field {field!r}; allowed fields: {allowed}")
+            unknown.setdefault(RayResources if err["loc"][0] == "ray_resources" else model, []).append(field)
         else:
             got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
             lines.append(f"field {field!r}: {err['msg']}{got}")
+    for inner, fields in unknown.items():
+        noun = "field" if len(fields) == 1 else "fields"
+        allowed = ", ".join(inner.model_fields) or "none"
+        lines.insert(0, f"unknown {noun} {', '.join(map(repr, fields))}; allowed fields: {allowed}")
     return "invalid config: " + "; ".join(lines)
 
 
@@ -465,19 +520,21 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     import srl.builtins  # noqa: F401
 
     top = parse_overrides(overrides or [])
-    import_modules(top.get("modules", []))
-    if top.get("resume"):
-        base = load_saved_config(Path(str(top["resume"])))
-        base["run_dir"] = str(top["resume"])  # a resumed run goes on writing where it was
+    given = apply_overrides({}, top)
+    import_modules(given.get("modules", []))
+    if given.get("resume"):
+        base = load_saved_config(Path(str(given["resume"])))
+        base["run_dir"] = str(given["resume"])  # a resumed run goes on writing where it was
     else:
         try:
             base = registry.experiments.get(experiment)()
         except registry.UnknownNameError as e:
             raise ConfigError(str(e)) from None
         base["experiment"] = experiment
-    config = build_config(_merge(base, top))
+    base = _drop_stale_settings(base, top)
+    config = build_config(apply_overrides(base, top))
     if config.run_dir is None:
-        config.run_dir = str(Path("runs") / f"{experiment}-{time.strftime('%Y%m%d-%H%M%S')}")
+        config.run_dir = str(Path("runs") / f"{_run_name(experiment, base, config.env)}-{time.strftime('%Y%m%d-%H%M%S')}")
     return config
 
 
@@ -502,6 +559,10 @@ def config_reference() -> str:
         return rows
 
     lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
+    lines += [("`key=value` overrides are YAML values over the experiment's: `a.b=1` or `a={b: 1}` merge into a "
+               "dict, `a=!{b: 1}` replaces it whole, `a=null` drops the experiment's value (the default applies), "
+               "`a=!null` is None itself. A new `algorithm` (`policy`) drops the experiment's `algo.*` "
+               "(`policy_kwargs`) unless given with it."), ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
     lines += ["## `ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]

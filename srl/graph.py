@@ -194,22 +194,12 @@ def build_graph(config: ExperimentConfig) -> Graph:
     except (registry.UnknownNameError, ValueError, TypeError, ImportError) as e:  # ImportError names the extra
         raise ConfigError(f"field 'env': {e}") from None
     space_spec(observation_space), space_spec(action_space)
-    try:
-        policy = make_policy(config, observation_space, action_space)
-    except registry.UnknownNameError as e:
-        raise ConfigError(f"field 'policy': {e}") from None
-    except TypeError as e:
-        raise ConfigError(
-            f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
-            f"(observation {observation_space}, action {action_space}): {e}"
-        ) from None
-    except ValueError as e:
-        raise ConfigError(f"field 'policy_kwargs': {e}") from None
-    if config.pod and getattr(policy, "recurrent", False):
+    policy = _checked_policy(config, observation_space, action_space)
+    if config.pod and policy.recurrent:
         raise ConfigError(f"field 'pod': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
     graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields(),
                   policy_inputs=policy.input_fields())
-    _check_recurrent(graph, getattr(policy, "recurrent", False))
+    _check_recurrent(graph, policy.recurrent)
     if config.ensemble.population > 1 and not config.pod:
         raise ConfigError(f"field 'ensemble.population': {config.ensemble.population} pods need pod=true")
     if config.pod:
@@ -228,12 +218,33 @@ def build_graph(config: ExperimentConfig) -> Graph:
     workers.append(WorkerSpec(Role.PARAMS, 0))
     if config.eval_episodes:
         workers.append(WorkerSpec(Role.EVAL, 0))
-    _check_replay(graph)
     graph.workers = workers
     graph.streams = declare_streams(graph)
     check_streams(graph)
     _check_batch(graph)
     return graph
+
+
+def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
+    """The policy, built once here so that a policy that cannot act in the env fails now, and
+    checked with the algorithm and env (srl.compat) by what its class declares."""
+    from srl.compat import check_combination
+
+    try:
+        factory = registry.policies.get(config.policy)
+        policy = make_policy(config, observation_space, action_space)
+    except registry.UnknownNameError as e:
+        raise ConfigError(f"field 'policy': {e}") from None
+    except (TypeError, ValueError) as e:
+        check_combination(config, action_space, factory)  # a mismatch it names is the clearer message
+        if isinstance(e, ValueError):
+            raise ConfigError(f"field 'policy_kwargs': {e}") from None
+        raise ConfigError(
+            f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
+            f"(observation {observation_space}, action {action_space}): {e}"
+        ) from None
+    check_combination(config, action_space, policy)
+    return policy
 
 
 def _pod_graph(graph: Graph) -> Graph:
@@ -246,7 +257,6 @@ def _pod_graph(graph: Graph) -> Graph:
         )
     if graph.config.eval_episodes:
         raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
-    _check_replay(graph)  # a pod trains on segments: replay algorithms cannot run there
     pods = [WorkerSpec(Role.POD, k) for k in range(graph.config.ensemble.population)]
     graph.workers = pods
     names = tuple(w.name for w in pods)
@@ -341,19 +351,3 @@ def _check_recurrent(graph: Graph, recurrent: bool) -> None:
             f"field 'algo.num_minibatches': {minibatches} exceeds the {graph.rows_per_batch} segment rows of a "
             f"batch; a recurrent policy ({c.policy!r}) splits a batch by rows, not transitions"
         )
-    if recurrent and not getattr(registry.algorithms.get(c.algorithm).algorithm_cls, "trains_recurrent", False):
-        raise ConfigError(
-            f"field 'algorithm': {c.algorithm!r} cannot train the recurrent policy {c.policy!r} (ppo and r2d2 can)"
-        )
-
-
-def _check_replay(graph: Graph) -> None:
-    """Replay algorithms need a buffer worker; epsilon-greedy needs discrete actions."""
-    c = graph.config
-    needs = getattr(registry.algorithms.get(c.algorithm).algorithm_cls, "needs_replay", False)
-    if needs and c.replay is None:
-        raise ConfigError(f"field 'replay': algorithm {c.algorithm!r} learns from replay; set replay (e.g. replay={{}})")
-    if not needs and c.replay is not None:
-        raise ConfigError(f"field 'replay': algorithm {c.algorithm!r} learns from segments, not replay; unset it")
-    if c.epsilon is not None and not isinstance(graph.action_space, gym.spaces.Discrete):
-        raise ConfigError(f"field 'epsilon': epsilon-greedy needs Discrete actions, got {graph.action_space}")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from srl.config import ConfigError, load_config, parse_overrides
+from srl.config import RESET, ConfigError, Replace, load_config, parse_overrides
+from srl.experiments.multiagent import SPREAD_KWARGS
 
 
 def error_of(*overrides: str, experiment: str = "cartpole-ppo") -> str:
@@ -57,9 +60,59 @@ def test_graph_checks_need_the_spaces():
 
 
 def test_overrides_parse_as_yaml_scalars():
-    assert parse_overrides(["a=1", "b=0.5", "c=null", "d.e=x", "f=off", "g=true"]) == {
-        "a": 1, "b": 0.5, "c": None, "d": {"e": "x"}, "f": "off", "g": True,
+    assert parse_overrides(["a=1", "b=0.5", "c=null", "d.e=x", "f=off", "g=true", "h=!{i: 1}", "j=!null"]) == {
+        "a": 1, "b": 0.5, "c": RESET, "d": {"e": "x"}, "f": "off", "g": True, "h": Replace({"i": 1}), "j": Replace(None),
     }
+    assert "'env_kwargs=!{a: '" in error_of("env_kwargs=!{a: ")  # a broken value names its override
+
+
+def test_a_dict_override_merges_and_bang_replaces_it_whole():
+    merged = load_config("mpe-mappo", ["env_kwargs={module: mpe2.simple_tag_v3}"]).env_kwargs
+    assert merged["module"] == "mpe2.simple_tag_v3" and merged["N"] == 3  # spread's other kwargs kept
+    replaced = load_config("mpe-mappo", ["env_kwargs=!{module: mpe2.simple_tag_v3}"]).env_kwargs
+    assert replaced == {"module": "mpe2.simple_tag_v3"}
+    assert load_config("mpe-mappo", ["env_kwargs.N=!2"]).env_kwargs == {**SPREAD_KWARGS, "N": 2}  # ! on a scalar: as without
+
+
+def test_null_drops_the_experiments_value_and_bang_null_is_none():
+    assert load_config("cartpole-ppo").total_env_steps == 500_000
+    assert load_config("cartpole-ppo", ["total_env_steps=null"]).total_env_steps == 1_000_000  # the field's default
+    pong = load_config("pong-ppo", ["env_kwargs.repeat_action_probability=null"]).env_kwargs
+    assert pong == {"frame_stack": 4}
+    assert load_config("pong-ppo", ["env_kwargs=null"]).env_kwargs == {}
+    assert load_config("mpe-mappo", ["algo.max_grad_norm=null"]).algo_config.max_grad_norm == 0.5  # experiment: 10
+    assert load_config("mpe-mappo", ["algo.max_grad_norm=!null"]).algo_config.max_grad_norm is None
+    assert load_config("cartpole-dqn", ["replay.replay_ratio=null"]).replay.replay_ratio is None
+    assert load_config("cartpole-dqn", ["replay=null"]).replay is None
+
+
+def test_a_new_algorithm_starts_from_its_own_defaults():
+    from srl.algos import APPOConfig
+
+    appo = load_config("cartpole-ppo", ["algorithm=appo"])  # cartpole-ppo's algo.* are PPO's
+    assert appo.algo_config == APPOConfig()
+    assert load_config("cartpole-ppo", ["algorithm=appo", "algo.lr=0.01"]).algo_config == APPOConfig(lr=0.01)
+    same = load_config("cartpole-ppo", ["algorithm=ppo"])  # not a new one: the experiment's values stay
+    assert same.algo_config == load_config("cartpole-ppo").algo_config and same.algo_config.epochs == 10
+    assert load_config("pong-ppo", ["policy=actor-critic-mlp"]).policy_kwargs == {}  # trunk_precision was the CNN's
+    assert "'algo.gae_lambda'" in error_of("algorithm=appo", "algo.gae_lambda=0.9")  # given ones are still checked
+
+
+def test_many_unknown_fields_are_listed_once_with_the_allowed_ones():
+    message = error_of("algo.a=1", "algo.b=2", "algo.c=3")
+    assert "unknown fields 'algo.a', 'algo.b', 'algo.c'; allowed fields: lr, " in message, message
+    assert message.count("allowed fields") == 1 and message.count("'algo.a'") == 1
+    assert "unknown field 'algo.a'; allowed" in error_of("algo.a=1")
+
+
+def test_run_dir_names_the_env_when_an_override_changed_it():
+    acrobot = load_config("cartpole-ppo", ["env=Acrobot-v1"])
+    assert Path(acrobot.run_dir).parent == Path("runs") and acrobot.experiment == "cartpole-ppo"
+    assert Path(acrobot.run_dir).name.startswith("cartpole-ppo-Acrobot-v1-")
+    breakout = Path(load_config("pong-ppo", ["env=ALE/Breakout-v5"]).run_dir)  # no sub-folder from the slash
+    assert breakout.parent == Path("runs") and breakout.name.startswith("pong-ppo-ALE-Breakout-v5-")
+    for same in ([], ["env=CartPole-v1"]):  # the experiment's own env: its plain name
+        assert re.fullmatch(r"cartpole-ppo-\d{8}-\d{6}", Path(load_config("cartpole-ppo", same).run_dir).name)
 
 
 def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):

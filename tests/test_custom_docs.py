@@ -94,3 +94,13 @@ def test_a_module_that_is_nowhere_is_one_line_naming_the_field_and_where_it_look
     [line] = proc.stderr.splitlines()
     assert line.startswith("srl: field 'modules': no module named 'my_rl_typo'; looked in "), line
     assert str(tmp_path) in line  # the current directory is one of the places
+
+
+def test_the_documented_declaration_refuses_a_q_network(tmp_path):
+    """The doc says `policy=q-mlp` is refused before launch: A2C declares policy_kind actor-critic."""
+    (tmp_path / "my_rl.py").write_text(doc_module_code())
+    proc = subprocess.run(
+        [srl_script(), "graph", "sign-a2c", "modules=my_rl", "policy=q-mlp"],
+        capture_output=True, text=True, timeout=120, env=srl_env(), cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and "algorithm 'a2c' needs a policy of kind actor-critic" in proc.stderr, proc.stderr

@@ -94,7 +94,7 @@ def test_epsilon_greedy_explores_each_row_at_its_own_rate():
         (["replay.capacity=1000"], "replay"),  # added to cartpole-ppo below
         (["replay=null"], "replay"),
         (["replay.batch_size=10", "replay.capacity=5", "replay.warmup=5"], "replay"),
-        (["env=Pendulum-v1"], "policy"),
+        (["env=Pendulum-v1"], "env"),  # q-mlp and dqn need Discrete actions
         (["replay.alpha=-1"], "replay.alpha"),
         (["deterministic=true"], "replay"),
         (["pod=true", "env=batched-cartpole", "replay=null"], "replay"),

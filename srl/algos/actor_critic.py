@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import torch
 from pydantic import Field
 
@@ -39,6 +40,9 @@ class ActorCriticConfig(AlgorithmConfig):
 
 class ActorCritic(Algorithm):
     """Adam over the policy, the annealed learning rate and the clipped gradient step."""
+
+    policy_kind = "actor-critic"
+    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
 
     config: ActorCriticConfig
 

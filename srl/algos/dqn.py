@@ -14,6 +14,7 @@ updates (or softly, by tau, every update).
 
 from __future__ import annotations
 
+import gymnasium as gym
 import torch
 from pydantic import Field
 
@@ -40,7 +41,9 @@ class DQNConfig(AlgorithmConfig):
 
 
 class DQN(QLearning):
-    needs_replay = True  # srl.graph: served by a buffer worker, not raw segments
+    policy_kind = "q-network"
+    action_spaces = (gym.spaces.Discrete,)
+    needs_replay = True  # served by a buffer worker, not raw segments
     config: DQNConfig
 
     def __init__(self, policy: Policy, config: DQNConfig, total_env_steps: int) -> None:

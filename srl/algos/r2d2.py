@@ -16,6 +16,7 @@ capacity, warmup and batch_size count sequences; its gamma and n_step are unused
 
 from __future__ import annotations
 
+import gymnasium as gym
 import torch
 from pydantic import Field
 
@@ -46,8 +47,10 @@ class R2D2Config(AlgorithmConfig):
 
 
 class R2D2(QLearning):
-    needs_replay = True  # srl.graph: served by a buffer worker
-    trains_recurrent = True
+    policy_kind = "q-network"
+    action_spaces = (gym.spaces.Discrete,)
+    needs_replay = True  # served by a buffer worker
+    trains_recurrent = needs_recurrent = True  # q_sequence: Q values through time from a stored state
     config: R2D2Config
 
     def __init__(self, policy: Policy, config: R2D2Config, total_env_steps: int) -> None:

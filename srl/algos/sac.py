@@ -20,6 +20,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from pydantic import Field
@@ -56,7 +57,9 @@ class TwinQ(torch.nn.Module):
 
 
 class SAC(Algorithm):
-    needs_replay = True  # srl.graph: served by a buffer worker
+    policy_kind = "squashed-gaussian"  # a reparameterised `sample`: the actor loss differentiates through it
+    action_spaces = (gym.spaces.Box,)
+    needs_replay = True  # served by a buffer worker
     config: SACConfig
 
     def __init__(self, policy: Policy, config: SACConfig, total_env_steps: int) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict
 
@@ -31,6 +32,14 @@ class AlgorithmConfig(BaseModel):
 
 class Algorithm(ABC):
     """Updates `policy` from batches of samples."""
+
+    # What the algorithm trains, checked against the policy's declarations (srl.api.Policy) and
+    # the env's action space before launch (srl.compat); the defaults accept anything.
+    policy_kind: str | None = None  # the Policy.kind it needs; None = any policy
+    action_spaces: tuple[type[gym.Space], ...] = ()  # the action spaces it handles; () = any
+    needs_replay: bool = False  # learns from a buffer worker's replay batches (`replay`), not segments
+    trains_recurrent: bool = False  # can train a recurrent policy
+    needs_recurrent: bool = False  # trains recurrent policies only
 
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
         self.policy = policy

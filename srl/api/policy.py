@@ -35,6 +35,14 @@ class FieldSpec:
 class Policy(torch.nn.Module, ABC):
     """Maps a batch of observations to actions, and explains them when training."""
 
+    # What the policy is, for the check of algorithm, policy and env before launch (srl.compat).
+    # kind: what an algorithm may ask for (Algorithm.policy_kind): "actor-critic" (rollout emits
+    # log_prob and value; analyze gives log_prob, entropy, value), "q-network" (Q values per
+    # discrete action), "squashed-gaussian" (reparameterised `sample`); None = undeclared, unchecked.
+    kind: str | None = None
+    action_spaces: tuple[type[gym.Space], ...] = ()  # the action spaces it acts in; () = undeclared
+    recurrent: bool = False  # keeps a state between steps (srl.models.recurrent)
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__()
         self.observation_space = observation_space

@@ -67,6 +67,9 @@ def nature_trunk(channels: int, height: int, width: int, features: int = 512) ->
 class ActorCriticCNN(Policy):
     """Nature CNN trunk shared by a categorical policy head and a value head (Discrete actions)."""
 
+    kind = "actor-critic"
+    action_spaces = (gym.spaces.Discrete,)
+
     def __init__(
         self, observation_space: gym.Space, action_space: gym.Space, features: int = 512, trunk_precision: str = "float32"
     ) -> None:

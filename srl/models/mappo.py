@@ -65,6 +65,9 @@ def _mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> n
 class MAPPOPolicy(Policy):
     """Actor-critic per policy group over `AgentStateBox` rows; see the module doc."""
 
+    kind = "actor-critic"
+    action_spaces = (gym.spaces.Discrete,)
+
     def __init__(
         self,
         observation_space: gym.Space,

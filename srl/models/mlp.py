@@ -49,6 +49,9 @@ class ActorCriticMLP(Policy):
     `critic_head` Linear modules.
     """
 
+    kind = "actor-critic"
+    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+
     def __init__(
         self,
         observation_space: gym.Space,

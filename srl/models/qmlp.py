@@ -20,6 +20,9 @@ from srl.api.registry import register_policy
 
 @register_policy("q-mlp")
 class QMLP(Policy):
+    kind = "q-network"
+    action_spaces = (gym.spaces.Discrete,)
+
     def __init__(
         self,
         observation_space: gym.Space,

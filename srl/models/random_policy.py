@@ -13,6 +13,9 @@ from srl.api.registry import register_policy
 
 @register_policy("random")
 class RandomPolicy(Policy):
+    kind = "random"  # nothing to train: algorithm `none` only
+    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__(observation_space, action_space)
         if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):

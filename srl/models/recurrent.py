@@ -33,6 +33,7 @@ class RecurrentCore(Policy):
     """Encoder + core shared by the recurrent heads; Box observations, Discrete actions."""
 
     recurrent = True  # srl.workers.policy.Acting keeps its state per env
+    action_spaces = (gym.spaces.Discrete,)
     name = "recurrent policy"
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cell: str = "lstm",
@@ -127,6 +128,7 @@ class RecurrentActorCritic(RecurrentCore):
     """Categorical actor and a value critic over the core (PPO)."""
 
     name = "recurrent-actor-critic"
+    kind = "actor-critic"  # trained through time: analyze_sequence
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cell: str = "lstm",
                  hidden: int = 64) -> None:
@@ -177,6 +179,7 @@ class RecurrentQ(RecurrentCore):
     """Q values over the core (R2D2); acts greedily, exploration is added where actions are chosen."""
 
     name = "recurrent-q"
+    kind = "q-network"  # trained through time: q_sequence
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cell: str = "lstm",
                  hidden: int = 64) -> None:

@@ -32,6 +32,9 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential
 
 @register_policy("squashed-gaussian-mlp")
 class SquashedGaussianMLP(Policy):
+    kind = "squashed-gaussian"
+    action_spaces = (gym.spaces.Box,)
+
     def __init__(
         self, observation_space: gym.Space, action_space: gym.Space, hidden_sizes: Sequence[int] = (256, 256)
     ) -> None:
