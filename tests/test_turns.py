@@ -155,7 +155,14 @@ def test_tictactoe_self_play_beats_random_more_often(run_dir):
     untrained = score_vs_random(policy, config.env, config.env_kwargs, games=400, seed=7)
     policy.load_state_dict(checkpoint.load_latest(run_dir)["policy"])
     trained = score_vs_random(policy, config.env, config.env_kwargs, games=400, seed=7)
-    # seeded fresh weights lose 0.36 of their games; the trained policy 0.19-0.22 (the run is not
-    # bit-for-bit the same in and out of the whole suite)
-    assert trained["loss"] <= untrained["loss"] - 0.1, (untrained, trained)
-    assert trained["win"] >= 0.6, (untrained, trained)
+    at_random = score_vs_random(None, config.env, config.env_kwargs, games=400, seed=7)
+
+    def margin(score: dict[str, float]) -> float:
+        return score["win"] - score["loss"]
+
+    # Seeded fresh weights are a poor baseline alone: by seed they lose 0.25-0.62 of their games.
+    # Random play wins and loses about as often (margin ~0); trained policies reached margins of
+    # 0.40-0.64 over seeds 1-3 on an Intel Xeon and ~0.55 on an AMD EPYC
+    assert margin(trained) >= margin(at_random) + 0.25, (at_random, untrained, trained)
+    assert margin(trained) >= margin(untrained) + 0.1, (at_random, untrained, trained)
+    assert trained["win"] >= 0.6, (at_random, untrained, trained)
