@@ -196,7 +196,7 @@ def measure_srl_dataflow(env_id: str, steps: int, repeats: int, atari_obs: str) 
     length = 16 if _is_atari(env_id) else 32
     atari = ["modules=ale_py", "heartbeat_timeout_s=120"] if _is_atari(env_id) else []  # importing ale_py registers ALE/ ids
     overrides = ["deterministic=true", "num_actor_workers=3", "envs_per_actor=5", "ring_splits=1",
-                 "inference=inline", f"sample_length={length}", f"total_env_steps={total}", "time_limit_s=900",
+                 "inference=inline", f"sample_length={length}", f"total_env_steps={total}", "time_limit_s=null",
                  *[f"env_kwargs.{k}={v}" for k, v in kwargs.items()], *atari]
     times = []
     for _ in range(repeats):

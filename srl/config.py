@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -188,14 +189,18 @@ class ExperimentConfig(BaseModel):
     deterministic: bool = Field(
         False,
         description="Lock-step dataflow: same seed, same parameters, whatever the timing. Sets batch_segments to "
-        "num_actor_workers * ring_splits (one segment per ring group per update) and keeps every segment.",
+        "num_actor_workers * ring_splits (one segment per ring group per update) and keeps every segment. The "
+        "trainer decides max_updates, total_env_steps (env steps it trained on) and target_return (episodes that "
+        "ended in its segments) after an update, so every run stops after the same one; time_limit_s is refused.",
     )
     max_updates: int | None = Field(None, ge=1, description="Stop after this many trainer updates.")
     total_env_steps: int = Field(1_000_000, ge=1, description="Stop after this many env steps (all actors).")
     target_return: float | None = Field(
         None, description="Stop once the mean return of the last 100 episodes reaches this."
     )
-    time_limit_s: float | None = Field(None, gt=0, description="Stop after this many seconds of training.")
+    time_limit_s: float | None = Field(
+        None, gt=0, description="Stop after this many seconds of training (not with deterministic=true)."
+    )
 
     log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
     checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
@@ -290,6 +295,29 @@ class ExperimentConfig(BaseModel):
                 f"{self.env!r} has none: use env_backend='loop' (or 'envpool' for EnvPool's ids)"
             )
         return self
+
+    @field_validator("time_limit_s")
+    @classmethod
+    def _no_clock_in_lock_step(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """A deterministic run stops where its trainer decides from what it trained on (srl.workers.stop)."""
+        if value is not None and info.data.get("deterministic"):
+            raise ValueError(
+                f"time_limit_s={value} cannot stop a deterministic=true run in lock step (the update reached "
+                "in a time depends on the machine); set time_limit_s=null and stop by max_updates, "
+                "total_env_steps or target_return"
+            )
+        return value
+
+    @field_validator("deterministic")
+    @classmethod
+    def _no_tournament_in_lock_step(cls, value: bool, info: ValidationInfo) -> bool:
+        ensemble = info.data.get("ensemble")
+        if value and info.data.get("pod") and ensemble is not None and ensemble.population > 1:
+            raise ValueError(
+                f"deterministic=true cannot run an ensemble (ensemble.population={ensemble.population}): its "
+                "tournament follows the members' timing; use ensemble.population=1 or deterministic=false"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_counts(self) -> "ExperimentConfig":

@@ -2,16 +2,34 @@
 
 Every worker sleeps a random (unseeded) time before each poll, so the two runs interleave
 differently; the hashes must still match, and must match the one-process (inline) run too.
+Every stop rule deterministic mode accepts (max_updates, total_env_steps, target_return) stops
+after the same update in every run: the trainer decides it (srl.workers.stop); time_limit_s is refused.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import torch
+from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
+
+from srl.config import ConfigError, build_config, load_config
+from srl.data import columns as C
+from srl.launch.monitor import RunMonitor
+from srl.monitor.episodes import EpisodeTally
+from srl.streams.control import Role
+from srl.streams.gradients import GradientGroup, TrainerGroupStore
+from srl.streams.inline import InlineTransport
+from srl.streams.params import SERVICE_IN, ParamPublisher
+from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.workers.stop import LockStepStop
+from srl.workers.trainer import TrainerKernel
 
 COMMON = ["seed=7", "num_actor_workers=2", "max_updates=12", "display=off", "target_return=null"]
 
@@ -46,3 +64,233 @@ def test_without_deterministic_mode_timing_changes_the_result(tmp_path):
     workers = ["inference=policy_worker", "num_policy_workers=2", "ring_splits=2"]
     hashes = {params_hash(tmp_path / f"r{i}", *workers, jitter_s=0.004) for i in range(2)}
     assert len(hashes) == 2
+
+
+# ------------------------------------------------------------------------------ lock-step stops
+
+README = ["deterministic=true", "seed=7", "num_actor_workers=2"]  # the README's example
+STEPS_PER_UPDATE = 2 * 16 * 32  # cartpole-ppo: 2 actors x 16 envs x 32-step segments, all trained on
+
+
+def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, env: dict | None = None) -> dict:
+    """`srl run cartpole-ppo OVERRIDES` (every worker's timing jittered): its summary.json."""
+    env = {**os.environ, "SRL_TEST_JITTER_MAX_S": str(jitter_s), **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *overrides, f"run_dir={run_dir}",
+         "display=off", "learning_curve=false"],
+        capture_output=True, text=True, timeout=600, env=env, start_new_session=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def same_stop(*summaries: dict) -> dict:
+    """Every run stopped for the same reason after the same update, with the same parameters."""
+    keys = ("stop_reason", "updates", "policy_version", "params_sha256")
+    first = summaries[0]
+    for other in summaries[1:]:
+        assert {k: other[k] for k in keys} == {k: first[k] for k in keys}
+    assert first["updates"] == first["policy_version"] and first["params_sha256"]
+    return first
+
+
+def test_the_readme_example_stops_after_the_same_update_in_every_run(tmp_path):
+    """total_env_steps counts the env steps the trainer trained on (1024 per update): 6000 is
+    reached after update 6 in every run, whichever launcher, however far the actors ran ahead."""
+    runs = [summary_of(tmp_path / k, *README, "total_env_steps=6000") for k in "ab"]
+    runs.append(summary_of(tmp_path / "inline", *README, "total_env_steps=6000", "launcher=inline", jitter_s=0))
+    first = same_stop(*runs)
+    assert first["stop_reason"] == "total_env_steps 6000 reached"
+    assert first["updates"] == -(-6000 // STEPS_PER_UPDATE) == 6
+
+
+def test_a_reached_target_return_stops_after_the_same_update_in_every_run(tmp_path):
+    """The mean of the last 100 episodes that ended in the trained segments: the same episodes,
+    in the same order, in every run."""
+    target = ["total_env_steps=200000", "target_return=30"]
+    runs = [summary_of(tmp_path / k, *README, *target) for k in "ab"]
+    runs.append(summary_of(tmp_path / "inline", *README, *target, "launcher=inline", jitter_s=0))
+    first = same_stop(*runs)
+    assert first["stop_reason"].startswith("target_return 30.0 reached (mean of last 100 episodes: ")
+    assert float(first["stop_reason"].rsplit(" ", 1)[1].rstrip(")")) >= 30.0
+    assert first["updates"] * STEPS_PER_UPDATE < 200000
+    assert first["time_to_target_s"] is not None
+
+
+@pytest.mark.parametrize("rule", ["total_env_steps=6000", "target_return=30"])
+def test_two_trainers_agree_on_the_stop_update(tmp_path, rule):
+    """Each trainer sees only its actors' segments: they count the group's env steps and pool
+    their episodes, so both stop after the same update, in every run."""
+    digests, runs = [], []
+    for k in "ab":
+        runs.append(summary_of(tmp_path / k, *README, "num_trainers=2", "total_env_steps=200000", rule,
+                               env={"SRL_RECORD_PARAM_DIGESTS": "1"}))  # fmt: skip
+        mine = [json.loads((tmp_path / k / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
+        assert mine[0] == mine[1], "the trainers took different steps, or stopped after different updates"
+        digests.append(mine[0])
+    first = same_stop(*runs)
+    assert digests[0] == digests[1] and max(map(int, digests[0])) == first["updates"]
+    assert first["stop_reason"].startswith(rule.split("=")[0])
+    if rule.startswith("total_env_steps"):
+        assert first["updates"] == 6, "the group's env steps: both trainers' shares"
+
+
+def test_a_deterministic_pod_stops_after_the_same_update_in_every_run(tmp_path):
+    """A pod decides too, after each update: in its own process (launcher=local) with jitter."""
+    runs = []
+    for k in "ab":
+        env = {**os.environ, "SRL_TEST_JITTER_MAX_S": "0.004"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "srl.cli", "run", "cartpole-pod", "deterministic=true", "seed=7",
+             "launcher=local", "target_return=60", f"run_dir={tmp_path / k}", "display=off", "learning_curve=false"],
+            capture_output=True, text=True, timeout=300, env=env, start_new_session=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs.append(json.loads((tmp_path / k / "summary.json").read_text()))
+    assert same_stop(*runs)["stop_reason"].startswith("target_return 60.0 reached")
+
+
+def test_a_deterministic_run_on_ray_stops_where_the_local_run_stops(tmp_path):
+    pytest.importorskip("ray")
+    local = summary_of(tmp_path / "local", *README, "total_env_steps=6000")
+    on_ray = summary_of(tmp_path / "ray", *README, "total_env_steps=6000", "launcher=ray", "heartbeat_timeout_s=120")
+    assert same_stop(local, on_ray)["updates"] == 6
+
+
+def test_time_limit_s_is_refused_before_any_process_starts(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *README, "time_limit_s=60",
+         f"run_dir={tmp_path / 'run'}", "display=off"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and not (tmp_path / "run").exists()
+    out = proc.stdout + proc.stderr
+    assert "field 'time_limit_s'" in out and "time_limit_s=null" in out and "Traceback" not in out, out
+    with pytest.raises(ConfigError, match="time_limit_s"):
+        load_config("cartpole-ppo", [*README, "time_limit_s=60"])
+    load_config("cartpole-ppo", [*README, "max_updates=10"])  # the rules decided at an update are accepted
+    load_config("cartpole-ppo", ["time_limit_s=60"])  # and time_limit_s outside deterministic mode
+    with pytest.raises(ConfigError, match="deterministic.*ensemble"):
+        load_config("cartpole-pod", ["deterministic=true", "ensemble.population=2"])
+
+
+# ------------------------------------------------------------------------------ the kernels' decision
+
+
+def test_lock_step_stop_checks_the_monitor_rules_in_its_order_and_keeps_its_reason():
+    stop = LockStepStop(total_env_steps=100, target_return=5.0, max_updates=3, window=2)
+    assert stop.after_update(1, 40, [9.0]) is None, "one episode: the window is not full"
+    assert stop.after_update(2, 80, [0.0]) is None, "mean 4.5 < 5"
+    assert stop.after_update(3, 120, [2.0, 8.0]) == "target_return 5.0 reached (mean of last 2 episodes: 5.00)"
+    assert stop.after_update(4, 160, [0.0]) == stop.reason and stop.episodes == 4, "kept, nothing added"
+    assert LockStepStop(100, None, 3).after_update(3, 120, []) == "max_updates 3 reached"
+    assert LockStepStop(100, None, 4).after_update(3, 100, []) == "total_env_steps 100 reached"
+    assert LockStepStop(100, None, None).after_update(3, 99, []) is None
+
+
+def test_episode_tally_ends_episodes_in_step_then_row_order():
+    tally = EpisodeTally(rows=4, agents=2)
+    rewards = np.array([[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]], np.float32)
+    dones = np.zeros((3, 4), bool)
+    dones[0, 2:] = True  # env 1 (rows 2, 3) ends at step 0
+    dones[2, 0] = True  # env 0's first agent is done at step 2, its second is not: no episode yet
+    returns, lengths = tally.steps(rewards, dones)
+    assert returns == [3.0, 4.0] and lengths == [1, 1]
+    assert tally.running_return.tolist() == [3.0, 6.0, 6.0, 8.0]
+
+
+def lock_step_trainer(tmp_path, stop):
+    """A deterministic TrainerKernel: actors 0 and 1 (one ring group each) own batch places 0, 1."""
+    transport, policy = InlineTransport(), torch.nn.Linear(2, 2)
+    segs = {(a, 0, k): {n: np.zeros((T + 1, ROWS, *f.shape), f.dtype) for n, f in FIELDS.items()}
+            for a in (0, 1) for k in (0, 1)}  # fmt: skip
+    producers = [SampleProducer(transport, a, {(0, k): segs[(a, 0, k)] for k in (0, 1)}) for a in (0, 1)]
+    transport.receiver(SERVICE_IN)
+    kernel = TrainerKernel(
+        policy, RecordingAlgorithm(policy), SampleConsumer(transport, segs), ParamPublisher(transport),
+        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1, max_policy_lag=1, run_dir=tmp_path,
+        checkpoint_interval_s=3600, splits_per_actor=1, actors=[0, 1], stop=stop,
+    )  # fmt: skip
+    kernel.start()
+    return kernel, producers
+
+
+def send_steps(producer, version, ends=(), bootstrap_end=False):
+    """A segment whose every row earns 1 per step; `ends`: (t, row) where an episode ends.
+    `bootstrap_end`: row T (the next segment's row 0, never trained on as a step) claims an end."""
+    slot = producer.acquire(0)
+    seg = producer.slots[(0, slot)]
+    seg[C.REWARD][:], seg[C.TERMINATED][:], seg[C.TRUNCATED][:] = 1.0, False, False
+    for t, row in ends:
+        seg[C.TERMINATED if t % 2 else C.TRUNCATED][t, row] = True
+    if bootstrap_end:
+        seg[C.REWARD][T], seg[C.TERMINATED][T] = 100.0, True
+    seg[C.POLICY_VERSION][:] = version
+    producer.send(0, slot)
+
+
+def test_trainer_decides_a_target_return_from_the_episodes_it_trained_on(tmp_path):
+    """Episodes run on across segments of one actor's place; arrival order does not matter; the
+    bootstrap row's step is not counted; once stopped, segments are released untrained."""
+    kernel, (a0, a1) = lock_step_trainer(tmp_path, LockStepStop(10**9, target_return=5.0, window=2))
+    send_steps(a1, 0, bootstrap_end=True)  # actor 1 first: its place is fixed anyway
+    send_steps(a0, 0, ends=[(T - 1, 0)])  # actor 0, row 0: an episode of T = 4 steps
+    assert kernel.poll() and kernel.version == 1
+    assert kernel.report()["stop_reason"] is None, "one episode (4.0): 100 at the bootstrap row is no step"
+    send_steps(a1, 1, ends=[(1, 2)])  # actor 1, row 2: 4 steps in its first segment + 2 = 6
+    send_steps(a1, 1)  # actor 1's next segment waits: its place in this batch is taken
+    assert kernel.poll() and kernel.version == 1
+    send_steps(a0, 1)
+    kernel.poll()
+    assert kernel.version == 2 and kernel.report()["stop_reason"] == (
+        "target_return 5.0 reached (mean of last 2 episodes: 5.00)")  # fmt: skip
+    send_steps(a0, 2, ends=[(0, 1)])
+    kernel.poll()
+    assert kernel.version == 2 and len(kernel.algorithm.batches) == 2, "no update after the stop"
+    assert all(p.acquire(0) is not None for p in (a0, a1)), "segments after the stop are released"
+    assert kernel.finish()["stop_reason"].startswith("target_return")
+
+
+def test_trainer_stops_at_the_first_update_whose_trained_steps_reach_total_env_steps(tmp_path):
+    per_update = T * 2 * ROWS  # 24
+    kernel, (a0, a1) = lock_step_trainer(tmp_path, LockStepStop(total_env_steps=2 * per_update + 1))
+    for version in range(4):
+        send_steps(a0, version)
+        send_steps(a1, version)
+        kernel.poll()
+        reason = kernel.report()["stop_reason"]
+        assert reason == (None if version < 2 else f"total_env_steps {2 * per_update + 1} reached")
+    assert kernel.version == 3 and kernel.env_steps == 3 * per_update
+
+
+def test_monitor_of_a_deterministic_run_stops_only_when_the_trainer_says_so():
+    m = RunMonitor(build_config({"experiment": "m", "deterministic": True, "total_env_steps": 1000,
+                                 "target_return": 50.0}))  # fmt: skip
+    m.on_report(Role.ACTOR, 0, {"env_steps": 5000, "episode_returns": [60.0] * 100, "episode_lengths": [1] * 100})
+    trainer = {"updates": 3, "segments_dropped": 0, "policy_version": 3, "stop_reason": None}
+    m.on_report(Role.TRAINER, 0, trainer)
+    assert m.stop_reason() is None, "the actors' reports run ahead of what the trainer trained on"
+    m.on_report(Role.TRAINER, 0, {**trainer, "updates": 1, "stop_reason": "target_return 50.0 reached (...)"})
+    assert m.stop_reason() == "target_return 50.0 reached (...)" and m.target_reached_s >= 0
+
+
+def _gather(rank: int, address, out) -> None:
+    group = GradientGroup(address, rank, generation=0, device=torch.device("cpu"), timeout_s=60)
+    try:
+        out.put((rank, group.gather([float(rank)] * (rank + 1), capacity=3)))
+    finally:
+        group.close()
+
+
+def test_a_trainer_group_gathers_every_members_episodes_rank_by_rank():
+    store = TrainerGroupStore("127.0.0.1", world_size=2)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_gather, args=(r, store.address, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert results == {0: [0.0, 1.0, 1.0], 1: [0.0, 1.0, 1.0]}

@@ -181,8 +181,8 @@ def test_actor_counts_an_episode_once_when_all_agents_of_the_env_are_done():
     everyone[:AGENTS] = True  # now every agent of env 0 is done
     kernel._count_episodes(0, reward, everyone)
     assert kernel.finished_returns == [4.0] * AGENTS and kernel.finished_lengths == [4] * AGENTS
-    assert kernel.running_return[0][:AGENTS].tolist() == [0.0] * AGENTS
-    assert kernel.running_return[0][AGENTS:].tolist() == [4.0] * (rows - AGENTS)
+    assert kernel.tallies[0].running_return[:AGENTS].tolist() == [0.0] * AGENTS
+    assert kernel.tallies[0].running_return[AGENTS:].tolist() == [4.0] * (rows - AGENTS)
 
 
 def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch():

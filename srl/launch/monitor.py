@@ -37,6 +37,7 @@ class RunMonitor:
         self.restarts: dict[str, int] = {}  # worker -> times it was restarted
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
+        self.trainer_stop: str | None = None  # deterministic mode: the trainer's (or pod's) stop reason
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -61,6 +62,7 @@ class RunMonitor:
                 self.trainer = payload
             if final:
                 self.final = payload
+            self.trainer_stop = payload.get("stop_reason") or self.trainer_stop
 
     def metrics(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -100,10 +102,13 @@ class RunMonitor:
 
     def stop_reason(self) -> str | None:
         c = self.config
+        if c.deterministic:  # decided at an update boundary from the trained data (srl.workers.stop)
+            if self.trainer_stop is not None and self.trainer_stop.startswith("target_return"):
+                self._target_reached()
+            return self.trainer_stop
         mean = self.episodes.mean_return
         if c.target_return is not None and mean is not None and self.episodes.count >= 100 and mean >= c.target_return:
-            if self.target_reached_s is None:
-                self.target_reached_s = time.time() - self.launched_s
+            self._target_reached()
             return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
         if c.max_updates is not None and self.updates >= c.max_updates:
             return f"max_updates {c.max_updates} reached"
@@ -112,6 +117,10 @@ class RunMonitor:
         if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:
             return f"time_limit_s {c.time_limit_s} reached"
         return None
+
+    def _target_reached(self) -> None:
+        if self.target_reached_s is None:
+            self.target_reached_s = time.time() - self.launched_s
 
     def on_restart(self, worker: str) -> None:
         """A restarted worker gets a full heartbeat timeout to start and report."""

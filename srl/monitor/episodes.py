@@ -1,9 +1,12 @@
-"""A sliding window over finished episodes: mean return and length of the last N."""
+"""A sliding window over finished episodes (mean return and length of the last N), and the
+per-row tally that finds where episodes end."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+
+import numpy as np
 
 
 class ReturnWindow:
@@ -66,3 +69,40 @@ class ReturnWindow:
             f"ReturnWindow(size={self.size}, count={self.count}, "
             f"mean_return={self.mean_return}, mean_length={self.mean_length})"
         )
+
+
+class EpisodeTally:
+    """Running return and length of each row, and the episodes they finish.
+
+    Rows are env-major (an env's `agents` rows are adjacent). An env's episode ends when all its
+    agents are done (an agent done early may repeat its flag until then); each agent's return
+    then counts as one finished episode. Actors count their ring's episodes with it, and a
+    deterministic trainer the episodes in the segments it trained on (srl.workers.stop).
+    """
+
+    def __init__(self, rows: int, agents: int = 1) -> None:
+        self.agents = agents
+        self.running_return = np.zeros(rows, np.float64)
+        self.running_length = np.zeros(rows, np.int64)
+
+    def step(self, reward: np.ndarray, done: np.ndarray) -> tuple[list[float], list[int]]:
+        """One step of every row: (returns, lengths) of the episodes it ended, in row order."""
+        self.running_return += reward
+        self.running_length += 1
+        if not done.any():
+            return [], []
+        ended = np.repeat(done.reshape(-1, self.agents).all(axis=1), self.agents)
+        returns, lengths = self.running_return[ended].tolist(), self.running_length[ended].tolist()
+        self.running_return[ended] = 0.0
+        self.running_length[ended] = 0
+        return returns, lengths
+
+    def steps(self, rewards: np.ndarray, dones: np.ndarray) -> tuple[list[float], list[int]]:
+        """Steps 0, 1, ... of [steps, rows] arrays in turn: the episodes ended, in (step, row) order."""
+        returns: list[float] = []
+        lengths: list[int] = []
+        for reward, done in zip(rewards, dones):
+            ended = self.step(reward, done)
+            returns += ended[0]
+            lengths += ended[1]
+        return returns, lengths

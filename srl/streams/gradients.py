@@ -97,6 +97,18 @@ class GradientGroup:
         if not self.stopped:
             self._vote(stop=True)
 
+    def gather(self, values: list[float], capacity: int) -> list[float]:
+        """Every member's `values` (at most `capacity` each), rank by rank: the same list on every
+        member (a deterministic group's stop rule pools the episodes each trainer saw)."""
+        if len(values) > capacity:
+            raise ValueError(f"{len(values)} values for a capacity of {capacity}")
+        mine = torch.zeros(capacity + 1, dtype=torch.float64, device=self.device)
+        mine[0] = len(values)  # a fixed shape for the collective: the count, then the values
+        mine[1:len(values) + 1] = torch.tensor(values, dtype=torch.float64)
+        every = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(every, mine)
+        return [v for row in every for v in row[1:int(row[0].item()) + 1].tolist()]
+
     def _vote(self, stop: bool) -> bool:
         flag = torch.tensor([int(stop)], device=self.device)  # NCCL reduces only CUDA tensors
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)

@@ -18,6 +18,7 @@ import numpy as np
 
 from srl.api.env import VectorEnv
 from srl.data import columns as C
+from srl.monitor.episodes import EpisodeTally
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.streams.inference import Slot
 from srl.streams.samples import SampleProducer
@@ -60,8 +61,7 @@ class ActorKernel:
         self.t = [0] * splits  # next row to record, per group
         self.current: list[int | None] = [None] * splits  # segment slot being filled, per group
         self.blocked: set[int] = set()  # groups waiting for the trainer to free a segment slot
-        self.running_return = [np.zeros(e.num_rows, np.float64) for e in envs]
-        self.running_length = [np.zeros(e.num_rows, np.int64) for e in envs]
+        self.tallies = [EpisodeTally(e.num_rows, len(e.agents)) for e in envs]  # running returns, per group
         self.finished_returns: list[float] = []
         self.finished_lengths: list[int] = []
         self.env_steps = 0  # env steps since the last report
@@ -160,17 +160,10 @@ class ActorKernel:
         self.requests_made[s] += 1
 
     def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray) -> None:
-        """An env's episode ends when all its agents are done (an agent done early may repeat
-        its flag until then); each agent's return then counts as one finished episode."""
-        self.running_return[s] += reward
-        self.running_length[s] += 1
-        if done.any():
-            agents = len(self.envs[s].agents)
-            ended = np.repeat(done.reshape(-1, agents).all(axis=1), agents)
-            self.finished_returns += self.running_return[s][ended].tolist()
-            self.finished_lengths += self.running_length[s][ended].tolist()
-            self.running_return[s][ended] = 0.0
-            self.running_length[s][ended] = 0
+        """One episode per agent once all agents of its env are done (srl.monitor.episodes)."""
+        returns, lengths = self.tallies[s].step(reward, done)
+        self.finished_returns += returns
+        self.finished_lengths += lengths
 
     def report(self) -> dict:
         out = {

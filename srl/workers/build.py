@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from srl.api import registry
+from srl.config import ExperimentConfig
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
@@ -23,6 +24,7 @@ from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import Acting, PolicyWorkerKernel
+from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
 
 
@@ -124,7 +126,13 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
         group=group,
         actors=mine,
         record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
+        stop=lock_step_stop(c),
     )
+
+
+def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
+    """Deterministic mode: whoever trains decides the stop from what it trained on (srl.workers.stop)."""
+    return LockStepStop(c.total_env_steps, c.target_return, c.max_updates) if c.deterministic else None
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
@@ -168,6 +176,6 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
             algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
             total_env_steps=c.total_env_steps, seed=c.seed, device=c.device, run_dir=Path(str(c.run_dir)),
-            checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None,
+            checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None, stop=lock_step_stop(c),
         )
     raise ValueError(f"unknown role {spec.role}")

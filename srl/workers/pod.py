@@ -44,6 +44,7 @@ from srl.data import columns as C
 from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.graph import space_spec
 from srl.monitor.episodes import ReturnWindow
+from srl.workers.stop import LockStepStop
 
 
 def pod_settings(config: Any) -> dict[str, Any]:
@@ -91,6 +92,7 @@ class PodKernel:
         run_dir: Path | str | None = None,
         checkpoint_interval_s: float = 60.0,
         resume: bool = False,
+        stop: LockStepStop | None = None,
     ) -> None:
         if sample_length < 1:
             raise ValueError(f"sample_length must be >= 1, got {sample_length}")
@@ -144,6 +146,7 @@ class PodKernel:
             policy.load_state_dict(resumed["policy"])
             algorithm.load_state_dict(resumed["algorithm"])
             self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
+        self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         self.stats: dict[str, float] = {}  # the latest update's (kept across reports)
         self.lag_mean: float | None = None
         self._reset_stats()
@@ -172,11 +175,15 @@ class PodKernel:
         self.started = True
 
     def poll(self) -> bool:
-        """One rollout of T steps over every env, then one update. Always does work."""
+        """One rollout of T steps over every env, then one update; nothing once `stop` says the run is over."""
         if not self.started:
             self.start()
-        self._rollout()
+        if self.stop is not None and self.stop.reason is not None:
+            return False  # done: the last update's parameters are final
+        returns = self._rollout()
         self._update()
+        if self.stop is not None:  # from this rollout alone, whatever the reports' timing
+            self.stop.after_update(self.version, self.env_steps_total, returns)
         due = time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s
         if self.run_dir is not None and due:
             self.save_checkpoint()
@@ -192,7 +199,8 @@ class PodKernel:
         buf[C.POLICY_VERSION][t].fill_(self.version)
         self.infer_time_s += time.perf_counter() - started
 
-    def _rollout(self) -> None:
+    def _rollout(self) -> list[float]:
+        """T steps of every env; the returns of the episodes that ended, in (step, row) order."""
         buf, env = self.buffers, self.env
         obs_buf, action, reward = buf[C.OBS], buf[C.ACTION], buf[C.REWARD]
         terminated, truncated = buf[C.TERMINATED], buf[C.TRUNCATED]
@@ -217,10 +225,12 @@ class PodKernel:
                 length.masked_fill_(done[t], 0)
                 self._act(t + 1)
             # one transfer of the finished episodes (a sync point on a GPU, once per rollout)
-            self.finished_returns += self._ended_return[done].tolist()
+            returns = self._ended_return[done].tolist()
+            self.finished_returns += returns
             self.finished_lengths += self._ended_length[done].tolist()
         self.env_time_s += env_time
         self.env_steps += self.T * env.num_envs
+        return returns
 
     def _update(self) -> None:
         started = time.perf_counter()
@@ -257,6 +267,8 @@ class PodKernel:
             "policy_lag_mean": self.lag_mean,
             **self.stats,
         }
+        if self.stop is not None:
+            out["stop_reason"] = self.stop.reason
         self._reset_stats()
         return out
 

@@ -6,7 +6,9 @@ at once, so actors refill them while the trainer computes.
 
 With `splits_per_actor` set (deterministic mode), every update takes exactly one segment from each ring
 group, at that group's fixed place in the batch, whatever order they arrive in: the batch, and
-so the update, does not depend on process timing.
+so the update, does not depend on process timing. Deterministic mode also gives it a `LockStepStop`
+(srl.workers.stop): after each update it decides from the batch alone whether the run is over
+(env steps trained on, the episodes that ended in its segments), and says so in its reports.
 
 With several trainers (`group`, srl.streams.gradients), each gathers its own actors' segments and
 the group averages gradients, so each update is one step on the union of their batches; only
@@ -26,12 +28,14 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
+from srl.monitor.episodes import EpisodeTally
 from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.gradients import GradientGroup
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 from srl.workers.learner import Learner
+from srl.workers.stop import LockStepStop
 
 
 class TrainerKernel(Learner):
@@ -55,6 +59,7 @@ class TrainerKernel(Learner):
         group: GradientGroup | None = None,
         actors: list[int] | None = None,
         record_digests: bool = False,
+        stop: LockStepStop | None = None,
     ) -> None:
         super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume)
         self.samples, self.params = samples, params
@@ -71,6 +76,10 @@ class TrainerKernel(Learner):
         self.places_filled: set[int] = set()
         self.held: list[SegmentRef] = []  # segments for the next batch (deterministic mode)
         self.max_updates = max_updates
+        assert stop is None or splits_per_actor is not None, "a lock-step stop needs fixed batch places"
+        self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
+        # episodes of the batch's columns: each column is always the same env (fixed places)
+        self.tally = EpisodeTally(width, num_agents) if stop is not None else None
         self.clock = TimeBreakdown()
         self._reset_stats()
         self.group = group  # None: the only trainer; else only its leader publishes and checkpoints
@@ -102,7 +111,7 @@ class TrainerKernel(Learner):
         self.clock.switch(SEND_RECV)  # receiving: the poll, batch copies and releases
         refs, self.held = self.held + self.samples.poll(limit=limit), []
         for ref in refs:
-            if self.max_updates is not None and self.version >= self.max_updates:
+            if self._done():
                 self.samples.release(ref)  # done: the last update's parameters are final
                 continue
             place = self._place(ref)
@@ -119,6 +128,11 @@ class TrainerKernel(Learner):
         self.clock.switch(OTHER)
         self._checkpoint_if_due()
         return bool(refs)
+
+    def _done(self) -> bool:
+        if self.stop is not None and self.stop.reason is not None:
+            return True
+        return self.max_updates is not None and self.version >= self.max_updates
 
     def _place(self, ref: SegmentRef) -> int | None:
         """Where in the batch this segment goes; None: its group's place is taken (hold it)."""
@@ -164,14 +178,31 @@ class TrainerKernel(Learner):
         if self.digests is not None:
             self.digests[self.version] = checkpoint.params_sha256(self.policy)
         self._publish()
+        self._decide_stop()
         self.clock.switch(previous)
         self.filled = 0
         self.places_filled.clear()
         self.updates += 1
         self.train_time_s += time.perf_counter() - started
 
+    def _decide_stop(self) -> None:
+        """Deterministic mode: stop after this update? From this batch's steps and episodes only.
+        A group's trainers pool their episodes (rank by rank) so that all of them decide alike."""
+        if self.stop is None or self.tally is None:
+            return
+        steps = self.batch[C.REWARD].shape[0] - 1
+        done = self.batch[C.TERMINATED][:steps] | self.batch[C.TRUNCATED][:steps]
+        returns, _ = self.tally.steps(self.batch[C.REWARD][:steps], done)
+        trainers = 1 if self.group is None else self.group.world_size
+        if self.group is not None and self.stop.target_return is not None:
+            returns = self.group.gather(returns, capacity=done.size)
+        # the group's trainers take equal shares of the actors: env steps trained on by all of them
+        self.stop.after_update(self.version, self.env_steps * trainers, returns)
+
     def report(self) -> dict:
         out = self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None)
+        if self.stop is not None:
+            out["stop_reason"] = self.stop.reason
         self._reset_stats()
         return out
 
