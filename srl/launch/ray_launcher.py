@@ -249,6 +249,7 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
     paths = [str(Path(srl.__file__).resolve().parent.parent), *inherited]
     cpus = sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
     ray.init(
+        address="local",  # a new instance even where `ray start` left one running (Ray would join it)
         num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)),  # like local processes: may oversubscribe
         include_dashboard=False,
         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}},
