@@ -227,6 +227,12 @@ class ExperimentConfig(BaseModel):
         description="launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
         "a role not listed asks for 1 CPU (params: none, it only forwards weights).",
     )
+    ray_placement_timeout_s: float = Field(
+        30.0, gt=0, description="launcher=ray: a worker whose resources Ray still cannot grant after this long "
+        "(other workers hold them) ends the run, naming the worker, its request and the cluster's total and free "
+        "resources. A request no node could ever hold is refused before any worker starts. Raise it for a "
+        "cluster that autoscales (new nodes take minutes).",
+    )
     transport: Literal["shm", "tcp"] = Field(
         "shm",
         description="Stream backend of launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "

@@ -1,7 +1,8 @@
 """launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, workers pinned
 to two nodes of a Ray test cluster by custom resources, tcp streams between the nodes, a pod
-ensemble whose members are Ray actors, and a user's own module (modules=) reaching the workers of
-a local instance and of a cluster. Skipped when Ray is not installed.
+ensemble whose members are Ray actors, a user's own module (modules=) reaching the workers of a
+local instance and of a cluster, and requests Ray cannot grant, refused or ending the run with one
+message.
 
 Each run is its own `srl run` process: a Ray driver leaves threads behind after ray.shutdown(),
 and they must not live on in the test process."""
@@ -156,10 +157,42 @@ def test_a_users_own_module_is_uploaded_to_the_workers_of_a_cluster(tmp_path, ru
     assert node["actor:0"] == node["actor:1"] != node["trainer:0"], node
 
 
-def test_a_request_no_node_can_meet_is_refused_before_training(run_dir):
+def test_a_request_no_node_can_meet_is_refused_before_any_worker_starts(run_dir):
     code, output = run_srl("cartpole-ppo", "launcher=ray", f"run_dir={run_dir}", "ray_resources.trainer.resources.no_such_node=1")
-    assert code != 0
-    assert re.search(r"worker trainer:0 asks Ray for .*no_such_node.*no node has that", output), output
+    assert code == 2, output  # a config error, not a failed run
+    line = re.search(r"srl: worker trainer:0 asks Ray for num_cpus=1, num_gpus=0, memory=none, custom resources "
+                     r"\{no_such_node: 1\} \(ray_resources.trainer\), which no node has .*; "
+                     r"the cluster has in total: CPU \d+.*; free now: CPU \d+", output)  # fmt: skip
+    assert line, output
+    assert "Traceback" not in output, output
+    assert not (run_dir / "placement.json").exists() and not (run_dir / "summary.json").exists()
+
+
+@pytest.mark.parametrize("experiment, role, two", [
+    ("cartpole-ppo", "actor", "num_actor_workers=2"), ("cartpole-pod-ensemble", "pod", "ensemble.population=2"),
+])  # fmt: skip
+def test_two_workers_wanting_the_only_node_b_end_the_run_naming_it(run_dir, monkeypatch, experiment, role, two):
+    """The issue's run: the local Ray instance has one unit of node_b (Ray's RAY_OVERRIDE_RESOURCES
+    gives it custom resources) and two workers each want it. Each would fit alone, so Ray just
+    waits; the run ends after ray_placement_timeout_s naming the worker left waiting. No target:
+    CartPole could be solved by the one placed worker before that (a pod does it in seconds)."""
+    monkeypatch.setenv("RAY_OVERRIDE_RESOURCES", json.dumps({"node_b": 1}))
+    code, output = run_srl(
+        experiment, "launcher=ray", f"run_dir={run_dir}", "seed=1", "learning_curve=false", "target_return=null",
+        "time_limit_s=60", f"ray_resources.{role}.resources.node_b=1", two, "ray_placement_timeout_s=5",
+    )  # fmt: skip
+    assert code == 1, output
+    text = " ".join(output.split())  # the console wraps long lines
+    message = (rf"run failed: worker ({role}:[01]) failed: Ray could not place it within ray_placement_timeout_s=5 s: "
+               r"it asks for num_cpus=1, num_gpus=0, memory=none, custom resources \{node_b: 1\} "
+               rf"\(ray_resources.{role}\); the cluster has in total: CPU \d+, .*node_b 1; free now: .*node_b 0")  # fmt: skip
+    found = re.search(message, text)
+    assert found, output
+    assert text.count("Ray could not place") == 1 and "Traceback" not in output, output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "worker failed" and "node_b" in summary["error"], summary
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert placement[found.group(1)] == {"error": "not placed"}, placement
 
 
 def test_ray_resources_name_known_roles():

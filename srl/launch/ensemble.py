@@ -128,12 +128,13 @@ def _placement(graph: Graph) -> Iterator[Callable[[int], Any]]:
 
         yield lambda k: InlineMember(make_member(config, k))
     elif config.launcher == "ray":
-        from srl.launch.ray_launcher import _connect, _ray, check_fits
+        from srl.launch.ray_launcher import _connect, _ray
         from srl.launch.ray_members import RayMember
+        from srl.launch.ray_placement import check_fits
 
         started = _connect(config, graph)
         try:
-            check_fits(graph, _ray().nodes())
+            check_fits(graph, _ray())
             yield lambda k: RayMember(config, k)
         finally:
             if started:
@@ -190,6 +191,9 @@ def _supervise(manager: PopulationManager, outputs: RunOutputs, handles: list[An
                 for message in h.recv_all():
                     manager.handle(message)
                 raise WorkerFailed(f"pod:{h.index}", f"process exited unexpectedly with code {h.exitcode}")
+        for h in reversed(handles):  # the newest first: of two alike, Ray leaves the later one waiting
+            if getattr(h, "unplaced", bool)():  # Ray: waiting for resources (judged by the handle)
+                manager.monitor.on_unplaced(f"pod:{h.index}")
         silent = manager.monitor.silent_workers(names)
         if silent:
             raise WorkerFailed(silent[0], f"no heartbeat for {manager.config.heartbeat_timeout_s} s")

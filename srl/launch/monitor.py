@@ -127,6 +127,10 @@ class RunMonitor:
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.last_report_s[worker] = time.monotonic()
 
+    def on_unplaced(self, worker: str) -> None:
+        """Its launcher has not placed it yet (Ray waits for resources): its heartbeat clock starts once placed."""
+        self.last_report_s[worker] = time.monotonic()
+
     def silent_workers(self, workers: list[str]) -> list[str]:
         """Workers whose last report is older than the heartbeat timeout."""
         now = time.monotonic()

@@ -16,6 +16,9 @@ on any node: every actor is created first, Ray says which node each landed on, e
 a free port on the node of the worker that binds it (srl.streams.tcp_setup.stream_owners), and
 the resulting addresses, with the run's secret, travel to the workers as task arguments (no
 shared filesystem; the secret is never written to disk).
+
+A request Ray can never or not now grant ends the run with a message instead of an endless wait
+(srl.launch.ray_placement).
 """
 
 from __future__ import annotations
@@ -29,14 +32,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from srl.config import ExperimentConfig, RayResources, import_modules
+from srl.config import ExperimentConfig, import_modules
 from srl.graph import Graph, WorkerSpec
 from srl.launch.local import run_workers
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
+from srl.launch.ray_placement import (
+    Placement,
+    await_placement,
+    check_fits,
+    newest_first,
+    report_unplaced,
+    resources_of,
+)
 from srl.streams.control import Role
-
-DEFAULTS = {Role.PARAMS: RayResources(num_cpus=0)}  # it only forwards weights
 
 
 def _ray() -> Any:
@@ -47,10 +56,6 @@ def _ray() -> Any:
     return ray
 
 
-def resources_of(config: ExperimentConfig, role: Role) -> RayResources:
-    return config.ray_resources.get(role.title) or DEFAULTS.get(role) or RayResources()
-
-
 def actor_options(config: ExperimentConfig, role: Role) -> dict[str, Any]:
     r = resources_of(config, role)
     options: dict[str, Any] = {"num_cpus": r.num_cpus, "num_gpus": r.num_gpus, "max_restarts": 0}
@@ -59,20 +64,6 @@ def actor_options(config: ExperimentConfig, role: Role) -> dict[str, Any]:
     if r.memory:
         options["memory"] = r.memory
     return options
-
-
-def check_fits(graph: Graph, nodes: list[dict[str, Any]]) -> None:
-    """Every worker's request fits on some live node (else Ray would wait forever)."""
-    totals = [n["Resources"] for n in nodes if n.get("Alive")]
-    for spec in graph.workers:
-        r = resources_of(graph.config, spec.role)
-        ask = {"CPU": r.num_cpus, "GPU": r.num_gpus, "memory": r.memory or 0, **r.resources}
-        ask = {k: v for k, v in ask.items() if v}
-        if not any(all(node.get(k, 0) >= v for k, v in ask.items()) for node in totals):
-            raise RuntimeError(
-                f"worker {spec.name} asks Ray for {ask} (config ray_resources.{spec.role.title}), "
-                f"but no node has that; nodes: {totals}"
-            )
 
 
 def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str, wire: Any = None) -> None:
@@ -163,16 +154,18 @@ class RayWorkers:
         self.actors: dict[str, Any] = {}
         self.runs: dict[str, Any] = {}  # worker -> reference to its run() call
         self.details: dict[str, str] = {}
-        self.placement: dict[str, Any] = {}  # worker -> reference to where its (last) actor runs
+        self.placement: dict[str, Placement] = {}  # worker -> where its (last) actor runs, once placed
         self.run_dir = Path(str(graph.config.run_dir))
-        check_fits(graph, self.ray.nodes())
         self.waiting: dict[str, Any] = {}  # worker -> its actor, created but not running yet
         self.wire = None if wire is None else self._place_streams(graph, wire)
 
     def _new_actor(self, graph: Graph, spec: WorkerSpec) -> Any:
         actor = self._remote.options(**actor_options(graph.config, spec.role)).remote()
         self.actors[spec.name] = actor
-        self.placement[spec.name] = actor.where.remote()
+        self.placement[spec.name] = Placement(
+            self.ray, actor.where.remote(), resources_of(graph.config, spec.role),
+            f"ray_resources.{spec.role.title}", graph.config.ray_placement_timeout_s,
+        )  # fmt: skip
         return actor
 
     def _place_streams(self, graph: Graph, wire: Any) -> Any:
@@ -181,7 +174,17 @@ class RayWorkers:
 
         for spec in graph.workers:
             self.waiting[spec.name] = self._new_actor(graph, spec)
-        return place_streams(self.ray, graph.config, self.waiting, self.host, wire)
+        try:
+            await_placement(self.ray, self.placement)  # place_streams asks each actor where it is
+            return place_streams(self.ray, graph.config, self.waiting, self.host, wire)
+        except BaseException:
+            self.close()  # the launcher has no handle on these workers yet
+            raise
+
+    def unplaced(self) -> list[str]:
+        """Workers Ray has not placed yet, within ray_placement_timeout_s (their heartbeat clocks
+        wait); WorkerFailed for one whose request stayed unmet longer."""
+        return [name for name, p in newest_first(self.placement) if p.watch(name)]
 
     def start(self, spec: WorkerSpec, graph: Graph) -> None:
         actor = self.waiting.pop(spec.name, None)
@@ -218,7 +221,9 @@ class RayWorkers:
         return any(self.exit_code(name) is None for name in self.runs)
 
     def close(self, terminate_first: bool = False) -> None:
-        self._write_placement()
+        if self.actors:  # once: a second close would find every actor killed
+            self._write_placement()
+            report_unplaced(self.placement)
         for name in list(self.actors):
             self.ray.kill(self.actors[name], no_restart=True)
         if self.runs:
@@ -228,12 +233,7 @@ class RayWorkers:
 
     def _write_placement(self) -> None:
         """run_dir/placement.json: the Ray node and host of each worker's last actor."""
-        where = {}
-        for name, ref in self.placement.items():
-            try:
-                where[name] = self.ray.get(ref, timeout=5)
-            except Exception as e:
-                where[name] = {"error": type(e).__name__}
+        where = {name: p.where() for name, p in self.placement.items()}
         if where:
             (self.run_dir / "placement.json").write_text(json.dumps(where, indent=2, sort_keys=True) + "\n")
 
@@ -255,6 +255,7 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
     paths = [str(Path(srl.__file__).resolve().parent.parent), *inherited]
     cpus = sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
     ray.init(
+        address="local",  # a new instance even where `ray start` left one running (Ray would join it)
         num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)),  # like local processes: may oversubscribe
         include_dashboard=False,
         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}},
@@ -281,6 +282,7 @@ def run_ray(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     ray = _ray()
     started = _connect(graph.config, graph)
     try:
+        check_fits(graph, ray)  # before any worker starts
         return run_workers(graph, outputs, monitor, RayWorkers)
     finally:
         if started:

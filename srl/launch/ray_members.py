@@ -10,7 +10,8 @@ Each member keeps exactly one `work` call in flight: when its messages arrive, t
 leaves at once with the commands queued since, so a member idles only for one round trip per
 burst, and an adopt reaches it within a burst. The actor builds its kernel inside a call and
 returns any exception as an "error" message with its traceback (the manager raises it as a
-failed member); an actor that dies (killed, out of memory) reads as exit code -9. Members share
+failed member); an actor that dies (killed, out of memory) reads as exit code -9; one whose request
+Ray cannot grant for ray_placement_timeout_s ends the run (srl.launch.ray_placement). Members share
 the run directory with the manager (checkpoints, adopt copies), so a member placed on another
 host fails at once, as the Ray launcher's workers do.
 """
@@ -27,6 +28,7 @@ from typing import Any
 from srl.config import ExperimentConfig
 from srl.launch.members import _message, _Reporter, apply_command
 from srl.launch.ray_launcher import _ray, _set_title, actor_options
+from srl.launch.ray_placement import Placement, report_unplaced, resources_of
 from srl.streams.control import Role
 
 BURST_S = 0.2  # seconds of polling per call: long enough that round trips cost little
@@ -100,10 +102,17 @@ class RayMember:
         self.index = index
         remote = self.ray.remote(MemberActor).options(**actor_options(config, Role.POD))
         self.actor = remote.remote(config, index, self.ray.util.get_node_ip_address())
-        self.placement = self.actor.where.remote()
+        self.placement = Placement(
+            self.ray, self.actor.where.remote(), resources_of(config, Role.POD), "ray_resources.pod",
+            config.ray_placement_timeout_s,
+        )  # fmt: skip
         self.outbox: list[dict[str, Any]] = []
         self.pending = self.actor.work.remote([], BURST_S)
         self._exitcode: int | None = None
+
+    def unplaced(self) -> bool:
+        """Ray has not placed it yet, within ray_placement_timeout_s (WorkerFailed past it, unmet)."""
+        return self._exitcode is None and self.placement.watch(f"pod:{self.index}")
 
     @staticmethod
     def wait(handles: list["RayMember"], timeout_s: float) -> None:
@@ -149,11 +158,7 @@ class RayMember:
 
 def write_placement(run_dir: Path, handles: list[RayMember]) -> None:
     """run_dir/placement.json: the Ray node and host of each member, as the Ray launcher writes it."""
-    where: dict[str, Any] = {}
-    for h in handles:
-        try:
-            where[f"pod:{h.index}"] = h.ray.get(h.placement, timeout=5)
-        except Exception as e:  # noqa: BLE001
-            where[f"pod:{h.index}"] = {"error": type(e).__name__}
+    where = {f"pod:{h.index}": h.placement.where() for h in handles}
     if where:
         (run_dir / "placement.json").write_text(json.dumps(where, indent=2, sort_keys=True) + "\n")
+    report_unplaced({f"pod:{h.index}": h.placement for h in handles})

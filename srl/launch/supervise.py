@@ -105,6 +105,8 @@ class Supervisor:
                 detail = self.errors.pop(name, None) or known
                 detail = detail or f"process exited unexpectedly with code {code}"
                 self._failed(name, detail)
+        for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
+            self.monitor.on_unplaced(name)
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
 
