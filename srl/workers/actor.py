@@ -185,7 +185,9 @@ class ActorKernel:
         self.nonfinite_episodes += int(rows.sum())
         return dropped
 
-    def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray, dropped: np.ndarray | None) -> None:
+    def _count_episodes(
+        self, s: int, reward: np.ndarray, done: np.ndarray, dropped: np.ndarray | None = None
+    ) -> None:
         """One episode per agent once all agents of its env are done (srl.monitor.episodes);
         a dropped episode's return is not one of them."""
         returns, lengths = self.tallies[s].step(reward, done if dropped is None else done & ~dropped)

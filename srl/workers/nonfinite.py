@@ -147,7 +147,8 @@ class UpdateGuard:
     def _keep(self, skeleton: Any, tensors: list[torch.Tensor]) -> None:
         layout = [(t.shape, t.dtype) for t in tensors]
         if layout == self._layout:
-            torch._foreach_copy_(self._saved, tensors)
+            if tensors:  # (a policy without parameters has none)
+                torch._foreach_copy_(self._saved, tensors)
         else:  # the first time, or the state changed its layout
             self._saved, self._layout = [t.detach().clone() for t in tensors], layout
         self._skeleton = skeleton
