@@ -135,10 +135,66 @@ def test_skip_episode_trains_on_with_finite_weights(run_dir):
     metrics_of(run_dir)  # strict JSON
 
 
+def test_mending_a_step_cuts_every_agent_of_the_bad_env_and_keeps_a_whole_episode():
+    """Two envs of two agents. Env 0: agent 1's reward is inf mid-episode, so both its rows are cut
+    and dropped. Env 1: its episode ended with finite rewards and only the next episode's first
+    observation is NaN: that episode is whole and counted; the env restarts all the same."""
+    from srl.workers.nonfinite import EnvGuard
+
+    class Env:
+        reset = []
+
+        def reset_env(self, e):
+            self.reset.append(e)
+            return np.full((2, 3), 7.0, np.float32)
+
+    guard = EnvGuard("skip_episode", "two-agents", first_env_index=4, agents=2, actor=0)
+    obs = np.zeros((4, 3), np.float32)
+    obs[3, 2] = np.nan
+    reward = np.array([1.0, np.inf, 1.0, 1.0], np.float32)
+    terminated = np.array([False, False, True, True])
+    truncated = np.zeros(4, bool)
+    rows = guard.bad_rows(obs, reward)
+    assert rows.tolist() == [True, True, True, True]
+    env = Env()
+    dropped = guard.mend(env, rows, reward, terminated, truncated, obs)
+    assert dropped.tolist() == [True, True, False, False]
+    assert reward.tolist() == [1.0, 0.0, 1.0, 1.0] and truncated.tolist() == [True, True, False, False]
+    assert terminated.tolist() == [False, False, True, True] and env.reset == [0, 1] and (obs == 7).all()
+    assert guard.bad_rows(np.zeros((4, 3), np.float32), np.ones(4, np.float32)) is None
+    with pytest.raises(Exception, match=r"'two-agents' returned a non-finite reward \(inf\) at env index 4"):
+        EnvGuard("error", "two-agents", 4, 2, 0).mend(env, rows, np.array([1, np.inf, 1, 1], np.float32),
+                                                      terminated, truncated, obs)
+
+
 def test_an_env_that_restarts_nonfinite_ends_the_run_even_when_skipping(run_dir):
     overrides = poisoned(run_dir, "nonfinite_env=skip_episode", poison_resets=True)
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 1
     assert "right after a reset" in summary_of(run_dir)["error"]
+
+
+def test_a_pods_rollout_with_a_nan_ends_the_run_naming_the_env_index():
+    from srl.faults import RunHalted
+    from srl.workers.pod import make_pod
+
+    kernel = make_pod("batched-cartpole", num_envs=8, sample_length=4, total_env_steps=10_000)
+    step, calls = kernel.env.step, []
+
+    def poisoned_step(action):
+        obs, reward, terminated, truncated = step(action)
+        calls.append(1)
+        if len(calls) == 6:
+            reward = reward.clone()
+            reward[5] = float("inf")
+        return obs, reward, terminated, truncated
+
+    kernel.env.step = poisoned_step
+    kernel.start()
+    kernel.poll()  # steps 1-4: finite, one update
+    with pytest.raises(RunHalted, match="'batched-cartpole' returned a non-finite reward at env index 5"):
+        kernel.poll()
+    assert kernel.version == 1  # the poisoned rollout was not trained on
+    kernel.close()
 
 
 def test_pods_cannot_skip_episodes():
@@ -323,6 +379,7 @@ def test_a_checkpoint_of_other_layer_sizes_is_refused_before_the_run_starts(run_
     short_run(run_dir)
     proc = srl("run", "cartpole-ppo", f"resume={run_dir}", "policy_kwargs.hidden_sizes=[8]", "launcher=inline")
     one_line_error(proc, "no usable checkpoint", "does not fit this run's policy")
+    assert json.loads((run_dir / "run.lock").read_text())["launch"] == 1  # a refused launch is not one
 
 
 def test_garbage_latest_json_is_named_and_passed_over(run_dir):

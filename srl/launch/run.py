@@ -28,12 +28,13 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
     graph = build_graph(config)  # every check that can fail does so before anything starts
     claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
+    outputs = None
     try:
         resumed_env_steps = _resume_point(graph)
-        return _launch(graph, RunOutputs(config, time.time() if started_s is None else started_s, claim.launch),
-                       resumed_env_steps)
+        outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
+        return _launch(graph, outputs, resumed_env_steps)
     finally:
-        claim.release()
+        claim.release(launched=outputs is not None)
 
 
 def _resume_point(graph: Graph) -> int:

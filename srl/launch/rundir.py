@@ -37,13 +37,17 @@ RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints")
 class RunDirClaim:
     """The held lock of a run directory, and this launch's number in it."""
 
-    def __init__(self, run_dir: Path, fd: int, run_id: str, launch: int) -> None:
+    def __init__(self, run_dir: Path, fd: int, run_id: str, launch: int, previous: dict[str, Any]) -> None:
         self.run_dir, self.run_id, self.launch = run_dir, run_id, launch
         self._fd: int | None = fd
+        self._previous = previous  # the holder before this launch
 
-    def release(self) -> None:
-        """Unlock (for forked workers still holding the file too) and close; idempotent."""
+    def release(self, launched: bool = True) -> None:
+        """Unlock (for forked workers still holding the file too) and close; idempotent. A launch
+        refused before it started (`launched=False`) leaves the previous holder's record."""
         if self._fd is not None:
+            if not launched:
+                _write(self._fd, self._previous)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
@@ -88,7 +92,7 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
         os.close(fd)
         raise
     config.run_id = run_id
-    return RunDirClaim(run_dir, fd, run_id, launch)
+    return RunDirClaim(run_dir, fd, run_id, launch, previous)
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -108,7 +112,8 @@ def _read(fd: int) -> dict[str, Any]:
 def _write(fd: int, holder: dict[str, Any]) -> None:
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
-    os.write(fd, (json.dumps(holder) + "\n").encode())
+    if holder:
+        os.write(fd, (json.dumps(holder) + "\n").encode())
 
 
 def _describe(holder: dict[str, Any]) -> str:

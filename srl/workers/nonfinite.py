@@ -87,12 +87,13 @@ class EnvGuard:
 
     def _describe(self, rows: np.ndarray, reward: np.ndarray, obs: np.ndarray) -> str:
         """'env NAME returned a non-finite FIELD (VALUE) at env index I (actor A)' for the first bad row."""
-        row = int(np.flatnonzero(rows)[0])
+        flat = obs.reshape(len(obs), -1)
+        bad_obs = ~np.isfinite(flat).all(axis=1) if flat.dtype.kind == "f" else np.zeros(len(obs), bool)
+        row = int(np.flatnonzero(rows & (~np.isfinite(reward) | bad_obs))[0])  # a row of the env that is bad
         if not np.isfinite(reward[row]):
             field, value = "reward", float(reward[row])
         else:
-            values = obs[row].reshape(-1)
-            field, value = "observation", float(values[~np.isfinite(values)][0]) if values.dtype.kind == "f" else None
+            field, value = "observation", float(flat[row][~np.isfinite(flat[row])][0])
         index = self.first_env_index + row // self.agents
         return f"env {self.env_name!r} returned a non-finite {field} ({value}) at env index {index} (actor {self.actor})"
 

@@ -261,7 +261,7 @@ class PodKernel:
             return
         bad_reward = ~torch.isfinite(reward)
         field = "reward" if bool(bad_reward.any()) else "observation"
-        bad = bad_reward if field == "reward" else ~torch.isfinite(obs.flatten(2)).all(-1)
+        bad = bad_reward if field == "reward" else ~torch.isfinite(obs.reshape(*obs.shape[:2], -1)).all(-1)
         t, row = (int(i) for i in bad.nonzero()[0])
         raise RunHalted(f"env {self.env_name!r} returned a non-finite {field} at env index "
                         f"{row // self.num_agents} (pod, rollout step {t} after version {self.version}): the run ends "
