@@ -275,6 +275,8 @@ def test_a_used_run_dir_is_refused_unless_resumed(run_dir):
     assert second["run_id"] == first["run_id"] and (first["launch"], second["launch"]) == (1, 2)
     assert [r["launch"] for r in metrics_of(run_dir)][0] == 1 and metrics_of(run_dir)[-1]["launch"] == 2
     assert {s["run_id"] for s in saved_states(run_dir)} == {first["run_id"]}
+    elsewhere = run_dir.parent / "elsewhere"  # would train afresh there while saying it resumed
+    one_line_error(srl("run", "cartpole-ppo", f"resume={run_dir}", f"run_dir={elsewhere}"), "continues that run")
 
 
 def test_a_second_run_on_a_locked_dir_is_refused(run_dir):

@@ -62,7 +62,10 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
     """Lock `config.run_dir` for this launch, refusing one in use or one that holds another run;
     sets `config.run_id`. ConfigError (one line, naming the directory) when refused."""
     run_dir = Path(str(config.run_dir))
-    resuming = config.resume is not None and _same(Path(config.resume), run_dir)
+    resuming = config.resume is not None
+    if resuming and not _same(Path(str(config.resume)), run_dir):  # its trainer would find no checkpoint
+        raise ConfigError(f"field 'run_dir': resume={config.resume} continues that run in its own directory, "
+                          f"not in {str(run_dir)!r}; leave run_dir out (copy the directory to branch off a run)")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
