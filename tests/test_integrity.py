@@ -293,6 +293,30 @@ def test_a_second_run_on_a_locked_dir_is_refused(run_dir):
     claim_run_dir(load_config("cartpole-ppo", [f"run_dir={run_dir}"])).release()  # released: free again
 
 
+def test_a_running_run_holds_its_dir_until_it_ends_even_when_killed(run_dir):
+    """Two real `srl run` processes: the second is refused while the first runs; once the first is
+    SIGKILLed (no chance to clean up) the OS has released the lock and resume= takes the dir."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
+    first = subprocess.Popen([sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launcher=inline",
+                              f"run_dir={run_dir}", "display=off", "target_return=null", "time_limit_s=120",
+                              "checkpoint_interval_s=0.5"], cwd=TESTS, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not checkpoint.latest_meta(run_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        line = one_line_error(srl("run", "cartpole-ppo", f"resume={run_dir}", "launcher=inline"), str(run_dir),
+                              "in use by another run")
+        assert f"pid {first.pid}" in line
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    claim_run_dir(load_config("cartpole-ppo", [f"resume={run_dir}"])).release()
+
+
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = load_config("cartpole-ppo")
