@@ -22,10 +22,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from srl.evaluate import evaluate_run
 
+    from srl.faults import json_safe
+
     result = evaluate_run(
         args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic, video=args.video
     )
-    print(json.dumps(result))
+    print(json.dumps(json_safe(result), allow_nan=False))  # strict JSON: a NaN return is null
     return 0
 
 

@@ -247,6 +247,21 @@ class ExperimentConfig(BaseModel):
         True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
         "(needs matplotlib, the [plot] extra; skipped with a note without it)."
     )
+    nonfinite_env: Literal["error", "skip_episode"] = Field(
+        "error", description="When an env returns a NaN or an infinity (observation or reward). error: end the run "
+        "naming the env, env index and field; skip_episode: record that step with the bad values zeroed and cut "
+        "as truncated, restart the env, and count the episode in nonfinite_episodes_skipped, not in the returns "
+        "(actors only: not with pod=true)."
+    )
+    max_nonfinite_updates: int = Field(
+        10, ge=0, description="Updates in a row that may be undone (no new version, counted in "
+        "nonfinite_updates_skipped) for leaving a NaN or an infinity in the policy or the algorithm's state, "
+        "as a non-finite loss or gradient does; one more ends the run (0: the first one does)."
+    )
+    run_id: str | None = Field(
+        None, description="Set by srl at a run's first launch and kept by resume=; every checkpoint carries it "
+        "and a trainer loads only its own run's (none: a new one)."
+    )
     eval_episodes: int = Field(
         0, ge=0, description="Deterministic evaluation episodes per round, played by an evaluator worker on its own "
         "env with the newest parameters (eval/episode_return_mean); 0 = no evaluator."
@@ -568,7 +583,11 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     base = _drop_stale_settings(base, top)
     config = build_config(apply_overrides(base, top))
     if config.run_dir is None:
-        config.run_dir = str(Path("runs") / f"{_run_name(experiment, base, config.env)}-{time.strftime('%Y%m%d-%H%M%S')}")
+        stem = Path("runs") / f"{_run_name(experiment, base, config.env)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        n = 1  # runs launched in the same second each get their own directory (srl.launch.rundir)
+        while Path(f"{stem}-{n}" if n > 1 else stem).exists():
+            n += 1
+        config.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
     return config
 
 
@@ -576,7 +595,13 @@ def load_saved_config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"field 'resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
-    return yaml.safe_load(path.read_text())
+    try:  # a damaged file is named on one line, not shown as a parser's traceback
+        values = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:
+        raise ConfigError(f"{path}: not a readable YAML config ({' '.join(str(e).split())[:200]})") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: not a config (a YAML mapping of fields), got {type(values).__name__}")
+    return values
 
 
 def config_reference() -> str:

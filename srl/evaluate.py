@@ -1,5 +1,8 @@
 """`srl eval RUN_DIR`: the run's latest checkpoint, acting for N episodes in one process.
 
+The checkpoint is the newest of the run that loads into its policy with finite parameters; each
+one passed over (truncated, of another run, NaN, outside checkpoints/) is named on one line.
+
 With `video=FILE.mp4` the env is made with render_mode='rgb_array' and the frame of every step
 goes to the file (srl.monitor.video), the episodes one after another.
 """
@@ -29,13 +32,15 @@ def evaluate_run(
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     if video is not None:
         check_video_path(Path(video))
-    config = build_config(load_saved_config(run_dir))
-    state = checkpoint.load_latest(run_dir)
-    if state is None:
-        raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
+    try:
+        config = build_config(load_saved_config(run_dir))
+    except ConfigError as e:
+        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
     graph = build_graph(config)
     policy = make_policy(config, graph.observation_space, graph.action_space)
-    policy.load_state_dict(state["policy"])
+    state = checkpoint.load_latest(run_dir, config.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
+    if state is None:
+        raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
     policy.eval()
     kwargs = single_env_kwargs(config.env_kwargs, config.env_backend)
     if video is not None:

@@ -257,6 +257,8 @@ def _pod_graph(graph: Graph) -> Graph:
         )
     if graph.config.eval_episodes:
         raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
+    if graph.config.nonfinite_env == "skip_episode":  # a pod checks each rollout whole (srl.workers.pod)
+        raise ConfigError("field 'nonfinite_env': a pod cannot restart one env of its batch; with pod=true use 'error'")
     pods = [WorkerSpec(Role.POD, k) for k in range(graph.config.ensemble.population)]
     graph.workers = pods
     names = tuple(w.name for w in pods)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from srl import checkpoint
+from srl.faults import json_safe
 
 JSON_NAME = "leaderboard.json"
 CSV_NAME = "leaderboard.csv"
@@ -36,7 +37,8 @@ def _atomic_write(path: Path, text: str) -> None:
 def write(run_dir: Path, table: dict[str, Any]) -> None:
     """leaderboard.json and leaderboard.csv from a `Tournament.table()`."""
     run_dir = Path(run_dir)
-    _atomic_write(run_dir / JSON_NAME, json.dumps(table, indent=1) + "\n")
+    # strict JSON: an evaluation of a NaN env scores null, not NaN (which only Python parses)
+    _atomic_write(run_dir / JSON_NAME, json.dumps(json_safe(table), indent=1, allow_nan=False) + "\n")
     names = sorted({k for e in table["entries"] for k in e["hparams"]})
     out = io.StringIO()
     writer = csv.writer(out)

@@ -90,5 +90,11 @@ class VectorEnv(ABC):
     def step(self, actions: np.ndarray) -> VectorStep:
         """Step every environment with actions [rows, ...]."""
 
+    def reset_env(self, index: int) -> np.ndarray:
+        """Start a new episode in env `index` alone (no seed: its random stream goes on) and
+        return its rows' first observations [agents, ...]. Optional: an actor calls it only to
+        restart an env that returned a NaN or an infinity (nonfinite_env=skip_episode)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Release every environment."""

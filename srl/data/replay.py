@@ -114,10 +114,12 @@ class ReplayMemory:
 
     def update_priorities(self, index: np.ndarray, stamp: np.ndarray, td_abs: np.ndarray) -> int:
         """Set priorities from |TD errors|; rows whose transition was overwritten since it was
-        sampled are skipped (the new one keeps its own). Returns how many were updated."""
+        sampled are skipped (the new one keeps its own), and so are non-finite ones (an update
+        undone for them, srl.workers.nonfinite: a NaN would corrupt the sum tree). Returns how
+        many were updated."""
         if self.tree is None:
             return 0
-        keep = self.stamp[index] == stamp
+        keep = (self.stamp[index] == stamp) & np.isfinite(td_abs)
         priority = np.abs(td_abs[keep]).astype(np.float64) + self.priority_eps
         if priority.size:
             self.max_priority = max(self.max_priority, float(priority.max()))

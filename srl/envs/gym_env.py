@@ -105,6 +105,10 @@ class GymVectorEnv(VectorEnv):
         self._truncated[:] = False
         return obs
 
+    def reset_env(self, index: int) -> np.ndarray:
+        self._obs[index] = self.envs[index].reset()[0]
+        return self._obs[index : index + 1]
+
     def _find_steppers(self) -> None:
         steppers = [stepper(env) for env in self.envs]
         self._steps = [s.step for s in steppers]

@@ -95,5 +95,11 @@ class NativeVectorEnv(VectorEnv):
                   lambda mask: self.backend.reset_rows(mask).reshape(-1, *shape))
         return self._result
 
+    def reset_env(self, index: int) -> np.ndarray:
+        mask = np.zeros(self.num_envs, dtype=bool)
+        mask[index] = True
+        self._obs[index] = self.backend.reset_rows(mask).reshape(self._obs.shape[1:])
+        return self._obs[index : index + 1]
+
     def close(self) -> None:
         self.backend.close()

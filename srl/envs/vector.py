@@ -144,6 +144,10 @@ class SerialVectorEnv(VectorEnv):
         self._truncated[:] = False
         return self._obs
 
+    def reset_env(self, index: int) -> np.ndarray:
+        self._write_reset(index, self.envs[index].reset())
+        return self._obs[index * self._num_agents : (index + 1) * self._num_agents]
+
     def step(self, actions: np.ndarray) -> VectorStep:
         na = self._num_agents
         acts = check_actions(actions, self.num_envs * na, self._discrete_actions)

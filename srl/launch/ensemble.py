@@ -62,7 +62,7 @@ class PopulationManager:
     def handle(self, message: dict[str, Any]) -> None:
         kind, k, payload = message["type"], message["member"], message["payload"]
         if kind == "error":
-            raise WorkerFailed(f"pod:{k}", payload.get("traceback", ""))
+            raise WorkerFailed(f"pod:{k}", payload.get("halt") or payload.get("traceback", ""))
         if kind in ("report", "final"):
             self.monitor.on_report(Role.POD, k, payload, final=kind == "final")
             self.windows[k].add(payload["episode_returns"], payload["episode_lengths"])

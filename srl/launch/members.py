@@ -20,11 +20,11 @@ import multiprocessing as mp
 import os
 import signal
 import time
-import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
 from srl.config import ExperimentConfig
+from srl.launch.shell import error_payload
 
 REPORT_INTERVAL_S = 0.5
 
@@ -123,7 +123,7 @@ def _member_main(config: ExperimentConfig, index: int, conn: Connection, parent_
         member_loop(kernel, conn, parent_pid)
     except BaseException:  # noqa: BLE001  (anything, even SystemExit, is reported to the manager)
         try:
-            conn.send_bytes(json.dumps(_message("error", index, {"traceback": traceback.format_exc()})).encode())
+            conn.send_bytes(json.dumps(_message("error", index, error_payload())).encode())
         except OSError:
             pass
         code = 1

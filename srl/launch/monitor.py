@@ -38,6 +38,8 @@ class RunMonitor:
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
         self.trainer_stop: str | None = None  # deterministic mode: the trainer's (or pod's) stop reason
+        self.nonfinite_episodes_skipped = 0  # episodes actors dropped for a NaN / inf (srl.workers.nonfinite)
+        self.nonfinite_updates_skipped = 0  # updates undone for one
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -50,6 +52,7 @@ class RunMonitor:
         if role in (Role.ACTOR, Role.POD):
             self.env_steps += payload["env_steps"]
             self.episodes.add(payload["episode_returns"], payload["episode_lengths"])
+            self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
@@ -58,6 +61,7 @@ class RunMonitor:
         # several trainers take each update together: trainer 0 counts it and speaks for the group
         if role == Role.POD or (role == Role.TRAINER and index == 0):
             self.updates += payload["updates"]
+            self.nonfinite_updates_skipped += payload.get("nonfinite_updates_skipped", 0)
             if payload["updates"] or not self.trainer:
                 self.trainer = payload
             if final:
@@ -81,6 +85,8 @@ class RunMonitor:
             "trained_env_steps": self.trainer.get("trained_env_steps", 0),  # consumed by the (first) trainer
             "segments_dropped": self.segments_dropped,
             "restarts": sum(self.restarts.values()),
+            "nonfinite_episodes_skipped": self.nonfinite_episodes_skipped,
+            "nonfinite_updates_skipped": self.nonfinite_updates_skipped,
             **losses,
             **self._eval_metrics(),
         }

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from srl.config import ExperimentConfig
+from srl.faults import json_safe
 from srl.launch.monitor import RunMonitor
 from srl.monitor.timing import FILE_NAME as TIME_BREAKDOWN_FILE
 
@@ -23,10 +24,15 @@ class WorkerFailed(RuntimeError):
 
 
 class RunOutputs:
-    """Run directory with config.yaml, metrics.jsonl, TensorBoard events and summary.json."""
+    """Run directory with config.yaml, metrics.jsonl, TensorBoard events and summary.json.
 
-    def __init__(self, config: ExperimentConfig, started_s: float) -> None:
+    Every metrics row carries `launch` (1, then 2, ... for each resume=, which appends to the same
+    metrics.jsonl); the summary, `run_id` and `launch`. Both are strict JSON: a NaN or an
+    infinity is written as null."""
+
+    def __init__(self, config: ExperimentConfig, started_s: float, launch: int = 1) -> None:
         self.config = config
+        self.launch = launch  # this launch's number in the run (srl.launch.rundir)
         self.started_s = started_s  # wall-clock time the command started (time.time())
         self.run_dir = Path(str(config.run_dir))
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -49,7 +55,7 @@ class RunOutputs:
         now = time.monotonic()
         if force or now - self._last_tick >= self.config.log_interval_s:
             self._last_tick = now
-            metrics = monitor.metrics()
+            metrics = {**monitor.metrics(), "launch": self.launch}
             self.recorder.write(metrics)
             self.display.update({**metrics, "time_s": time.time() - self.started_s})
 
@@ -65,6 +71,8 @@ class RunOutputs:
             self.recorder.close()
         summary = {
             "experiment": self.config.experiment,
+            "run_id": self.config.run_id,
+            "launch": self.launch,
             "stop_reason": reason,
             "error": error,
             "env_steps": monitor.env_steps,
@@ -81,11 +89,14 @@ class RunOutputs:
             "params_sha256": monitor.final.get("params_sha256"),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
             "restarts": dict(sorted(monitor.restarts.items())),
+            "nonfinite_episodes_skipped": monitor.nonfinite_episodes_skipped,
+            "nonfinite_updates_skipped": monitor.nonfinite_updates_skipped,
             "time_breakdown": monitor.time_breakdown.as_dict(),
         }
-        breakdown = json.dumps(summary["time_breakdown"], indent=2) + "\n"
+        summary = json_safe(summary)
+        breakdown = json.dumps(summary["time_breakdown"], indent=2, allow_nan=False) + "\n"
         (self.run_dir / TIME_BREAKDOWN_FILE).write_text(breakdown)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
         return summary
 
     def write_learning_curve(self) -> str | None:

@@ -27,7 +27,6 @@ import json
 import math
 import os
 import sys
-import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -73,7 +72,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
     from srl.launch.ray_streams import tcp_transport
-    from srl.launch.shell import make_link, run_kernel_loop
+    from srl.launch.shell import error_payload, make_link, run_kernel_loop
     from srl.streams.control import Kind
     from srl.streams.local import LocalTransport
     from srl.workers.build import make_kernel
@@ -95,7 +94,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport)
     except BaseException:
-        link.send(Kind.ERROR, {"traceback": traceback.format_exc()})
+        link.send(Kind.ERROR, error_payload())
         raise
     finally:
         try:

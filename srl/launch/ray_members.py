@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import os
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 from srl.config import ExperimentConfig
+from srl.launch.shell import error_payload
 from srl.launch.members import _message, _Reporter, apply_command
 from srl.launch.ray_launcher import _ray, _set_title, actor_options
 from srl.launch.ray_placement import Placement, report_unplaced, resources_of
@@ -82,7 +82,7 @@ class MemberActor:
                 if time.monotonic() >= deadline:
                     return out
         except BaseException:  # noqa: BLE001  (anything is reported to the manager)
-            return [_message("error", self.index, {"traceback": traceback.format_exc()})]
+            return [_message("error", self.index, error_payload())]
 
     def finish(self) -> dict[str, Any] | None:
         if self.kernel is None:

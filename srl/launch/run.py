@@ -1,17 +1,22 @@
-"""Run an experiment: build and check the graph, then hand it to the chosen launcher."""
+"""Run an experiment: build and check the graph, claim the run directory, then hand it to the
+chosen launcher."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
 from srl import checkpoint
+from srl.api import registry
 from srl.config import ExperimentConfig
-from srl.graph import build_graph
+from srl.faults import RunHalted
+from srl.graph import Graph, build_graph, make_policy
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.rundir import claim_run_dir
 
 LAUNCHERS = ("inline", "local", "ray")
 
@@ -21,12 +26,49 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     import torch
 
     torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
-    console = Console(stderr=True)
     graph = build_graph(config)  # every check that can fail does so before anything starts
-    started_s = time.time() if started_s is None else started_s
-    resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
-    outputs = RunOutputs(config, started_s)
-    monitor = RunMonitor(config, resumed["env_steps"] if resumed else 0, launched_s=started_s)
+    claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
+    outputs = None
+    try:
+        resumed_env_steps = _resume_point(graph)
+        outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
+        return _launch(graph, outputs, resumed_env_steps)
+    finally:
+        claim.release(launched=outputs is not None)
+
+
+def _resume_point(graph: Graph) -> int:
+    """resume=: the env steps of the checkpoint its trainer will continue from, the newest of this
+    run that loads into the configured policy and algorithm (each one passed over gets a line, and
+    latest.json is pointed at the one chosen); a CheckpointError (ConfigError) now, before anything
+    starts, if the run has some and none loads."""
+    import torch
+
+    c = graph.config
+    if c.resume is None or (c.pod and c.ensemble.population > 1):  # ensemble members start afresh
+        return 0
+    with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
+        policy = make_policy(c, graph.observation_space, graph.action_space)
+        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
+
+    def apply(state: dict) -> None:
+        policy.load_state_dict(state["policy"])
+        algorithm.load_state_dict(state["algorithm"])
+
+    run_dir = Path(str(c.run_dir))
+    state = checkpoint.load_latest(run_dir, c.run_id, apply=apply)
+    if state is None:
+        return 0
+    if Path(state["path"]).name != (checkpoint.latest_meta(run_dir) or {}).get("path"):
+        # the trainer (and a restart of it) goes straight to the checkpoint chosen here
+        checkpoint.point_latest(run_dir, Path(state["path"]), state["version"], state["env_steps"], c.run_id)
+    return state["env_steps"]
+
+
+def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
+    config, started_s = graph.config, outputs.started_s
+    console = Console(stderr=True)
+    monitor = RunMonitor(config, resumed_env_steps, launched_s=started_s)
     # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launcher={config.launcher} "
@@ -45,6 +87,8 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
         code = 130 if reason == "interrupted" else 0
     except WorkerFailed as failure:
         reason, error, code = "worker failed", str(failure), 1
+    except RunHalted as halt:  # raised in this process by an inline kernel (srl.faults)
+        reason, error, code = "worker failed", str(halt), 1
     except KeyboardInterrupt:
         reason, code = "interrupted", 130
     summary = outputs.finish(monitor, reason, error)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from srl.faults import RunHalted
 from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
 from srl.streams.control import Kind
 
@@ -46,6 +48,16 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
                 raise RuntimeError("the controller process is gone")
     finish = getattr(kernel, "finish", kernel.report)
     link.send(Kind.FINAL, {**finish(), REPORT_KEY: clock.take()})
+
+
+def error_payload() -> dict[str, str]:
+    """The ERROR report of the exception being handled: its traceback and, for a RunHalted, its
+    one-line message, with which the controller ends the run instead of restarting (srl.faults)."""
+    payload = {"traceback": traceback.format_exc()}
+    error = sys.exc_info()[1]
+    if isinstance(error, RunHalted):
+        payload["halt"] = str(error)
+    return payload
 
 
 def kernel_clock(kernel: Any) -> TimeBreakdown:
@@ -84,7 +96,7 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport, parent_pid)
     except BaseException:
-        link.send(Kind.ERROR, {"traceback": traceback.format_exc()})
+        link.send(Kind.ERROR, error_payload())
         code = 1
     finally:
         try:

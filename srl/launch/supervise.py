@@ -72,6 +72,7 @@ class Supervisor:
         self._epochs_sent_s = 0.0  # over tcp: when the epochs were last broadcast
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
+        self.halts: dict[str, str] = {}  # worker -> why it ended the run (srl.faults.RunHalted): no restart
 
     def run(self, outputs: RunOutputs) -> str:
         """Until a stop rule fires (return its reason) or a failure is final (WorkerFailed)."""
@@ -91,6 +92,8 @@ class Supervisor:
             kind, role, index, payload = decode_report(message)
             if kind == Kind.ERROR:
                 self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
+                if payload.get("halt"):
+                    self.halts[f"{role.title}:{index}"] = payload["halt"]
             else:
                 self.monitor.on_report(role, index, payload, final=kind == Kind.FINAL)
 
@@ -104,6 +107,8 @@ class Supervisor:
                 known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
                 detail = self.errors.pop(name, None) or known
                 detail = detail or f"process exited unexpectedly with code {code}"
+                if name in self.halts:  # a restart would only repeat it
+                    raise WorkerFailed(name, self.halts.pop(name))
                 self._failed(name, detail)
         for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
             self.monitor.on_unplaced(name)

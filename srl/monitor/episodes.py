@@ -97,6 +97,11 @@ class EpisodeTally:
         self.running_length[ended] = 0
         return returns, lengths
 
+    def drop(self, rows: np.ndarray) -> None:
+        """Forget the running episodes of `rows` (cut short; their return is not one to count)."""
+        self.running_return[rows] = 0.0
+        self.running_length[rows] = 0
+
     def steps(self, rewards: np.ndarray, dones: np.ndarray) -> tuple[list[float], list[int]]:
         """Steps 0, 1, ... of [steps, rows] arrays in turn: the episodes ended, in (step, row) order."""
         returns: list[float] = []

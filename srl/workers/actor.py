@@ -7,6 +7,9 @@ some groups wait for actions the others step. For one group the cycle is::
 
 Row T of a full segment is also row 0 of the next one (the bootstrap observation), so a
 segment is sent as soon as row T is recorded and the next one starts from the same slot data.
+
+Each step's rewards and observations are checked for NaN / inf before they are recorded
+(srl.workers.nonfinite): the run ends, or the step is mended and that env restarted.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.streams.inference import Slot
 from srl.streams.samples import SampleProducer
 from srl.streams.transport import Receiver
+from srl.workers.nonfinite import EnvGuard
 
 
 class InferencePort(Protocol):
@@ -44,6 +48,7 @@ class ActorKernel:
         seeds: list[int],
         lock_step: bool = False,
         clock: TimeBreakdown | None = None,
+        guards: list[EnvGuard] | None = None,
     ) -> None:
         self.clock = clock or TimeBreakdown()  # shared with inline inference's `Acting`
         self.envs = envs
@@ -66,6 +71,8 @@ class ActorKernel:
         self.finished_lengths: list[int] = []
         self.env_steps = 0  # env steps since the last report
         self.env_time_s = 0.0
+        self.guards = guards  # per group: NaN / inf checks of each step (srl.workers.nonfinite)
+        self.nonfinite_episodes = 0  # episodes dropped for a non-finite value, since the last report
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -141,13 +148,16 @@ class ActorKernel:
         self.clock.switch(previous)
         self.env_time_s += time.perf_counter() - started
         segment = self._segment(s)
-        segment[C.REWARD][t] = out.reward
-        segment[C.TERMINATED][t] = out.terminated
-        segment[C.TRUNCATED][t] = out.truncated
-        self._count_episodes(s, out.reward, out.terminated | out.truncated)
+        reward, terminated, truncated = segment[C.REWARD][t], segment[C.TERMINATED][t], segment[C.TRUNCATED][t]
+        reward[:] = out.reward
+        terminated[:] = out.terminated
+        truncated[:] = out.truncated
         slot[C.OBS][:] = out.obs
+        dropped = self._mend_nonfinite(s, env, reward, terminated, truncated, slot[C.OBS])
+        done = terminated | truncated
+        self._count_episodes(s, reward, done, dropped)
         if C.FIRST in slot:  # an ended episode's env has reset: its next obs starts one
-            slot[C.FIRST][:] = out.terminated | out.truncated
+            slot[C.FIRST][:] = done
         self.t[s] = t + 1
         self.env_steps += env.num_envs
         self._request(s)
@@ -159,9 +169,30 @@ class ActorKernel:
         self.clock.switch(previous)
         self.requests_made[s] += 1
 
-    def _count_episodes(self, s: int, reward: np.ndarray, done: np.ndarray) -> None:
-        """One episode per agent once all agents of its env are done (srl.monitor.episodes)."""
-        returns, lengths = self.tallies[s].step(reward, done)
+    def _mend_nonfinite(
+        self, s: int, env: VectorEnv, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+        obs: np.ndarray,
+    ) -> np.ndarray | None:
+        """None when the step is finite (checked once over the group's arrays); else the step
+        as recorded made finite, its bad envs restarted, and the rows whose episode is dropped
+        (srl.workers.nonfinite). Raises RunHalted with nonfinite_env=error."""
+        if self.guards is None:
+            return None
+        rows = self.guards[s].bad_rows(obs, reward)
+        if rows is None:
+            return None
+        dropped = self.guards[s].mend(env, rows, reward, terminated, truncated, obs)
+        self.nonfinite_episodes += int(rows.sum())
+        return dropped
+
+    def _count_episodes(
+        self, s: int, reward: np.ndarray, done: np.ndarray, dropped: np.ndarray | None = None
+    ) -> None:
+        """One episode per agent once all agents of its env are done (srl.monitor.episodes);
+        a dropped episode's return is not one of them."""
+        returns, lengths = self.tallies[s].step(reward, done if dropped is None else done & ~dropped)
+        if dropped is not None:
+            self.tallies[s].drop(dropped)
         self.finished_returns += returns
         self.finished_lengths += lengths
 
@@ -171,8 +202,10 @@ class ActorKernel:
             "episode_returns": self.finished_returns,
             "episode_lengths": self.finished_lengths,
             "env_time_s": round(self.env_time_s, 4),
+            "nonfinite_episodes_skipped": self.nonfinite_episodes,
         }
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
+        self.nonfinite_episodes = 0
         return out
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from srl.streams.params import ParamPublisher, ParamSubscriber
 from srl.streams.samples import SampleConsumer, SampleProducer, Segment
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel
+from srl.workers.nonfinite import EnvGuard
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import Acting, PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
@@ -74,7 +75,9 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.seed * 1_000_003 + g * c.envs_per_split + epoch * 1_000_000_007 for g in groups]
     samples = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor))
-    return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic, clock=clock)
+    guards = [EnvGuard(c.nonfinite_env, c.env, g * c.envs_per_split, len(graph.agents), actor) for g in groups]
+    return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic, clock=clock,
+                       guards=guards)
 
 
 def _acting(graph: Graph, transport: Transport, clock: TimeBreakdown | None = None) -> Acting:
@@ -127,6 +130,8 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
         actors=mine,
         record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
         stop=lock_step_stop(c),
+        run_id=c.run_id,
+        max_nonfinite_updates=c.max_nonfinite_updates,
     )
 
 
@@ -177,5 +182,6 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
             total_env_steps=c.total_env_steps, seed=c.seed, device=c.device, run_dir=Path(str(c.run_dir)),
             checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None, stop=lock_step_stop(c),
+            run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
         )
     raise ValueError(f"unknown role {spec.role}")

@@ -63,7 +63,7 @@ def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKern
     return ReplayTrainerKernel(
         policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),
         run_dir=Path(str(c.run_dir)), checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None,
-        max_updates=c.max_updates,
+        max_updates=c.max_updates, run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
     )
 
 

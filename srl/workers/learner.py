@@ -1,6 +1,11 @@
 """What both trainer kernels (srl.workers.trainer for segments, srl.workers.replay_trainer for
 replay batches) keep: the policy and its algorithm, the parameter version and env steps reached,
-the checkpoint they resume from and the one they save on a timer, and the report they send."""
+the checkpoint they resume from and the one they save on a timer, and the report they send.
+
+Updates go through an `UpdateGuard` (srl.workers.nonfinite): one that leaves a NaN or an infinity
+is undone. Resuming takes the newest checkpoint of this run that loads (srl.checkpoint.load_latest);
+where the run has checkpoints and none loads, the trainer stops the run rather than start over
+beside them."""
 
 from __future__ import annotations
 
@@ -12,27 +17,41 @@ from typing import Any
 from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
+from srl.faults import RunHalted
+from srl.workers.nonfinite import UpdateGuard
 
 
 class Learner:
     leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
 
     def __init__(
-        self, policy: Policy, algorithm: Algorithm, run_dir: Path, checkpoint_interval_s: float, resume: bool
+        self, policy: Policy, algorithm: Algorithm, run_dir: Path, checkpoint_interval_s: float, resume: bool,
+        run_id: str | None = None, max_nonfinite_updates: int = 10,
     ) -> None:
         self.policy, self.algorithm = policy, algorithm
         self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
+        self.run_id = run_id  # stamped on every checkpoint; only this run's are resumed from
         self.version = 0
         self.env_steps = 0  # env steps consumed by updates (drives schedules)
         self.updates, self.train_time_s = 0, 0.0
         self.stats: dict[str, float] = {}
+        self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
         self._last_checkpoint_s = time.monotonic()
-        resumed = checkpoint.load_latest(run_dir) if resume else None
+        if resume:
+            self._resume()
+
+    def _resume(self) -> None:
+        try:
+            resumed = checkpoint.load_latest(self.run_dir, self.run_id, apply=self._apply)
+        except checkpoint.CheckpointError as e:
+            raise RunHalted(f"trainer cannot resume: {e}") from None
         if resumed is not None:
-            policy.load_state_dict(resumed["policy"])
-            algorithm.load_state_dict(resumed["algorithm"])
             self.version, self.env_steps = resumed["version"], resumed["env_steps"]
             print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
+
+    def _apply(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.algorithm.load_state_dict(state["algorithm"])
 
     def _checkpoint_if_due(self) -> None:
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
@@ -40,12 +59,15 @@ class Learner:
 
     def save_checkpoint(self) -> None:
         if self.leader:  # a group's parameters are the leader's: one checkpoint
-            checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict())
+            checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict(),
+                            run_id=self.run_id)
         self._last_checkpoint_s = time.monotonic()
 
     def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> dict[str, Any]:
         """The report's fields since the last one; the caller resets its counters."""
+        skipped, self.guard.skipped = self.guard.skipped, 0
         return {
+            "nonfinite_updates_skipped": skipped,
             "policy_version": self.version,
             "trained_env_steps": self.env_steps,
             "updates": self.updates,

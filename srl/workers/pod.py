@@ -42,8 +42,10 @@ from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.data import columns as C
 from srl.envs.batched import BatchedTorchEnv, make_batched_env
+from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.monitor.episodes import ReturnWindow
+from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
 
 
@@ -79,7 +81,9 @@ class PodKernel:
     `policy` must already live on `env.device` (build the algorithm after moving it, so the
     optimizer holds the device's parameters). `seed` seeds the env's first reset. With a
     `run_dir`, checkpoints are written every `checkpoint_interval_s` and by `finish()`, in the
-    trainer's format (`srl.checkpoint`); `resume=True` continues from the latest one there.
+    trainer's format (`srl.checkpoint`); `resume=True` continues from the newest usable one there
+    of run `run_id`. A rollout with a NaN or an infinity ends the run (a pod cannot restart one env
+    of its batch); an update that leaves one is undone (srl.workers.nonfinite.UpdateGuard).
     """
 
     def __init__(
@@ -93,10 +97,13 @@ class PodKernel:
         checkpoint_interval_s: float = 60.0,
         resume: bool = False,
         stop: LockStepStop | None = None,
+        run_id: str | None = None,
+        max_nonfinite_updates: int = 10,
     ) -> None:
         if sample_length < 1:
             raise ValueError(f"sample_length must be >= 1, got {sample_length}")
         self.env, self.policy, self.algorithm = env, policy, algorithm
+        self.env_name = type(env).__name__  # make_pod names it as configured
         self.device = env.device
         devices = {p.device for p in policy.parameters()}
         if devices and devices != {self.device}:
@@ -141,16 +148,28 @@ class PodKernel:
         self.version = 0
         self.env_steps_total = 0  # env steps consumed by updates (drives schedules), across resumes
         self._last_checkpoint_s = time.monotonic()
-        resumed = checkpoint.load_latest(self.run_dir) if (resume and self.run_dir is not None) else None
-        if resumed is not None:
-            policy.load_state_dict(resumed["policy"])
-            algorithm.load_state_dict(resumed["algorithm"])
-            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
+        self.run_id = run_id
+        self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
+        if resume and self.run_dir is not None:
+            self._resume()
         self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         self.stats: dict[str, float] = {}  # the latest update's (kept across reports)
         self.lag_mean: float | None = None
         self._reset_stats()
         self.started = False
+
+    def _resume(self) -> None:
+        def apply(state: dict[str, Any]) -> None:
+            self.policy.load_state_dict(state["policy"])
+            self.algorithm.load_state_dict(state["algorithm"])
+
+        assert self.run_dir is not None
+        try:
+            resumed = checkpoint.load_latest(self.run_dir, self.run_id, apply=apply)
+        except checkpoint.CheckpointError as e:
+            raise RunHalted(f"pod cannot resume: {e}") from None
+        if resumed is not None:
+            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
 
     # -- counters ---------------------------------------------------------------------------------
 
@@ -181,6 +200,7 @@ class PodKernel:
         if self.stop is not None and self.stop.reason is not None:
             return False  # done: the last update's parameters are final
         returns = self._rollout()
+        self._check_finite()
         self._update()
         if self.stop is not None:  # from this rollout alone, whatever the reports' timing
             self.stop.after_update(self.version, self.env_steps_total, returns)
@@ -232,16 +252,33 @@ class PodKernel:
         self.env_steps += self.T * env.num_envs
         return returns
 
+    def _check_finite(self) -> None:
+        """One check of the rollout's rewards and observations (one device sync, as the episode
+        transfer is); a NaN or an infinity ends the run, naming where it was."""
+        reward, obs = self.buffers[C.REWARD][: self.T], self.buffers[C.OBS][1:]
+        floating = obs.is_floating_point()
+        if bool(torch.isfinite(reward).all()) and (not floating or bool(torch.isfinite(obs).all())):
+            return
+        bad_reward = ~torch.isfinite(reward)
+        field = "reward" if bool(bad_reward.any()) else "observation"
+        bad = bad_reward if field == "reward" else ~torch.isfinite(obs.reshape(*obs.shape[:2], -1)).all(-1)
+        t, row = (int(i) for i in bad.nonzero()[0])
+        raise RunHalted(f"env {self.env_name!r} returned a non-finite {field} at env index "
+                        f"{row // self.num_agents} (pod, rollout step {t} after version {self.version}): the run ends "
+                        "(a pod cannot restart one env of its batch)")
+
     def _update(self) -> None:
         started = time.perf_counter()
         steps = self.T * self.env.num_envs
-        self.env_steps_total += steps
-        self.stats = self.algorithm.step(self.buffers, self.env_steps_total)
+        stats = self.guard.step(self.buffers, self.env_steps_total + steps)
         # lag of the trained rows 0..T-1: row 0 was acted by the previous version (none before
         # the first update), rows 1..T-1 by this one
         self.lag_mean = (1.0 if self.version > 0 else 0.0) / self.T
-        self.version += 1
-        self.updates += 1
+        if stats is not None:  # else undone (non-finite): no new version, not trained on
+            self.stats = stats
+            self.env_steps_total += steps
+            self.version += 1
+            self.updates += 1
         with torch.inference_mode(False), torch.no_grad():
             for tensor in self.buffers.values():  # the bootstrap row becomes row 0
                 tensor[0].copy_(tensor[self.T])
@@ -265,8 +302,10 @@ class PodKernel:
             "updates": self.updates,
             "segments_dropped": 0,
             "policy_lag_mean": self.lag_mean,
+            "nonfinite_updates_skipped": self.guard.skipped,
             **self.stats,
         }
+        self.guard.skipped = 0
         if self.stop is not None:
             out["stop_reason"] = self.stop.reason
         self._reset_stats()
@@ -275,7 +314,8 @@ class PodKernel:
     def save_checkpoint(self) -> None:
         assert self.run_dir is not None
         checkpoint.save(
-            self.run_dir, self.version, self.env_steps_total, self.policy, self.algorithm.state_dict()
+            self.run_dir, self.version, self.env_steps_total, self.policy, self.algorithm.state_dict(),
+            run_id=self.run_id,
         )
         self._last_checkpoint_s = time.monotonic()
 
@@ -312,6 +352,7 @@ def make_pod(
     import srl.models  # noqa: F401  (registers "actor-critic-mlp")
 
     torch.manual_seed(seed)
+    name = env if isinstance(env, str) else type(env).__name__
     if isinstance(env, str):
         env = make_batched_env(env, num_envs, device=device, seed=seed, **dict(env_kwargs or {}))
     net = registry.policies.get(policy)(env.observation_space, env.action_space, **dict(policy_kwargs or {}))
@@ -319,7 +360,9 @@ def make_pod(
     entry = registry.algorithms.get(algorithm)
     config = algo if isinstance(algo, AlgorithmConfig) else entry.config_cls.model_validate(dict(algo or {}))
     trainer = entry.algorithm_cls(net, config, total_env_steps)
-    return PodKernel(env, net, trainer, sample_length, seed=seed, **kernel_kwargs)
+    kernel = PodKernel(env, net, trainer, sample_length, seed=seed, **kernel_kwargs)
+    kernel.env_name = name
+    return kernel
 
 
 @dataclass

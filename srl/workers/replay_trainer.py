@@ -35,8 +35,10 @@ class ReplayTrainerKernel(Learner):
         checkpoint_interval_s: float,
         resume: bool = False,
         max_updates: int | None = None,
+        run_id: str | None = None,
+        max_nonfinite_updates: int = 10,
     ) -> None:
-        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume)
+        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume, run_id, max_nonfinite_updates)
         self.batches, self.params = batches, params
         self.tensors = [{n: torch.from_numpy(a) for n, a in slot.items()} for slot in batches.slots]
         self.max_updates = max_updates
@@ -70,12 +72,14 @@ class ReplayTrainerKernel(Learner):
         started = time.perf_counter()
         self.env_steps = max(self.env_steps, env_steps)
         previous = self.clock.switch(TRAINING)
-        self.stats = self.algorithm.step(self.tensors[slot], self.env_steps)
+        stats = self.guard.step(self.tensors[slot], self.env_steps)
         self.clock.switch(SEND_RECV)
-        self.version += 1
-        self.params.publish(self.version, self.policy)
+        if stats is not None:  # else undone (non-finite): no new version; the buffer keeps its
+            self.stats = stats  # priorities where the batch's are not finite (srl.data.replay)
+            self.version += 1
+            self.params.publish(self.version, self.policy)
+            self.updates += 1
         self.clock.switch(previous)
-        self.updates += 1
         self.train_time_s += time.perf_counter() - started
 
     def report(self) -> dict:

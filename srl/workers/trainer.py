@@ -60,8 +60,10 @@ class TrainerKernel(Learner):
         actors: list[int] | None = None,
         record_digests: bool = False,
         stop: LockStepStop | None = None,
+        run_id: str | None = None,
+        max_nonfinite_updates: int = 10,
     ) -> None:
-        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume)
+        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume, run_id, max_nonfinite_updates)
         self.samples, self.params = samples, params
         self.batch_segments, self.rows = batch_segments, rows_per_segment
         self.num_agents = num_agents
@@ -172,17 +174,21 @@ class TrainerKernel(Learner):
         steps = (self.batch[C.REWARD].shape[0] - 1) * self.batch[C.REWARD].shape[1] // self.num_agents
         self.env_steps += steps
         previous = self.clock.switch(TRAINING)
-        self.stats = self.algorithm.step(self.tensors, self.env_steps)
+        stats = self.guard.step(self.tensors, self.env_steps)
         self.clock.switch(SEND_RECV)
-        self.version += 1
-        if self.digests is not None:
-            self.digests[self.version] = checkpoint.params_sha256(self.policy)
-        self._publish()
-        self._decide_stop()
+        if stats is None:  # undone (non-finite): no new version, its batch not trained on
+            self.env_steps -= steps
+        else:
+            self.stats = stats
+            self.version += 1
+            if self.digests is not None:
+                self.digests[self.version] = checkpoint.params_sha256(self.policy)
+            self._publish()
+        self._decide_stop()  # its episodes still count: the tally follows every batch's columns
         self.clock.switch(previous)
         self.filled = 0
         self.places_filled.clear()
-        self.updates += 1
+        self.updates += stats is not None
         self.train_time_s += time.perf_counter() - started
 
     def _decide_stop(self) -> None:

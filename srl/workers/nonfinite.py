@@ -1,0 +1,197 @@
+"""NaN and infinity kept out of what is learned: at the env step that makes them, and at the update.
+
+One NaN observation spreads: the batch's loss is NaN, Adam writes NaN into every weight, every
+later action and checkpoint is NaN. So values are checked where they enter:
+
+* `EnvGuard` (actors): each step's observations and rewards, two `np.isfinite(...).all()` over
+  the group's batch arrays per step. On a bad value, `nonfinite_env=error` ends the run naming
+  the env, env index and field; `skip_episode` mends the step before anything records it
+  (below), restarts that env, and drops its episode from the returns.
+* `UpdateGuard` (trainers, pods): an update that leaves a NaN or an infinity in the policy or the
+  algorithm's state (a non-finite loss or gradient puts it there through the optimizer) is
+  undone (state as before it, no new version) and counted; more than `max_nonfinite_updates` in
+  a row end the run.
+
+What a mended step holds (row t of the segment, obs t + 1 in the inference slot): a non-finite
+reward becomes 0; a row whose episode was still running is marked truncated, so neither GAE nor
+n-step returns bootstrap across it (both bootstrap a truncation from the last observed state,
+srl.algos.gae, srl.data.nstep), and obs t + 1 is the first observation of the env's new episode.
+No value the env returned non-finite reaches a segment.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+
+from srl.api.algorithm import Algorithm
+from srl.api.env import VectorEnv
+from srl.faults import RunHalted, first_nonfinite
+
+ERROR, SKIP_EPISODE = "error", "skip_episode"
+
+
+class EnvGuard:
+    """Checks one ring group's steps: env indices `first_env_index` + 0 .. num_envs - 1."""
+
+    def __init__(self, mode: str, env_name: str, first_env_index: int, agents: int, actor: int) -> None:
+        assert mode in (ERROR, SKIP_EPISODE), mode
+        self.mode, self.env_name, self.first_env_index = mode, env_name, first_env_index
+        self.agents, self.actor = agents, actor
+
+    def bad_rows(self, obs: np.ndarray, reward: np.ndarray) -> np.ndarray | None:
+        """Rows of the envs (all their agents) with a non-finite value; None if there is none.
+        Integer observations (images, discrete) cannot hold one and are not scanned."""
+        floating = obs.dtype.kind == "f"
+        if np.isfinite(reward).all() and (not floating or np.isfinite(obs).all()):
+            return None
+        bad = ~np.isfinite(reward)
+        if floating:
+            bad |= ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+        return np.repeat(bad.reshape(-1, self.agents).any(axis=1), self.agents)
+
+    def mend(
+        self, env: VectorEnv, rows: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
+        truncated: np.ndarray, obs: np.ndarray,
+    ) -> np.ndarray:
+        """Make the recorded step finite in place (see the module doc) and restart the bad envs;
+        returns the rows whose episode is dropped from the returns. Raises RunHalted where the
+        mode is `error`, or where the env cannot restart one env or restarts it non-finite."""
+        if self.mode == ERROR:
+            raise RunHalted(self._describe(rows, reward, obs) + ": the run ends (nonfinite_env=error); "
+                            "nonfinite_env=skip_episode drops such episodes and goes on")
+        done = terminated | truncated
+        bad_reward = ~np.isfinite(reward)
+        # an episode that ended with a finite reward is whole: only its successor's first obs was bad
+        dropped = rows & (~done | bad_reward)
+        reward[bad_reward] = 0.0
+        truncated[rows & ~done] = True
+        for e in np.flatnonzero(rows[:: self.agents]):
+            obs[e * self.agents : (e + 1) * self.agents] = self._reset(env, e, rows, reward, obs)
+        if obs.dtype.kind == "f" and not np.isfinite(obs[rows]).all():
+            raise RunHalted(self._describe(rows, reward, obs) + " right after a reset: the run ends "
+                            "(nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")
+        return dropped
+
+    def _reset(self, env: VectorEnv, e: int, rows: np.ndarray, reward: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        try:
+            return env.reset_env(e)
+        except NotImplementedError:
+            raise RunHalted(
+                self._describe(rows, reward, obs) + f", and {type(env).__name__} cannot restart one env "
+                "(VectorEnv.reset_env), which nonfinite_env=skip_episode needs: the run ends"
+            ) from None
+
+    def _describe(self, rows: np.ndarray, reward: np.ndarray, obs: np.ndarray) -> str:
+        """'env NAME returned a non-finite FIELD (VALUE) at env index I (actor A)' for the first bad row."""
+        flat = obs.reshape(len(obs), -1)
+        bad_obs = ~np.isfinite(flat).all(axis=1) if flat.dtype.kind == "f" else np.zeros(len(obs), bool)
+        row = int(np.flatnonzero(rows & (~np.isfinite(reward) | bad_obs))[0])  # a row of the env that is bad
+        if not np.isfinite(reward[row]):
+            field, value = "reward", float(reward[row])
+        else:
+            field, value = "observation", float(flat[row][~np.isfinite(flat[row])][0])
+        index = self.first_env_index + row // self.agents
+        return f"env {self.env_name!r} returned a non-finite {field} ({value}) at env index {index} (actor {self.actor})"
+
+
+class UpdateGuard:
+    """`algorithm.step` that is undone when it leaves a non-finite value in the policy or in the
+    algorithm's state_dict (the optimizer's moments, a target network, value normalization).
+
+    It keeps a copy of that state as the next update starts from it: after each good update its
+    tensors are copied into buffers kept for the purpose (one foreach copy; values that are not
+    tensors, e.g. an update count, are kept as they are). Per update that costs a walk over the
+    state, the copy and one norm per tensor to check it: about 0.1 ms for a CartPole network, a
+    few per cent of a small DQN update, far less of anything larger."""
+
+    def __init__(self, policy: torch.nn.Module, algorithm: Algorithm, max_in_a_row: int) -> None:
+        self.policy, self.algorithm, self.max_in_a_row = policy, algorithm, max_in_a_row
+        self.skipped = 0  # since the owner last reset it (its report)
+        self.in_a_row = 0
+        self._saved: list[torch.Tensor] = []  # the tensors of the state the next update starts from
+        self._layout: list[tuple[Any, Any]] = []  # their shapes and dtypes
+        self._skeleton: Any = None  # that state with each tensor replaced by its index in _saved
+
+    def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float] | None:
+        """The update's stats, or None when it was undone."""
+        if self._skeleton is None:  # the first update: keep the state it starts from
+            tensors: list[torch.Tensor] = []
+            self._keep(_skeleton(self._state(), tensors), tensors)
+        stats = self.algorithm.step(batch, env_steps)
+        tensors = []
+        skeleton = _skeleton(self._state(), tensors)
+        bad = None if _all_finite(tensors) else first_nonfinite(self._state())  # (None: a norm overflowed)
+        if bad is None:
+            self._keep(skeleton, tensors)
+            self.in_a_row = 0
+            return stats
+        self._restore()
+        self.skipped += 1
+        self.in_a_row += 1
+        if self.in_a_row > self.max_in_a_row:
+            raise RunHalted(
+                f"{self.in_a_row} updates in a row made {bad} non-finite (each one undone; "
+                f"max_nonfinite_updates={self.max_in_a_row}): the run ends, the last good checkpoint is kept"
+            )
+        if self.in_a_row == 1:  # one line per streak, not per update
+            print(f"srl: update undone: it made {bad} non-finite (counted in nonfinite_updates_skipped)",
+                  file=sys.stderr, flush=True)
+        return None
+
+    def _state(self) -> dict[str, Any]:
+        return {"policy": self.policy.state_dict(), "algorithm": self.algorithm.state_dict()}
+
+    def _keep(self, skeleton: Any, tensors: list[torch.Tensor]) -> None:
+        layout = [(t.shape, t.dtype) for t in tensors]
+        if layout == self._layout:
+            if tensors:  # (a policy without parameters has none)
+                torch._foreach_copy_(self._saved, tensors)
+        else:  # the first time, or the state changed its layout
+            self._saved, self._layout = [t.detach().clone() for t in tensors], layout
+        self._skeleton = skeleton
+
+    def _restore(self) -> None:
+        # clones: a load_state_dict may keep the tensors it is given (srl.algos.value_norm does)
+        state = _filled(self._skeleton, [t.clone() for t in self._saved])
+        self.policy.load_state_dict(state["policy"])
+        self.algorithm.load_state_dict(state["algorithm"])
+
+
+class _Slot(int):
+    """Where a tensor goes back into a skeleton (an int subclass: no value of a state is one)."""
+
+
+def _skeleton(tree: Any, tensors: list[torch.Tensor]) -> Any:
+    """`tree` with each tensor replaced by a _Slot, its index in `tensors` (appended to)."""
+    if isinstance(tree, torch.Tensor):
+        tensors.append(tree)
+        return _Slot(len(tensors) - 1)
+    if isinstance(tree, dict):
+        return {k: _skeleton(v, tensors) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_skeleton(v, tensors) for v in tree)
+    return tree
+
+
+def _filled(skeleton: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(skeleton, _Slot):
+        return tensors[skeleton]
+    if isinstance(skeleton, dict):
+        return {k: _filled(v, tensors) for k, v in skeleton.items()}
+    if isinstance(skeleton, (list, tuple)):
+        return type(skeleton)(_filled(v, tensors) for v in skeleton)
+    return skeleton
+
+
+def _all_finite(tensors: list[torch.Tensor]) -> bool:
+    """Every floating tensor is finite: one foreach norm per device and dtype (a norm overflows
+    only for values far beyond any sane parameter; first_nonfinite then decides, one by one)."""
+    groups: dict[Any, list[torch.Tensor]] = {}
+    for t in tensors:
+        if t.is_floating_point():
+            groups.setdefault((t.device, t.dtype), []).append(t)
+    return all(bool(torch.stack(torch._foreach_norm(ts)).isfinite().all()) for ts in groups.values())
