@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from srl.storage import atomic_file, failing_as, write_text_atomic
 
 LATEST = "latest.json"
 REPLAY = "replay.npz"
@@ -38,17 +39,17 @@ def params_sha256(module: torch.nn.Module) -> str:
 
 def save(run_dir: Path, version: int, env_steps: int, policy: torch.nn.Module, algorithm_state: dict) -> Path:
     folder = checkpoint_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    with failing_as(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"ckpt-{version:08d}.pt"
-    tmp = path.with_suffix(".tmp")
-    torch.save(
-        {"version": version, "env_steps": env_steps, "policy": policy.state_dict(), "algorithm": algorithm_state},
-        tmp,
-    )
-    os.replace(tmp, path)
+    # a failed write (full disk, I/O error) leaves no .tmp and the last good checkpoint as it was;
+    # it raises storage.WriteFailed, which ends the run rather than restarting the trainer
+    state = {"version": version, "env_steps": env_steps, "policy": policy.state_dict(),
+             "algorithm": algorithm_state}
+    with atomic_file(path) as f:
+        torch.save(state, f)
     meta = {"path": path.name, "version": version, "env_steps": env_steps}
-    (folder / (LATEST + ".tmp")).write_text(json.dumps(meta))
-    os.replace(folder / (LATEST + ".tmp"), folder / LATEST)
+    write_text_atomic(folder / LATEST, json.dumps(meta))
     for old in sorted(folder.glob("ckpt-*.pt"))[:-3]:  # keep the last three
         old.unlink()
     return path
@@ -70,12 +71,11 @@ def save_replay(run_dir: Path, arrays: dict[str, np.ndarray]) -> Path:
     """Write the replay state atomically (uncompressed: stored observations rarely compress
     well, and the buffer worker must not stall long)."""
     folder = checkpoint_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    with failing_as(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     path = folder / REPLAY
-    tmp = folder / (REPLAY + ".tmp")
-    with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a path
+    with atomic_file(path) as f:  # a file object: np.savez would append ".npz" to a path
         np.savez(f, **arrays)
-    os.replace(tmp, path)
     return path
 
 

@@ -369,7 +369,9 @@ class ExperimentConfig(BaseModel):
         return self.algo
 
     def dump_yaml(self, path: Path) -> None:
-        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
+        from srl.storage import write_text_atomic  # tmp + fsync + rename: never a torn config.yaml
+
+        write_text_atomic(path, yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
 _WORDS = {"on", "off", "yes", "no", "y", "n"}
@@ -570,7 +572,10 @@ def load_saved_config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"field 'resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
-    return yaml.safe_load(path.read_text())
+    saved = yaml.safe_load(path.read_text())
+    if not isinstance(saved, dict):  # e.g. empty: written by an srl before atomic writes, on a full disk
+        raise ConfigError(f"field 'resume': {str(path)!r} holds no config (empty or damaged)")
+    return saved
 
 
 def config_reference() -> str:

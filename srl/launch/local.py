@@ -23,6 +23,7 @@ from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.shell import worker_main
 from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
+from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
 from srl.streams.tcp import WILDCARDS, TcpTransport
@@ -99,7 +100,7 @@ def run_workers(
             reason = supervisor.run(outputs)
         except KeyboardInterrupt:
             reason = "interrupted"
-        except WorkerFailed:
+        except (WorkerFailed, WriteFailed):
             # the others still stop cleanly: the trainer keeps its last checkpoint
             _stop_workers(stopper, supervisor, workers, grace_s=FAILURE_GRACE_S)
             raise

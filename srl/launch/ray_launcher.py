@@ -24,7 +24,6 @@ import json
 import math
 import os
 import sys
-import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -82,7 +81,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
     from srl.launch.ray_streams import tcp_transport
-    from srl.launch.shell import make_link, run_kernel_loop
+    from srl.launch.shell import error_report, make_link, run_kernel_loop
     from srl.streams.control import Kind
     from srl.streams.local import LocalTransport
     from srl.workers.build import make_kernel
@@ -103,8 +102,8 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     try:
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport)
-    except BaseException:
-        link.send(Kind.ERROR, {"traceback": traceback.format_exc()})
+    except BaseException as e:
+        link.send(Kind.ERROR, error_report(e))
         raise
     finally:
         try:

@@ -12,12 +12,13 @@ from srl.config import ExperimentConfig
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.storage import WriteFailed
 
 LAUNCHERS = ("inline", "local", "ray")
 
 
 def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> int:
-    """Train; return the process exit code (0 done, 1 a worker failed, 130 interrupted)."""
+    """Train; return the process exit code (0 done, 1 a worker or a write failed, 130 interrupted)."""
     import torch
 
     torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
@@ -25,7 +26,11 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     graph = build_graph(config)  # every check that can fail does so before anything starts
     started_s = time.time() if started_s is None else started_s
     resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
-    outputs = RunOutputs(config, started_s)
+    try:
+        outputs = RunOutputs(config, started_s)
+    except WriteFailed as e:  # nothing started yet, nothing to clean
+        console.print(f"srl: {e}", markup=False, highlight=False, soft_wrap=True)
+        return 1
     monitor = RunMonitor(config, resumed["env_steps"] if resumed else 0, launched_s=started_s)
     # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
     # escaped: rich would take any "[...]" in it for a style tag and drop it
@@ -45,12 +50,19 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
         code = 130 if reason == "interrupted" else 0
     except WorkerFailed as failure:
         reason, error, code = "worker failed", str(failure), 1
+    except WriteFailed as failure:  # a run file (metrics, events, checkpoint) could not be written
+        reason, error, code = "write failed", str(failure), 1
     except KeyboardInterrupt:
         reason, code = "interrupted", 130
     summary = outputs.finish(monitor, reason, error)
+    for fault in outputs.end_faults:  # the summary's own write, say: the fault that ended the run is `error`
+        if fault != error:
+            console.print(f"srl: {fault}", markup=False, highlight=False, soft_wrap=True)
     if monitor.time_breakdown.workers:
         console.print(monitor.time_breakdown.format(), highlight=False, markup=False, soft_wrap=True)
-    note = outputs.write_learning_curve()
+    # no drawing on a disk that failed a write already: its note would repeat the fault
+    disk_ok = reason != "write failed" and not outputs.end_faults
+    note = outputs.write_learning_curve() if disk_ok else None
     if note:
         console.print(note, markup=False, highlight=False, soft_wrap=True)  # one line: copyable
     if error:

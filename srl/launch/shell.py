@@ -54,6 +54,18 @@ def kernel_clock(kernel: Any) -> TimeBreakdown:
     return clock if isinstance(clock, TimeBreakdown) else TimeBreakdown()
 
 
+def error_report(error: BaseException) -> dict[str, Any]:
+    """A worker's error report: its traceback, and for a failed write of a run file (a checkpoint
+    on a full disk: srl.storage.WriteFailed) the fault itself, which ends the run instead of
+    restarting the worker (a restarted trainer would only fail the same write again)."""
+    from srl.storage import WriteFailed
+
+    report: dict[str, Any] = {"traceback": traceback.format_exc()}
+    if isinstance(error, WriteFailed):
+        report["write_failed"] = [error.errno, error.strerror, error.filename]
+    return report
+
+
 def make_link(graph: Any, spec: Any, transport: Any) -> Any:
     """The worker's control link; over tcp it also keeps this process's copy of the epochs."""
     from srl.streams.control import WorkerLink
@@ -83,8 +95,8 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     try:
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport, parent_pid)
-    except BaseException:
-        link.send(Kind.ERROR, {"traceback": traceback.format_exc()})
+    except BaseException as e:
+        link.send(Kind.ERROR, error_report(e))
         code = 1
     finally:
         try:

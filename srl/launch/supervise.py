@@ -22,6 +22,7 @@ from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
+from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, EPOCHS, Kind, Role, decode_report
 from srl.streams.incarnations import Incarnations
 from srl.streams.transport import Receiver, Transport
@@ -72,6 +73,7 @@ class Supervisor:
         self._epochs_sent_s = 0.0  # over tcp: when the epochs were last broadcast
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
+        self.write_fault: WriteFailed | None = None  # a worker could not write a run file: the end
 
     def run(self, outputs: RunOutputs) -> str:
         """Until a stop rule fires (return its reason) or a failure is final (WorkerFailed)."""
@@ -91,11 +93,16 @@ class Supervisor:
             kind, role, index, payload = decode_report(message)
             if kind == Kind.ERROR:
                 self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
+                if payload.get("write_failed") and self.write_fault is None:
+                    self.write_fault = WriteFailed(*payload["write_failed"])
             else:
                 self.monitor.on_report(role, index, payload, final=kind == Kind.FINAL)
 
     def check(self) -> None:
-        """Restart every worker that ended or went silent (WorkerFailed when not allowed)."""
+        """Restart every worker that ended or went silent (WorkerFailed when not allowed); a
+        worker's failed write ends the run (WriteFailed): no restart writes to a full disk."""
+        if self.write_fault is not None:
+            raise self.write_fault
         for name in self.specs:
             code = self.workers.exit_code(name)
             if code is not None:
@@ -127,6 +134,8 @@ class Supervisor:
         return [n for n, s in self.specs.items() if s.role == Role.TRAINER]
 
     def _failed(self, name: str, detail: str) -> None:
+        if self.write_fault is not None:  # its error report came while we waited for it
+            raise self.write_fault
         try:
             count = self.policy.on_failure(name, time.monotonic())
         except CrashLoop as loop:
