@@ -59,6 +59,10 @@ class LocalWorkers:
     def running(self) -> bool:
         return any(p.is_alive() for p in self.procs.values())
 
+    def pids(self) -> dict[str, int]:
+        """Live workers' process ids (the supervisor watches their memory)."""
+        return {name: p.pid for name, p in self.procs.items() if p.is_alive() and p.pid is not None}
+
     def close(self, terminate_first: bool = False) -> None:
         for proc in self.procs.values():
             if proc.is_alive():

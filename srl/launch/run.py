@@ -12,6 +12,7 @@ from srl.config import ExperimentConfig
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.machine import check_machine, raise_open_files_limit
 from srl.storage import WriteFailed
 
 LAUNCHERS = ("inline", "local", "ray")
@@ -24,6 +25,8 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
     console = Console(stderr=True)
     graph = build_graph(config)  # every check that can fail does so before anything starts
+    check_machine(graph)  # ... and what this machine cannot hold: CPUs, open files, shared memory, memory
+    raise_open_files_limit(graph)
     started_s = time.time() if started_s is None else started_s
     resumed = checkpoint.latest_meta(config.run_dir) if config.resume else None
     try:

@@ -19,6 +19,7 @@ import time
 from typing import Protocol
 
 from srl.graph import Graph, WorkerSpec
+from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
@@ -74,6 +75,7 @@ class Supervisor:
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
         self.write_fault: WriteFailed | None = None  # a worker could not write a run file: the end
+        self.memory = MemoryWatch(graph.config.worker_memory_limit_mib)
 
     def run(self, outputs: RunOutputs) -> str:
         """Until a stop rule fires (return its reason) or a failure is final (WorkerFailed)."""
@@ -83,6 +85,11 @@ class Supervisor:
             self.check()
             self._rebroadcast_epochs()
             outputs.tick(self.monitor)
+            pids = getattr(self.workers, "pids", None)  # local processes (not Ray's)
+            if pids is not None:
+                self.memory.check(pids())
+            if self.memory.failed is not None:  # past worker_memory_limit_mib: no restart, the run ends
+                raise WorkerFailed(*self.memory.failed)
             reason = self.monitor.stop_reason()
             if reason:
                 return reason
