@@ -83,6 +83,11 @@ class RunOutputs:
             "episode_return_mean": monitor.episodes.mean_return,
             "episodes": monitor.episodes.count,
             "updates": monitor.updates,
+            # what restarts and the policy lag cost (srl.launch.monitor)
+            "updates_lost": monitor.updates_lost,
+            "segments_dropped": monitor.segments_dropped,
+            "segments_lost": monitor.segments_lost,
+            "env_steps_lost": round(monitor.env_steps_lost),
             "policy_version": monitor.final.get("policy_version"),
             "params_sha256": monitor.final.get("params_sha256"),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import time
 import traceback
@@ -104,5 +105,7 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
                 kernel.close()
         finally:
             transport.close()
+            if wire is None and os.getppid() != parent_pid:  # the controller was killed: no one else
+                shutil.rmtree(ipc_dir, ignore_errors=True)  # will remove its sockets' directory
             os._exit(code)  # skip atexit handlers inherited from the controller through fork
 

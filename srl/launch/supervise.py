@@ -113,12 +113,13 @@ class Supervisor:
         for name in self.specs:
             code = self.workers.exit_code(name)
             if code is not None:
+                ended_s = time.monotonic()
                 time.sleep(ERROR_REPORT_WAIT_S)
                 self.drain()
                 known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
                 detail = self.errors.pop(name, None) or known
                 detail = detail or f"process exited unexpectedly with code {code}"
-                self._failed(name, detail)
+                self._failed(name, detail, ended_s)
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
 
@@ -140,7 +141,7 @@ class Supervisor:
             return [name]
         return [n for n, s in self.specs.items() if s.role == Role.TRAINER]
 
-    def _failed(self, name: str, detail: str) -> None:
+    def _failed(self, name: str, detail: str, ended_s: float | None = None) -> None:
         if self.write_fault is not None:  # its error report came while we waited for it
             raise self.write_fault
         try:
@@ -161,6 +162,6 @@ class Supervisor:
         for member in group:
             spec = self.specs[member]
             self.workers.start(spec, restart_graph(self.graph, spec, epochs))
-            self.monitor.on_restart(member)
+            self.monitor.on_restart(member, ended_s if member == name else None)
         first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
         print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

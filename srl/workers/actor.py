@@ -171,8 +171,10 @@ class ActorKernel:
             "episode_returns": self.finished_returns,
             "episode_lengths": self.finished_lengths,
             "env_time_s": round(self.env_time_s, 4),
+            "segments_lost": self.samples.reclaimed,  # sent to a trainer that died holding them
         }
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
+        self.samples.reclaimed = 0
         return out
 
     def close(self) -> None:
