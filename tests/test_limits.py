@@ -24,7 +24,9 @@ from test_shutdown import spawn, srl_command, wait_for_metrics
 
 from srl import checkpoint, cli, machine, storage
 from srl.config import ConfigError, load_config
+from srl.launch import memory as memory_module
 from srl.launch import monitor as monitor_module
+from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.run import run_experiment
 from srl.streams.control import Role
@@ -122,6 +124,34 @@ def test_arrays_past_the_available_memory_are_refused(capsys, run_dir, monkeypat
     monkeypatch.setattr(machine.psutil, "virtual_memory", lambda: SimpleNamespace(available=2**14, total=2**30))
     code, err = run_cli(capsys, f"run_dir={run_dir}", "launcher=inline", *QUICK)
     assert code == 2 and "memory: the run's arrays need" in err and "available" in err, err
+
+
+def test_a_worker_past_the_memory_limit_is_named_once_and_ends_the_run_only_when_the_limit_is_set(capsys, monkeypatch):
+    watch = MemoryWatch(limit_mib=1)  # this test process holds far more than 1 MiB of its own
+    watch.check({"actor:3": os.getpid()})
+    name, why = watch.failed
+    assert name == "actor:3" and f"actor:3 (pid {os.getpid()}) has an RSS of" in why, why
+    assert "worker_memory_limit_mib=1" in why
+    monkeypatch.setattr(memory_module.psutil, "virtual_memory", lambda: SimpleNamespace(total=2 * 2**20))
+    warn_only = MemoryWatch(limit_mib=None)  # half of a 2 MiB machine
+    for _ in range(2):
+        warn_only._last_s = 0.0
+        warn_only.check({"trainer:0": os.getpid()})
+    err = capsys.readouterr().err
+    assert warn_only.failed is None and err.count("srl: warning: trainer:0 (pid") == 1, err
+    assert "half of the machine's memory" in err
+
+
+def test_a_leaking_actor_ends_the_run_naming_it_and_its_memory(run_dir, capsys):
+    config = load_config("cartpole-ppo", [
+        f"run_dir={run_dir}", "modules=leaky_env", "env=leaky", "env_kwargs.kib_per_step=16", "algorithm=none",
+        "policy=random", "envs_per_actor=2", "total_env_steps=100000000", "worker_memory_limit_mib=400", *QUICK,
+    ])  # fmt: skip
+    assert run_experiment(config) == 1
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "worker failed", summary
+    assert "worker actor:0 failed" in summary["error"] and "worker_memory_limit_mib=400" in summary["error"]
+    assert summary["restarts"] == {}, "no restart: the run ends"
 
 
 # ------------------------------------------------------------------ disk faults
