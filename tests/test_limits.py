@@ -128,7 +128,7 @@ def test_arrays_past_the_available_memory_are_refused(capsys, run_dir, monkeypat
 
 def test_a_worker_past_the_memory_limit_is_named_once_and_ends_the_run_only_when_the_limit_is_set(capsys, monkeypatch):
     watch = MemoryWatch(limit_mib=1)  # this test process holds far more than 1 MiB of its own
-    watch.check({"actor:3": os.getpid()})
+    watch.check(lambda: {"actor:3": os.getpid()})
     name, why = watch.failed
     assert name == "actor:3" and f"actor:3 (pid {os.getpid()}) has an RSS of" in why, why
     assert "worker_memory_limit_mib=1" in why
@@ -136,7 +136,7 @@ def test_a_worker_past_the_memory_limit_is_named_once_and_ends_the_run_only_when
     warn_only = MemoryWatch(limit_mib=None)  # half of a 2 MiB machine
     for _ in range(2):
         warn_only._last_s = 0.0
-        warn_only.check({"trainer:0": os.getpid()})
+        warn_only.check(lambda: {"trainer:0": os.getpid()})
     err = capsys.readouterr().err
     assert warn_only.failed is None and err.count("srl: warning: trainer:0 (pid") == 1, err
     assert "half of the machine's memory" in err
@@ -269,6 +269,19 @@ def test_a_checkpoint_that_cannot_be_written_ends_the_run_without_restarts(run_d
     latest = checkpoint.latest_meta(run_dir)
     assert len(kept) == 2 and latest["path"] == kept[-1], (kept, latest)
     assert checkpoint.load_latest(run_dir)["version"] == latest["version"]
+
+
+@pytest.mark.parametrize("launcher", ["inline", "local"])
+def test_a_final_checkpoint_that_cannot_be_written_fails_the_run(run_dir, capsys, monkeypatch, launcher):
+    def save(obj, f, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(torch, "save", save)
+    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", f"launcher={launcher}", "total_env_steps=3000",
+                                          "checkpoint_interval_s=3600", *QUICK])  # fmt: skip
+    assert run_experiment(config) == 1, "the run reached its end, but its last state is not saved"
+    assert_ended_by(run_dir, capsys.readouterr().err, str(run_dir / "checkpoints" / "ckpt-"), "EROFS")
+    assert checkpoint.latest_meta(run_dir) is None and list((run_dir / "checkpoints").iterdir()) == []
 
 
 def test_a_config_that_cannot_be_written_stops_the_run_before_it_starts(run_dir, capsys, monkeypatch):

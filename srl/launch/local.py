@@ -109,6 +109,8 @@ def run_workers(
             _stop_workers(stopper, supervisor, workers, grace_s=FAILURE_GRACE_S)
             raise
         _stop_workers(stopper, supervisor, workers)
+        if supervisor.write_fault is not None:  # a final checkpoint (say) found the disk full
+            raise supervisor.write_fault
         return reason
     finally:
         restore_sigterm()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -35,13 +35,13 @@ class MemoryWatch:
         self.failed: tuple[str, str] | None = None  # (worker, why) past an explicit limit: the run ends
         self._last_s = 0.0
 
-    def check(self, pids: dict[str, int]) -> None:
-        """Look at the workers' memory (at most once per CHECK_INTERVAL_S)."""
+    def check(self, pids: Callable[[], dict[str, int]]) -> None:
+        """Look at the memory of the workers `pids()` names (at most once per CHECK_INTERVAL_S)."""
         now = time.monotonic()
         if now - self._last_s < CHECK_INTERVAL_S:
             return
         self._last_s = now
-        for name, pid in pids.items():
+        for name, pid in pids().items():
             try:
                 info = psutil.Process(pid).memory_info()
             except psutil.Error:  # it just ended: the supervisor sees to that

@@ -87,7 +87,7 @@ class Supervisor:
             outputs.tick(self.monitor)
             pids = getattr(self.workers, "pids", None)  # local processes (not Ray's)
             if pids is not None:
-                self.memory.check(pids())
+                self.memory.check(pids)
             if self.memory.failed is not None:  # past worker_memory_limit_mib: no restart, the run ends
                 raise WorkerFailed(*self.memory.failed)
             reason = self.monitor.stop_reason()
