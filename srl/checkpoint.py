@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ import torch
 
 from srl.config import ConfigError
 from srl.faults import first_nonfinite
+from srl.storage import atomic_file, failing_as, write_text_atomic
 
 LATEST = "latest.json"
 REPLAY = "replay.npz"
@@ -67,11 +67,13 @@ def save(
               "(the older checkpoints are kept)", file=sys.stderr, flush=True)
         return None
     folder = checkpoint_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    with failing_as(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"ckpt-{version:08d}.pt"
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    # a failed write (full disk, I/O error) leaves no .tmp and the last good checkpoint as it was;
+    # it raises storage.WriteFailed, which ends the run rather than restarting the trainer
+    with atomic_file(path) as f:
+        torch.save(state, f)
     point_latest(run_dir, path, version, env_steps, run_id)
     for old in [p for p in _checkpoint_files(folder) if p != path][KEEP - 1:]:
         old.unlink(missing_ok=True)
@@ -82,8 +84,7 @@ def point_latest(run_dir: Path, path: Path, version: int, env_steps: int, run_id
     """latest.json names checkpoint `path` (in the run's checkpoints/), replaced atomically."""
     folder = checkpoint_dir(run_dir)
     meta = {"path": Path(path).name, "version": version, "env_steps": env_steps, "run_id": run_id}
-    (folder / (LATEST + ".tmp")).write_text(json.dumps(meta))
-    os.replace(folder / (LATEST + ".tmp"), folder / LATEST)
+    write_text_atomic(folder / LATEST, json.dumps(meta))
 
 
 def latest_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -206,12 +207,11 @@ def save_replay(run_dir: Path, arrays: dict[str, np.ndarray]) -> Path:
     """Write the replay state atomically (uncompressed: stored observations rarely compress
     well, and the buffer worker must not stall long)."""
     folder = checkpoint_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    with failing_as(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     path = folder / REPLAY
-    tmp = folder / (REPLAY + ".tmp")
-    with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a path
+    with atomic_file(path) as f:  # a file object: np.savez would append ".npz" to a path
         np.savez(f, **arrays)
-    os.replace(tmp, path)
     return path
 
 

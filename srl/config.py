@@ -43,7 +43,7 @@ class ConfigError(ValueError):
 class RayResources(BaseModel):
     """What one worker of a role asks Ray for (launcher=ray)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved for the worker.")
     num_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the worker (fractions share one).")
@@ -59,7 +59,7 @@ RAY_ROLES = ("actor", "policy", "trainer", "params", "pod")
 class ReplayConfig(BaseModel):
     """The buffer worker's replay memory (srl.workers.buffer); set `replay` to use one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     capacity: int = Field(100_000, ge=1, description="Transitions kept; the oldest are overwritten.")
     batch_size: int = Field(256, ge=1, description="Transitions in each batch served to the trainer.")
@@ -89,7 +89,7 @@ class ReplayConfig(BaseModel):
 class EnsembleConfig(BaseModel):
     """A tournament-based ensemble of pods (`pod=true`); see srl.workers.tournament."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     population: int = Field(
         1, ge=1, description="Pods trained at once (one process each with launcher=local); 1 = a single pod."
@@ -118,10 +118,11 @@ class EnsembleConfig(BaseModel):
 
 
 class ExperimentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
 
     experiment: str = Field(description="Name of the experiment (shown in process titles and run dirs).")
-    seed: int = Field(1, description="Seed of envs, policy init and sampling; env i of actor a gets its own.")
+    seed: int = Field(1, ge=0, le=2**32 - 1, description="Seed of envs, policy init and sampling; env i of actor a "
+                      "gets its own. 0 to 2^32 - 1: what numpy's and EnvPool's seeding take.")
     run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp> "
                                 "(runs/<experiment>-<env>-<timestamp> where an override changed the env).")
     resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
@@ -160,25 +161,31 @@ class ExperimentConfig(BaseModel):
         default_factory=EnsembleConfig,
         description="Tournament-based ensemble of pods (pod=true): ensemble.population=K trains K at once.",
     )
-    num_actor_workers: int = Field(1, ge=1, description="Actor worker processes, each stepping a ring of envs.")
-    envs_per_actor: int = Field(16, ge=1, description="Environments in each actor's ring.")
+    num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
+                                   "envs (and at most 32 worker processes per CPU in all: srl.machine).")
+    envs_per_actor: int = Field(16, ge=1, le=65536, description="Environments in each actor's ring.")
     ring_splits: int = Field(
-        2, ge=1, description="Groups the ring is split into: while one group waits for actions, the others step."
+        2, ge=1, le=256, description="Groups the ring is split into: while one group waits for actions, the others step."
     )
     inference: Literal["policy_worker", "inline"] = Field(
         "policy_worker", description="policy_worker: batched in policy workers; inline: in each actor, no round trip."
     )
-    num_policy_workers: int = Field(1, ge=1, description="Policy worker processes (inference='policy_worker').")
-    sample_length: int = Field(32, ge=1, description="Env steps per trajectory segment sent to the trainer (T).")
+    num_policy_workers: int = Field(
+        1, ge=1, le=1024, description="Policy worker processes (inference='policy_worker')."
+    )
+    sample_length: int = Field(
+        32, ge=1, le=100_000, description="Env steps per trajectory segment sent to the trainer (T)."
+    )
     segment_slots: int = Field(
-        2, ge=1, description="Segment buffers per ring group; more let actors run ahead of the trainer (more lag)."
+        2, ge=1, le=64, description="Segment buffers per ring group; more let actors run ahead of the trainer (more "
+        "lag; past a few, only lag). All slots must fit in free shared memory (/dev/shm), checked before launch."
     )
     batch_segments: int = Field(
-        1, ge=1, description="Segments each trainer gathers for one update (with num_trainers=N, N times as many "
+        1, ge=1, le=65536, description="Segments each trainer gathers for one update (with num_trainers=N, N times as many "
         "make one synchronized update)."
     )
     num_trainers: int = Field(
-        1, ge=1, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
+        1, ge=1, le=256, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
         "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
         "trainer 0 publishes parameters and writes checkpoints. num_actor_workers must be a multiple of it.",
     )
@@ -193,8 +200,10 @@ class ExperimentConfig(BaseModel):
         "trainer decides max_updates, total_env_steps (env steps it trained on) and target_return (episodes that "
         "ended in its segments) after an update, so every run stops after the same one; time_limit_s is refused.",
     )
-    max_updates: int | None = Field(None, ge=1, description="Stop after this many trainer updates.")
-    total_env_steps: int = Field(1_000_000, ge=1, description="Stop after this many env steps (all actors).")
+    max_updates: int | None = Field(None, ge=1, le=2**53, description="Stop after this many trainer updates.")
+    total_env_steps: int = Field(
+        1_000_000, ge=1, le=2**53, description="Stop after this many env steps (all actors)."
+    )
     target_return: float | None = Field(
         None, description="Stop once the mean return of the last 100 episodes reaches this."
     )
@@ -205,11 +214,20 @@ class ExperimentConfig(BaseModel):
     log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
     checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
     display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
-    heartbeat_timeout_s: float = Field(30.0, gt=0, description="A silent worker is declared dead after this.")
-    torch_threads: int = Field(1, ge=1, description="torch intra-op threads per worker process.")
+    heartbeat_timeout_s: float = Field(
+        30.0, ge=1.0, description="A silent worker is declared dead after this (>= 1 s: workers report every 0.5 s)."
+    )
+    torch_threads: int = Field(
+        1, ge=1, le=1024, description="torch intra-op threads per worker process (at most 4 per CPU: srl.machine)."
+    )
     trainer_torch_threads: int | None = Field(
-        None, ge=1, description="torch intra-op threads of processes that train (trainers, pods, an inline "
+        None, ge=1, le=1024, description="torch intra-op threads of processes that train (trainers, pods, an inline "
         "run); unset: torch_threads. A CNN update is the heaviest work of a run: give it the spare cores."
+    )
+    worker_memory_limit_mib: int | None = Field(
+        None, ge=1, description="launcher=local: a worker process whose own memory (RSS less shared pages) grows "
+        "past this many MiB ends the run as a failed worker (the others stop cleanly, the summary names it). "
+        "None: only a warning line, at half of the machine's memory."
     )
     max_restarts: int = Field(
         3, ge=0, description="Restarts of one worker allowed within restart_window_s; one more failure ends "
@@ -390,7 +408,9 @@ class ExperimentConfig(BaseModel):
         return self.algo
 
     def dump_yaml(self, path: Path) -> None:
-        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
+        from srl.storage import write_text_atomic  # tmp + fsync + rename: never a torn config.yaml
+
+        write_text_atomic(path, yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
 _WORDS = {"on", "off", "yes", "no", "y", "n"}

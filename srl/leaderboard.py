@@ -11,13 +11,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from srl import checkpoint
 from srl.faults import json_safe
+from srl.storage import write_text_atomic
 
 JSON_NAME = "leaderboard.json"
 CSV_NAME = "leaderboard.csv"
@@ -29,9 +29,7 @@ def entry_path(run_dir: Path, member: int, env_steps: int) -> Path:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write(run_dir: Path, table: dict[str, Any]) -> None:

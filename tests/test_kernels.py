@@ -413,8 +413,8 @@ def test_monitor_metrics(clock):
     assert m.metrics() == {
         "env_steps": 500, "env_steps_per_s": 250.0, "episode_return_mean": 5.0, "episode_length_mean": 10.0,
         "episodes": 2, "policy_version": 7, "policy_lag_mean": 0.5, "updates": 2, "segments_dropped": 3,
-        "restarts": 0, "losses/pi": 0.25, "trained_env_steps": 480,
-        "nonfinite_episodes_skipped": 0, "nonfinite_updates_skipped": 0,
+        "segments_lost": 0, "env_steps_lost": 0, "updates_lost": 0, "restarts": 0, "losses/pi": 0.25,
+        "trained_env_steps": 480, "nonfinite_episodes_skipped": 0, "nonfinite_updates_skipped": 0,
     }  # fmt: skip
     clock.now += 1
     assert m.metrics()["env_steps_per_s"] == 0.0

@@ -27,7 +27,8 @@ from srl.api.policy import Policy
 class AlgorithmConfig(BaseModel):
     """Base of every algorithm's typed hyperparameters (each field documented on the field)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # no NaN or infinity: a hyperparameter that is one would only make the losses NaN later
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class Algorithm(ABC):

@@ -23,6 +23,7 @@ from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.shell import worker_main
 from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
+from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
 from srl.streams.tcp import WILDCARDS, TcpTransport
@@ -57,6 +58,10 @@ class LocalWorkers:
 
     def running(self) -> bool:
         return any(p.is_alive() for p in self.procs.values())
+
+    def pids(self) -> dict[str, int]:
+        """Live workers' process ids (the supervisor watches their memory)."""
+        return {name: p.pid for name, p in self.procs.items() if p.is_alive() and p.pid is not None}
 
     def close(self, terminate_first: bool = False) -> None:
         for proc in self.procs.values():
@@ -99,11 +104,13 @@ def run_workers(
             reason = supervisor.run(outputs)
         except KeyboardInterrupt:
             reason = "interrupted"
-        except WorkerFailed:
+        except (WorkerFailed, WriteFailed):
             # the others still stop cleanly: the trainer keeps its last checkpoint
             _stop_workers(stopper, supervisor, workers, grace_s=FAILURE_GRACE_S)
             raise
         _stop_workers(stopper, supervisor, workers)
+        if supervisor.write_fault is not None:  # a final checkpoint (say) found the disk full
+            raise supervisor.write_fault
         return reason
     finally:
         restore_sigterm()

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from srl.config import ExperimentConfig
-from srl.launch.shell import error_payload
+from srl.launch.shell import error_report
 
 REPORT_INTERVAL_S = 0.5
 
@@ -121,9 +121,9 @@ def _member_main(config: ExperimentConfig, index: int, conn: Connection, parent_
     try:
         kernel = make_member(config, index)
         member_loop(kernel, conn, parent_pid)
-    except BaseException:  # noqa: BLE001  (anything, even SystemExit, is reported to the manager)
+    except BaseException as e:  # noqa: BLE001  (anything, even SystemExit, is reported to the manager)
         try:
-            conn.send_bytes(json.dumps(_message("error", index, error_payload())).encode())
+            conn.send_bytes(json.dumps(_message("error", index, error_report(e))).encode())
         except OSError:
             pass
         code = 1

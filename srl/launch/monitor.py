@@ -2,6 +2,18 @@
 
 Both launchers feed it the same reports (in-process for inline, over the control stream for
 local), so stopping rules and metrics are identical whatever the placement.
+
+What restarts cost is counted here too (metrics and summary):
+- `segments_dropped`: segments a trainer dropped, acted too many versions ago (max_policy_lag) or
+  overwritten by their restarted actor while it copied them;
+- `segments_lost`: segments no update used because a worker died: sent to a trainer that died
+  holding them (its actors count them when they take their slots back), taken by a dead trainer
+  for an update it never made (as many as its last report said it held), or sent by an actor
+  that died before they were taken;
+- `env_steps_lost`: env steps a killed actor (or pod) took after its last report, estimated at the
+  rate of that report for the time since, at most one report interval; not in `env_steps`;
+- `updates_lost`: updates a restarted trainer (or pod) made again because its checkpoint was
+  older than its last report; `updates` counts each update once, as the parameters did.
 """
 
 from __future__ import annotations
@@ -35,6 +47,11 @@ class RunMonitor:
         self.last_report_s: dict[str, float] = {}
         self.target_reached_s: float | None = None
         self.restarts: dict[str, int] = {}  # worker -> times it was restarted
+        self.segments_lost = 0
+        self.env_steps_lost = 0.0
+        self.updates_lost = 0
+        self._last: dict[str, tuple[float, float, dict[str, Any]]] = {}  # worker -> (time, interval, report)
+        self._resuming: dict[str, int] = {}  # restarted trainer (or pod) -> last version its old life reported
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
         self.trainer_stop: str | None = None  # deterministic mode: the trainer's (or pod's) stop reason
@@ -43,7 +60,11 @@ class RunMonitor:
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
-        self.last_report_s[worker] = time.monotonic()
+        now = time.monotonic()
+        previous = self._last.get(worker)
+        self._last[worker] = (now, now - previous[0] if previous else 0.0, payload)
+        self.last_report_s[worker] = now
+        self.segments_lost += payload.get("segments_lost", 0)
         for key in PER_WORKER_TIMES:
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
@@ -62,6 +83,7 @@ class RunMonitor:
         if role == Role.POD or (role == Role.TRAINER and index == 0):
             self.updates += payload["updates"]
             self.nonfinite_updates_skipped += payload.get("nonfinite_updates_skipped", 0)
+            self._count_resumed(worker, payload)
             if payload["updates"] or not self.trainer:
                 self.trainer = payload
             if final:
@@ -84,6 +106,9 @@ class RunMonitor:
             "updates": self.updates,
             "trained_env_steps": self.trainer.get("trained_env_steps", 0),  # consumed by the (first) trainer
             "segments_dropped": self.segments_dropped,
+            "segments_lost": self.segments_lost,
+            "env_steps_lost": round(self.env_steps_lost),
+            "updates_lost": self.updates_lost,
             "restarts": sum(self.restarts.values()),
             "nonfinite_episodes_skipped": self.nonfinite_episodes_skipped,
             "nonfinite_updates_skipped": self.nonfinite_updates_skipped,
@@ -128,10 +153,32 @@ class RunMonitor:
         if self.target_reached_s is None:
             self.target_reached_s = time.time() - self.launched_s
 
-    def on_restart(self, worker: str) -> None:
-        """A restarted worker gets a full heartbeat timeout to start and report."""
+    def on_restart(self, worker: str, ended_s: float | None = None) -> None:
+        """A restarted worker gets a full heartbeat timeout to start and report. What its old life
+        took with it is counted: see the module doc (`ended_s`: when its end was seen)."""
+        now = time.monotonic()
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
-        self.last_report_s[worker] = time.monotonic()
+        self.last_report_s[worker] = now
+        last = self._last.pop(worker, None)
+        if last is None:  # it never reported: it had taken nothing, and its steps are unknown
+            return
+        report_s, interval_s, report = last
+        self.segments_lost += report.get("segments_pending", 0)
+        if report.get("env_steps") and interval_s > 0:
+            unreported_s = min((ended_s if ended_s is not None else now) - report_s, interval_s)
+            self.env_steps_lost += report["env_steps"] * max(unreported_s, 0.0) / interval_s
+        if "policy_version" in report and (worker.startswith("pod:") or worker == "trainer:0"):
+            self._resuming[worker] = report["policy_version"]
+
+    def _count_resumed(self, worker: str, payload: dict[str, Any]) -> None:
+        """A restarted trainer's first report: the version it resumed from is its version less
+        the updates it made since; updates past that, reported by its old life, are lost."""
+        before = self._resuming.pop(worker, None)
+        if before is None or payload.get("policy_version") is None:
+            return
+        lost = max(0, before - (payload["policy_version"] - payload["updates"]))
+        self.updates_lost += lost
+        self.updates -= lost  # they were counted when reported; the parameters kept none of them
 
     def on_unplaced(self, worker: str) -> None:
         """Its launcher has not placed it yet (Ray waits for resources): its heartbeat clock starts once placed."""

@@ -6,12 +6,13 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from srl.config import ExperimentConfig
 from srl.faults import json_safe
 from srl.launch.monitor import RunMonitor
 from srl.monitor.timing import FILE_NAME as TIME_BREAKDOWN_FILE
+from srl.storage import WriteFailed, failing_as, write_text_atomic
 
 
 class WorkerFailed(RuntimeError):
@@ -35,11 +36,13 @@ class RunOutputs:
         self.launch = launch  # this launch's number in the run (srl.launch.rundir)
         self.started_s = started_s  # wall-clock time the command started (time.time())
         self.run_dir = Path(str(config.run_dir))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        config.dump_yaml(self.run_dir / "config.yaml")
+        with failing_as(self.run_dir):  # WriteFailed: the run ends before it starts, with one line
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        config.dump_yaml(self.run_dir / "config.yaml")  # atomic: never an empty one to resume from
         self.recorder: Any = None
         self.display: Any = None
         self._last_tick = 0.0
+        self.end_faults: list[str] = []  # writes that failed while the run ended (finish)
 
     def start(self) -> None:
         """Open the writers. Called after workers are forked: these own threads."""
@@ -60,15 +63,18 @@ class RunOutputs:
             self.display.update({**metrics, "time_s": time.time() - self.started_s})
 
     def finish(self, monitor: RunMonitor, reason: str, error: str | None) -> dict[str, Any]:
+        """Write the last metrics row and summary.json; a write that fails (the disk that ended
+        the run, say) is kept in `end_faults` and the rest are still tried."""
         if self.recorder is not None:
-            self.tick(monitor, force=True)  # metrics.jsonl's last row: its rate is since the row before
+            # metrics.jsonl's last row: its rate is since the row before
+            self._attempt(lambda: self.tick(monitor, force=True))
         run_rate = monitor.run_rate()  # after every worker's final report (see run_rate)
         if self.recorder is not None:
             # the table left on screen shows the rate over the whole run, not over the last tick
             self.display.update({**monitor.metrics(), "env_steps_per_s": run_rate,
                                  "time_s": time.time() - self.started_s})
             self.display.__exit__(None, None, None)
-            self.recorder.close()
+            self._attempt(self.recorder.close)
         summary = {
             "experiment": self.config.experiment,
             "run_id": self.config.run_id,
@@ -85,6 +91,11 @@ class RunOutputs:
             "episode_return_mean": monitor.episodes.mean_return,
             "episodes": monitor.episodes.count,
             "updates": monitor.updates,
+            # what restarts and the policy lag cost (srl.launch.monitor)
+            "updates_lost": monitor.updates_lost,
+            "segments_dropped": monitor.segments_dropped,
+            "segments_lost": monitor.segments_lost,
+            "env_steps_lost": round(monitor.env_steps_lost),
             "policy_version": monitor.final.get("policy_version"),
             "params_sha256": monitor.final.get("params_sha256"),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
@@ -95,9 +106,17 @@ class RunOutputs:
         }
         summary = json_safe(summary)
         breakdown = json.dumps(summary["time_breakdown"], indent=2, allow_nan=False) + "\n"
-        (self.run_dir / TIME_BREAKDOWN_FILE).write_text(breakdown)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        self._attempt(lambda: write_text_atomic(self.run_dir / TIME_BREAKDOWN_FILE, breakdown))
+        text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
+        self._attempt(lambda: write_text_atomic(self.run_dir / "summary.json", text))
         return summary
+
+    def _attempt(self, write: Callable[[], Any]) -> None:
+        try:
+            write()
+        except WriteFailed as e:
+            if str(e) not in self.end_faults:
+                self.end_faults.append(str(e))
 
     def write_learning_curve(self) -> str | None:
         """learning_curve.png in the run dir (after the summary: its time is not the run's).
@@ -110,4 +129,6 @@ class RunOutputs:
             path = plot_learning_curve(self.run_dir, target=self.config.target_return)
         except PlotUnavailable as e:
             return f"no {self.run_dir / 'learning_curve.png'}: {e}"
+        except OSError as e:  # a full disk: the run's results are written already
+            return f"no learning curve: {WriteFailed.of(self.run_dir / 'learning_curve.png', e)}"
         return None if path is not None else "no learning curve: no episode finished"

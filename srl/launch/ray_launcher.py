@@ -72,7 +72,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
     from srl.launch.ray_streams import tcp_transport
-    from srl.launch.shell import error_payload, make_link, run_kernel_loop
+    from srl.launch.shell import error_report, make_link, run_kernel_loop
     from srl.streams.control import Kind
     from srl.streams.local import LocalTransport
     from srl.workers.build import make_kernel
@@ -93,8 +93,8 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     try:
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport)
-    except BaseException:
-        link.send(Kind.ERROR, error_payload())
+    except BaseException as e:
+        link.send(Kind.ERROR, error_report(e))
         raise
     finally:
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from srl.config import ExperimentConfig
-from srl.launch.shell import error_payload
+from srl.launch.shell import error_report
 from srl.launch.members import _message, _Reporter, apply_command
 from srl.launch.ray_launcher import _ray, _set_title, actor_options
 from srl.launch.ray_placement import Placement, report_unplaced, resources_of
@@ -81,8 +81,8 @@ class MemberActor:
                 out += self.reporter.messages()
                 if time.monotonic() >= deadline:
                     return out
-        except BaseException:  # noqa: BLE001  (anything is reported to the manager)
-            return [_message("error", self.index, error_payload())]
+        except BaseException as e:  # noqa: BLE001  (anything is reported to the manager)
+            return [_message("error", self.index, error_report(e))]
 
     def finish(self) -> dict[str, Any] | None:
         if self.kernel is None:

@@ -17,21 +17,29 @@ from srl.graph import Graph, build_graph, make_policy
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.rundir import claim_run_dir
+from srl.machine import check_machine, raise_open_files_limit
+from srl.storage import WriteFailed
 
 LAUNCHERS = ("inline", "local", "ray")
 
 
 def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> int:
-    """Train; return the process exit code (0 done, 1 a worker failed, 130 interrupted)."""
+    """Train; return the process exit code (0 done, 1 a worker or a write failed, 130 interrupted)."""
     import torch
 
     torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
     graph = build_graph(config)  # every check that can fail does so before anything starts
+    check_machine(graph)  # ... and what this machine cannot hold: CPUs, open files, shared memory, memory
+    raise_open_files_limit(graph)
     claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
     outputs = None
     try:
         resumed_env_steps = _resume_point(graph)
-        outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
+        try:
+            outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
+        except WriteFailed as e:  # nothing started yet, nothing to clean
+            Console(stderr=True).print(f"srl: {e}", markup=False, highlight=False, soft_wrap=True)
+            return 1
         return _launch(graph, outputs, resumed_env_steps)
     finally:
         claim.release(launched=outputs is not None)
@@ -89,12 +97,19 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
         reason, error, code = "worker failed", str(failure), 1
     except RunHalted as halt:  # raised in this process by an inline kernel (srl.faults)
         reason, error, code = "worker failed", str(halt), 1
+    except WriteFailed as failure:  # a run file (metrics, events, checkpoint) could not be written
+        reason, error, code = "write failed", str(failure), 1
     except KeyboardInterrupt:
         reason, code = "interrupted", 130
     summary = outputs.finish(monitor, reason, error)
+    for fault in outputs.end_faults:  # the summary's own write, say: the fault that ended the run is `error`
+        if fault != error:
+            console.print(f"srl: {fault}", markup=False, highlight=False, soft_wrap=True)
     if monitor.time_breakdown.workers:
         console.print(monitor.time_breakdown.format(), highlight=False, markup=False, soft_wrap=True)
-    note = outputs.write_learning_curve()
+    # no drawing on a disk that failed a write already: its note would repeat the fault
+    disk_ok = reason != "write failed" and not outputs.end_faults
+    note = outputs.write_learning_curve() if disk_ok else None
     if note:
         console.print(note, markup=False, highlight=False, soft_wrap=True)  # one line: copyable
     if error:

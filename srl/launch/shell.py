@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -50,20 +50,25 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
     link.send(Kind.FINAL, {**finish(), REPORT_KEY: clock.take()})
 
 
-def error_payload() -> dict[str, str]:
-    """The ERROR report of the exception being handled: its traceback and, for a RunHalted, its
-    one-line message, with which the controller ends the run instead of restarting (srl.faults)."""
-    payload = {"traceback": traceback.format_exc()}
-    error = sys.exc_info()[1]
-    if isinstance(error, RunHalted):
-        payload["halt"] = str(error)
-    return payload
-
-
 def kernel_clock(kernel: Any) -> TimeBreakdown:
     """The kernel's own clock (it labels its work), or a new one that sees only waiting/other."""
     clock = getattr(kernel, "clock", None)
     return clock if isinstance(clock, TimeBreakdown) else TimeBreakdown()
+
+
+def error_report(error: BaseException) -> dict[str, Any]:
+    """A worker's error report: its traceback, and for a fault that a restart would only repeat
+    the fault itself, with which the controller ends the run instead of restarting the worker: a
+    RunHalted's one-line message (srl.faults), a failed write of a run file (a checkpoint on a full
+    disk: srl.storage.WriteFailed)."""
+    from srl.storage import WriteFailed
+
+    report: dict[str, Any] = {"traceback": traceback.format_exc()}
+    if isinstance(error, RunHalted):
+        report["halt"] = str(error)
+    if isinstance(error, WriteFailed):
+        report["write_failed"] = [error.errno, error.strerror, error.filename]
+    return report
 
 
 def make_link(graph: Any, spec: Any, transport: Any) -> Any:
@@ -95,8 +100,8 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     try:
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport, parent_pid)
-    except BaseException:
-        link.send(Kind.ERROR, error_payload())
+    except BaseException as e:
+        link.send(Kind.ERROR, error_report(e))
         code = 1
     finally:
         try:
@@ -104,5 +109,7 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
                 kernel.close()
         finally:
             transport.close()
+            if wire is None and os.getppid() != parent_pid:  # the controller was killed: no one else
+                shutil.rmtree(ipc_dir, ignore_errors=True)  # will remove its sockets' directory
             os._exit(code)  # skip atexit handlers inherited from the controller through fork
 

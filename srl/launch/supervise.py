@@ -19,9 +19,11 @@ import time
 from typing import Protocol
 
 from srl.graph import Graph, WorkerSpec
+from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
+from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, EPOCHS, Kind, Role, decode_report
 from srl.streams.incarnations import Incarnations
 from srl.streams.transport import Receiver, Transport
@@ -73,6 +75,8 @@ class Supervisor:
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
         self.halts: dict[str, str] = {}  # worker -> why it ended the run (srl.faults.RunHalted): no restart
+        self.write_fault: WriteFailed | None = None  # a worker could not write a run file: the end
+        self.memory = MemoryWatch(graph.config.worker_memory_limit_mib)
 
     def run(self, outputs: RunOutputs) -> str:
         """Until a stop rule fires (return its reason) or a failure is final (WorkerFailed)."""
@@ -82,6 +86,11 @@ class Supervisor:
             self.check()
             self._rebroadcast_epochs()
             outputs.tick(self.monitor)
+            pids = getattr(self.workers, "pids", None)  # local processes (not Ray's)
+            if pids is not None:
+                self.memory.check(pids)
+            if self.memory.failed is not None:  # past worker_memory_limit_mib: no restart, the run ends
+                raise WorkerFailed(*self.memory.failed)
             reason = self.monitor.stop_reason()
             if reason:
                 return reason
@@ -94,14 +103,20 @@ class Supervisor:
                 self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
                 if payload.get("halt"):
                     self.halts[f"{role.title}:{index}"] = payload["halt"]
+                if payload.get("write_failed") and self.write_fault is None:
+                    self.write_fault = WriteFailed(*payload["write_failed"])
             else:
                 self.monitor.on_report(role, index, payload, final=kind == Kind.FINAL)
 
     def check(self) -> None:
-        """Restart every worker that ended or went silent (WorkerFailed when not allowed)."""
+        """Restart every worker that ended or went silent (WorkerFailed when not allowed); a
+        worker's failed write ends the run (WriteFailed): no restart writes to a full disk."""
+        if self.write_fault is not None:
+            raise self.write_fault
         for name in self.specs:
             code = self.workers.exit_code(name)
             if code is not None:
+                ended_s = time.monotonic()
                 time.sleep(ERROR_REPORT_WAIT_S)
                 self.drain()
                 known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
@@ -109,7 +124,7 @@ class Supervisor:
                 detail = detail or f"process exited unexpectedly with code {code}"
                 if name in self.halts:  # a restart would only repeat it
                     raise WorkerFailed(name, self.halts.pop(name))
-                self._failed(name, detail)
+                self._failed(name, detail, ended_s)
         for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
             self.monitor.on_unplaced(name)
         for name in self.monitor.silent_workers(list(self.specs)):
@@ -133,7 +148,9 @@ class Supervisor:
             return [name]
         return [n for n, s in self.specs.items() if s.role == Role.TRAINER]
 
-    def _failed(self, name: str, detail: str) -> None:
+    def _failed(self, name: str, detail: str, ended_s: float | None = None) -> None:
+        if self.write_fault is not None:  # its error report came while we waited for it
+            raise self.write_fault
         try:
             count = self.policy.on_failure(name, time.monotonic())
         except CrashLoop as loop:
@@ -152,6 +169,6 @@ class Supervisor:
         for member in group:
             spec = self.specs[member]
             self.workers.start(spec, restart_graph(self.graph, spec, epochs))
-            self.monitor.on_restart(member)
+            self.monitor.on_restart(member, ended_s if member == name else None)
         first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
         print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

@@ -8,11 +8,14 @@ indices, so a signal is a 16-64 byte header and the payload never moves.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import psutil
 import zmq
 
 from srl.streams.framing import pack, unpack
@@ -146,9 +149,39 @@ class LocalTransport(Transport):
 
 
 def make_ipc_dir(run_id: str) -> Path:
-    path = Path(os.environ.get("SRL_IPC_DIR", "/tmp")) / f"srl-{run_id}"
+    """The run's socket directory, named after this (the controller's) process, which removes it
+    at exit; its workers remove it if the controller is killed (srl.launch.shell), and the next
+    run's controller removes any left by a dead one (a machine's crash, say)."""
+    base = Path(os.environ.get("SRL_IPC_DIR", "/tmp"))
+    remove_dead_ipc_dirs(base)
+    path = base / f"{IPC_PREFIX}{os.getpid()}-{run_id}"
     path.mkdir(parents=True, exist_ok=False)
     return path
+
+
+IPC_PREFIX = "srl-p"  # srl-p<controller pid>-<run id>
+_IPC_DIR = re.compile(re.escape(IPC_PREFIX) + r"(\d+)-")
+
+
+def remove_dead_ipc_dirs(base: Path) -> list[Path]:
+    """Remove this user's socket directories under `base` whose controller process is gone."""
+    removed = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _IPC_DIR.match(entry.name)
+        if match is None or psutil.pid_exists(int(match.group(1))):
+            continue
+        try:
+            if not entry.is_dir() or entry.is_symlink() or entry.stat().st_uid != os.getuid():
+                continue  # not ours: another user's run, or not a run's directory at all
+        except OSError:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
 
 
 def close_sockets(sockets: list[zmq.Socket], context: zmq.Context) -> None:

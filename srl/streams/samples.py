@@ -74,6 +74,7 @@ class SampleProducer:
         for split, slot in slots:
             self._free.setdefault(split, deque()).append(slot)
         self._sent: set[tuple[int, int]] = set()  # (split, slot) the trainer holds
+        self.reclaimed = 0  # segments sent to a trainer that was restarted before it released them: lost
         self._incarnations = incarnations
         self.epoch = incarnations.of(f"actor:{actor}")
         self.trainer_epoch = incarnations.of(self.trainer)
@@ -88,18 +89,23 @@ class SampleProducer:
     def collect_releases(self) -> None:
         """Take the trainer's releases off the socket into the free lists. An actor waits on this
         socket whatever it waits for: a release left unread would wake it at once, again and
-        again (a busy spin that starves the trainer it waits for on a small machine)."""
-        trainer_epoch = self._incarnations.of(self.trainer)
-        if trainer_epoch != self.trainer_epoch:  # restarted: the slots it held are ours again
-            for s, k in self._sent:
-                self._free[s].append(k)
-            self._sent.clear()
-            self.trainer_epoch = trainer_epoch
+        again (a busy spin that starves the trainer it waits for on a small machine).
+
+        Releases first: one that a trainer sent before it died names a segment it took, so only
+        the slots left are the ones it never took (`reclaimed`, lost with it). No release of a
+        later trainer can be among them: nothing was sent to it before we saw its epoch."""
         for message in self._released.recv_all():
             s, k, *epochs = message.header
             if (tuple(epochs) or (0, 0)) == (self.epoch, self.trainer_epoch) and (s, k) in self._sent:
                 self._sent.discard((s, k))
                 self._free[s].append(k)
+        trainer_epoch = self._incarnations.of(self.trainer)
+        if trainer_epoch != self.trainer_epoch:  # restarted: the slots it held are ours again
+            self.reclaimed += len(self._sent)
+            for s, k in self._sent:
+                self._free[s].append(k)
+            self._sent.clear()
+            self.trainer_epoch = trainer_epoch
 
     def send(self, split: int, slot: int) -> None:
         self._sent.add((split, slot))
@@ -123,6 +129,9 @@ class SampleConsumer:
         self._incarnations = incarnations
         self.epoch = incarnations.of(trainer_name(trainer))
         self.stale = 0  # samples dropped because their actor or their trainer was restarted
+        # ... of them, those whose actor was restarted (the others, meant for a restarted trainer, the
+        # actor counts as reclaimed): lost segments
+        self.from_dead_actors = 0
         self.receivers: list[Receiver] = [self._in]
 
     def poll(self, limit: int) -> list[SegmentRef]:
@@ -131,6 +140,7 @@ class SampleConsumer:
             self._incarnations.observe(f"actor:{r.actor}", r.epoch)
         fresh = [r for r in refs if r.trainer_epoch == self.epoch and self.current(r)]
         self.stale += len(refs) - len(fresh)
+        self.from_dead_actors += sum(1 for r in refs if r.trainer_epoch == self.epoch and not self.current(r))
         return fresh
 
     def current(self, ref: SegmentRef) -> bool:

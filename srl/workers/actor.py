@@ -203,9 +203,11 @@ class ActorKernel:
             "episode_lengths": self.finished_lengths,
             "env_time_s": round(self.env_time_s, 4),
             "nonfinite_episodes_skipped": self.nonfinite_episodes,
+            "segments_lost": self.samples.reclaimed,  # sent to a trainer that died holding them
         }
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
         self.nonfinite_episodes = 0
+        self.samples.reclaimed = 0
         return out
 
     def close(self) -> None:

@@ -158,7 +158,9 @@ class BufferKernel:
             "batches_served": self.batches_sent,
             "priority_updates": self.priority_updates,
             "buffer_time_s": round(self.busy_s, 4),
+            "segments_lost": self.samples.from_dead_actors,  # sent by an actor that died first
         }
+        self.samples.from_dead_actors = 0
         self._reset_stats()
         return out
 

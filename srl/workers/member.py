@@ -15,7 +15,6 @@ states are common and the ranking compares policies, not luck.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from srl.envs.batched import BatchedTorchEnv
 from srl.monitor.episodes import ReturnWindow
+from srl.storage import atomic_file
 from srl.workers.pod import PodKernel
 
 
@@ -104,8 +104,8 @@ class PodMember:
             "version": pod.version, "env_steps": pod.env_steps_total, "policy": pod.policy.state_dict(),
             "algorithm": pod.algorithm.state_dict(), "hparams": self.hparams(),
         }
-        torch.save(state, path.with_suffix(".tmp"))
-        os.replace(path.with_suffix(".tmp"), path)
+        with atomic_file(path) as f:  # a failed write leaves no half file (srl.storage)
+            torch.save(state, f)
         return {
             "member": self.index, "env_steps": pod.env_steps_total, "eval_return": eval_return,
             "hparams": self.hparams(), "checkpoint": str(path), "adoptions": self.adoptions,

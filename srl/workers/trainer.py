@@ -207,6 +207,10 @@ class TrainerKernel(Learner):
 
     def report(self) -> dict:
         out = self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None)
+        # lost: sent by an actor that died before we took them; pending: taken (copied and
+        # released) for the next update, lost with us if we die (the controller counts the last)
+        out["segments_lost"], self.samples.from_dead_actors = self.samples.from_dead_actors, 0
+        out["segments_pending"] = self.filled
         if self.stop is not None:
             out["stop_reason"] = self.stop.reason
         self._reset_stats()

@@ -1,0 +1,192 @@
+"""What this machine allows a run, checked before any process starts (`check_machine`).
+
+The config's static bounds live on its fields (srl.config); these depend on the machine the
+controller runs on: its CPUs, its open-file limit, its free shared memory and memory. A run
+that asks for more fails here with one ConfigError naming the fields and the machine's limit,
+not minutes later with "Too many open files", a bus error or the OOM killer. The limits are
+generous multiples, so that only a typo or a runaway value trips them:
+
+- worker processes: at most WORKERS_PER_CPU per CPU this process may run on;
+- torch threads of one process: at most THREADS_PER_CPU per CPU;
+- open files: each process holds about FILES_PER_WORKER per worker of the run (sockets, shared
+  blocks, inherited descriptors; measured on a local run), which must fit under the hard
+  RLIMIT_NOFILE (`raise_open_files_limit` lifts the soft one to it when needed);
+- shared memory: the actors' (and buffer's) blocks must fit in /dev/shm's free space;
+- memory: those blocks, the trainer's batch and the replay memory must fit in the memory
+  available now (psutil), with MEMORY_HEADROOM to spare for the processes themselves.
+
+The launcher that places workers on other machines (ray with a cluster address) is checked for
+threads only: this machine's limits are not the cluster's.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from srl.config import ConfigError
+from srl.graph import Graph
+
+WORKERS_PER_CPU = 32
+THREADS_PER_CPU = 4
+FILES_PER_WORKER = 12
+FILES_BASE = 64
+MEMORY_HEADROOM = 0.9  # of the available memory a run's arrays may take
+SHM_DIR = Path("/dev/shm")
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
+def check_machine(graph: Graph) -> None:
+    """Raise ConfigError if this machine cannot hold the run of `graph` (see the module doc)."""
+    c = graph.config
+    cpus = cpu_count()
+    _check_threads(c.torch_threads, "torch_threads", cpus)
+    if c.trainer_torch_threads is not None:
+        _check_threads(c.trainer_torch_threads, "trainer_torch_threads", cpus)
+    if c.launcher == "ray" and c.ray_address is not None:
+        return
+    if c.launcher != "inline":
+        _check_processes(graph, cpus)
+        _check_open_files(graph)
+    shm = shared_bytes(graph) if c.launcher != "inline" and c.transport == "shm" else 0
+    if shm:
+        free = shutil.disk_usage(SHM_DIR).free if SHM_DIR.is_dir() else None
+        if free is not None and shm > free:
+            raise ConfigError(f"shared memory: {_blocks_needed(graph, shm)}, but {SHM_DIR} has {gib(free)} "
+                              f"free; {LOWER_SIZES}")
+    _check_memory(graph)
+
+
+def _check_threads(threads: int, field: str, cpus: int) -> None:
+    limit = THREADS_PER_CPU * cpus
+    if threads > limit:
+        raise ConfigError(f"field {field!r}: {threads} torch threads per process exceed {limit} "
+                          f"({THREADS_PER_CPU} per CPU, this machine gives the run {cpus} CPUs)")
+
+
+def _check_processes(graph: Graph, cpus: int) -> None:
+    limit = WORKERS_PER_CPU * cpus
+    if len(graph.workers) > limit:
+        raise ConfigError(
+            f"{_worker_counts(graph)}: {len(graph.workers)} worker processes exceed {limit} "
+            f"({WORKERS_PER_CPU} per CPU, this machine gives the run {cpus} CPUs)"
+        )
+
+
+def files_needed(graph: Graph) -> int:
+    return FILES_BASE + FILES_PER_WORKER * len(graph.workers)
+
+
+def _check_open_files(graph: Graph) -> None:
+    needed = files_needed(graph)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and needed > hard:
+        raise ConfigError(
+            f"{_worker_counts(graph)}: {len(graph.workers)} workers need about {needed} open files per "
+            f"process, over the limit of {hard} (RLIMIT_NOFILE hard limit; raise it with ulimit -Hn, "
+            "or run fewer workers)"
+        )
+
+
+def raise_open_files_limit(graph: Graph) -> None:
+    """Lift this process's soft RLIMIT_NOFILE (its workers inherit it) to what the run needs,
+    up to the hard limit that check_machine compared with."""
+    needed = files_needed(graph)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def _worker_counts(graph: Graph) -> str:
+    c = graph.config
+    if c.pod:
+        return f"field 'ensemble.population': {c.ensemble.population}"
+    fields = [f"num_actor_workers={c.num_actor_workers}"]
+    if c.inference == "policy_worker":
+        fields.append(f"num_policy_workers={c.num_policy_workers}")
+    fields.append(f"num_trainers={c.num_trainers}")
+    return "fields " + ", ".join(fields)
+
+
+def shared_bytes(graph: Graph) -> int:
+    """Bytes of every shared block of the run (actors' slots, the buffer's batch slots)."""
+    return sum(layout.nbytes for layout in graph.block_layouts().values())
+
+
+def _blocks_needed(graph: Graph, total: int) -> str:
+    c = graph.config
+    if c.pod:
+        return f"the run's blocks need {gib(total)}"
+    per_actor = graph.actor_layout().nbytes
+    return (f"{c.num_actor_workers} actor blocks of {gib(per_actor)} (ring_splits={c.ring_splits} x "
+            f"segment_slots={c.segment_slots} segments of sample_length + 1 = {c.sample_length + 1} steps x "
+            f"{graph.rows_per_split} rows, plus inference slots) and the rest need {gib(total)} in all")
+
+
+LOWER_SIZES = "lower segment_slots, sample_length, envs_per_actor or num_actor_workers"
+
+
+def _fields_bytes(fields: dict) -> int:
+    return sum(int(np.prod(f.shape, dtype=np.int64)) * np.dtype(f.dtype).itemsize for f in fields.values())
+
+
+def replay_bytes(graph: Graph) -> int:
+    """The buffer worker's replay memory when full: its items and their priorities."""
+    replay = graph.config.replay
+    if replay is None:
+        return 0
+    from srl.data import columns as C
+    from srl.data.replay import transition_fields
+    from srl.data.sequences import sequence_fields
+    from srl.graph import space_spec
+
+    obs, action = space_spec(graph.observation_space), space_spec(graph.action_space)
+    if C.HIDDEN in graph.policy_fields:
+        fields = sequence_fields(obs, action, graph.config.sample_length, graph.policy_fields[C.HIDDEN])
+    else:
+        fields = transition_fields(obs, action)
+    return replay.capacity * (_fields_bytes(fields) + 3 * 8)  # + sum-tree nodes and insertion stamps
+
+
+def batch_bytes(graph: Graph) -> int:
+    """The trainer's batch of segments (each trainer holds one)."""
+    if graph.config.pod or graph.config.replay is not None:
+        return 0
+    steps = graph.config.sample_length + 1
+    return steps * graph.rows_per_batch * _fields_bytes(graph.segment_fields()) * graph.config.num_trainers
+
+
+def _check_memory(graph: Graph) -> None:
+    if graph.config.pod:
+        return
+    blocks = shared_bytes(graph)
+    if graph.config.transport == "tcp":  # no shared memory: each block lives in its actor and its reader
+        blocks *= 2
+    needed = blocks + batch_bytes(graph) + replay_bytes(graph)
+    available = psutil.virtual_memory().available
+    if needed > MEMORY_HEADROOM * available:
+        parts = f"slots {gib(blocks)}, trainer batches {gib(batch_bytes(graph))}"
+        if graph.config.replay is not None:
+            parts += f", replay memory {gib(replay_bytes(graph))} (replay.capacity={graph.config.replay.capacity})"
+        raise ConfigError(
+            f"memory: the run's arrays need {gib(needed)} ({parts}), over {MEMORY_HEADROOM:.0%} of the "
+            f"{gib(available)} this machine has available; {LOWER_SIZES}"
+            + (", or replay.capacity" if graph.config.replay is not None else "")
+        )
