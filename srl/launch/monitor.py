@@ -24,7 +24,7 @@ from typing import Any
 from srl.config import ExperimentConfig
 from srl.monitor.episodes import ReturnWindow
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
-from srl.streams.control import Role
+from srl.streams.control import REJECTED_KEY, Role
 
 PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s")
 
@@ -57,6 +57,7 @@ class RunMonitor:
         self.trainer_stop: str | None = None  # deterministic mode: the trainer's (or pod's) stop reason
         self.nonfinite_episodes_skipped = 0  # episodes actors dropped for a NaN / inf (srl.workers.nonfinite)
         self.nonfinite_updates_skipped = 0  # updates undone for one
+        self.rejected: dict[str, int] = {}  # stream -> messages dropped by its receivers (srl.streams.tcp)
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -65,6 +66,7 @@ class RunMonitor:
         self._last[worker] = (now, now - previous[0] if previous else 0.0, payload)
         self.last_report_s[worker] = now
         self.segments_lost += payload.get("segments_lost", 0)
+        self.on_rejected(payload.get(REJECTED_KEY) or {})
         for key in PER_WORKER_TIMES:
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
@@ -90,6 +92,13 @@ class RunMonitor:
                 self.final = payload
             self.trainer_stop = payload.get("stop_reason") or self.trainer_stop
 
+    def on_rejected(self, counts: dict[str, int]) -> None:
+        """Messages dropped since the last count, per stream: a worker's (in its report) or the
+        controller's own receivers'."""
+        for stream, count in counts.items():
+            if isinstance(stream, str) and isinstance(count, int) and count > 0:
+                self.rejected[stream] = self.rejected.get(stream, 0) + count
+
     def metrics(self) -> dict[str, Any]:
         now = time.monotonic()
         rate = (self.env_steps - self._last_steps) / max(now - self._last_s, 1e-9)
@@ -112,6 +121,7 @@ class RunMonitor:
             "restarts": sum(self.restarts.values()),
             "nonfinite_episodes_skipped": self.nonfinite_episodes_skipped,
             "nonfinite_updates_skipped": self.nonfinite_updates_skipped,
+            "rejected_messages": sum(self.rejected.values()),
             **losses,
             **self._eval_metrics(),
         }

@@ -95,6 +95,8 @@ class RunOutputs:
             "updates_lost": monitor.updates_lost,
             "segments_dropped": monitor.segments_dropped,
             "segments_lost": monitor.segments_lost,
+            "rejected_messages": sum(monitor.rejected.values()),
+            "rejected_messages_by_stream": dict(sorted(monitor.rejected.items())),
             "env_steps_lost": round(monitor.env_steps_lost),
             "policy_version": monitor.final.get("policy_version"),
             "params_sha256": monitor.final.get("params_sha256"),

@@ -18,7 +18,7 @@ from typing import Any
 
 from srl.faults import RunHalted
 from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
-from srl.streams.control import Kind
+from srl.streams.control import REJECTED_KEY, Kind
 
 REPORT_INTERVAL_S = 0.5
 IDLE_WAIT_S = 0.1
@@ -42,12 +42,18 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
             clock.switch(OTHER)
         now = time.monotonic()
         if now - last_report >= REPORT_INTERVAL_S:
-            link.send(Kind.REPORT, {**kernel.report(), REPORT_KEY: clock.take()})
+            link.send(Kind.REPORT, {**kernel.report(), REPORT_KEY: clock.take(), **_rejected(transport)})
             last_report = now
             if parent_pid is not None and os.getppid() != parent_pid:
                 raise RuntimeError("the controller process is gone")
     finish = getattr(kernel, "finish", kernel.report)
-    link.send(Kind.FINAL, {**finish(), REPORT_KEY: clock.take()})
+    link.send(Kind.FINAL, {**finish(), REPORT_KEY: clock.take(), **_rejected(transport)})
+
+
+def _rejected(transport: Any) -> dict[str, Any]:
+    """The messages this worker's receivers dropped since its last report, for the run's count."""
+    counts = transport.take_rejected()
+    return {REJECTED_KEY: counts} if counts else {}
 
 
 def kernel_clock(kernel: Any) -> TimeBreakdown:

@@ -24,7 +24,7 @@ from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
 from srl.storage import WriteFailed
-from srl.streams.control import CONTROL_OUT, EPOCHS, Kind, Role, decode_report
+from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Kind, Role, decode_report
 from srl.streams.incarnations import Incarnations
 from srl.streams.transport import Receiver, Transport
 
@@ -97,8 +97,13 @@ class Supervisor:
 
     def drain(self) -> None:
         """Feed every waiting report to the monitor; keep error reports for the failure's detail."""
+        self.monitor.on_rejected(self.transport.take_rejected())
         for message in self.inbox.recv_all():
-            kind, role, index, payload = decode_report(message)
+            try:
+                kind, role, index, payload = decode_report(message)
+            except (ValueError, KeyError, TypeError, IndexError):  # signed, yet not a report: dropped
+                self.monitor.on_rejected({CONTROLLER_IN: 1})
+                continue
             if kind == Kind.ERROR:
                 self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
                 if payload.get("halt"):

@@ -18,6 +18,9 @@ CONTROLLER_IN = "controller.in"
 CONTROL_OUT = "control.out"
 STOP = 1
 EPOCHS = 2  # (EPOCHS,) + one frame of int64 epochs: over tcp, where epochs are not shared memory
+# a report's {stream: count} of the messages the worker's receivers dropped since its last report
+# (malformed, not signed by the run, replayed: srl.streams.tcp)
+REJECTED_KEY = "rejected_messages"
 
 
 class Kind(IntEnum):

@@ -2,8 +2,12 @@
 
 No memory is shared: each process keeps its own copy of the slots it touches (`arrays`), and
 the streams send a slot's arrays as raw frames with the message that hands it over (see
-`Transport.shares_memory`). Every message is signed with the run's secret (srl.streams.wire);
-a receiver drops and counts what fails `wire.decode`, so garbage on a port is never delivered.
+`Transport.shares_memory`). Every message is signed with its stream's key and sealed with its
+sender's sequence number (srl.streams.wire); a receiver drops and counts what fails `wire.decode`
+or is a copy of what it took already (`wire.Freshness`), so neither garbage on a port nor a
+recorded message sent again is ever delivered. The drops are counted per stream
+(`TcpTransport.take_rejected`, reported to the controller: `rejected_messages`) and logged at
+most once per `LOG_EVERY_S` per stream, with the count since the last line.
 
 Where each stream listens (its port, and the host others reach it at) comes from a `Wire`,
 made by the launcher (srl.streams.tcp_setup) and handed to every worker with the secret.
@@ -12,6 +16,8 @@ made by the launcher (srl.streams.tcp_setup) and handed to every worker with the
 from __future__ import annotations
 
 import logging
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -22,10 +28,14 @@ from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
 from srl.streams.local import close_sockets, wait_on_sockets
 from srl.streams.transport import Message, Receiver, Sender, Transport
-from srl.streams.wire import Limits, WireError, decode, encode
+from srl.streams.wire import Freshness, Limits, Sealer, WireError, decode, encode
 
 log = logging.getLogger(__name__)
 WILDCARDS = ("0.0.0.0", "::", "*")
+LOG_EVERY_S = 10.0  # a flood of rejected messages is one log line per stream this often, never silent
+# publishers whose subscribers need only the newest message (srl.streams.params: intermediate
+# versions may be skipped): a subscriber that does not read holds one message, not a queue
+NEWEST_ONLY = ("params.out",)
 
 
 @dataclass(frozen=True)
@@ -60,9 +70,12 @@ def _bracket(host: str) -> str:
 
 
 class _SignedReceiver(Receiver):
-    def __init__(self, socket: zmq.Socket, wire: Wire, name: str) -> None:
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejected: Counter) -> None:
         self.socket, self.wire, self.name = socket, wire, name
-        self.rejected = 0  # messages dropped by wire.decode
+        self.freshness = Freshness(wire.limits.max_age_s)
+        self.rejected = 0  # messages dropped: malformed, not signed by the run, or replayed
+        self._counts = rejected  # the transport's, per stream
+        self._logged_s, self._logged = -LOG_EVERY_S, 0
 
     def recv_all(self, limit: int = 1 << 30) -> list[Message]:
         out: list[Message] = []
@@ -72,13 +85,22 @@ class _SignedReceiver(Receiver):
             except zmq.Again:
                 break
             try:
-                parts = self._parts(frame)
-                out.append(decode(self.wire.secret, self.name, parts, self.wire.limits))
+                sealed = decode(self.wire.secret, self.name, self._parts(frame), self.wire.limits)
+                self.freshness.check(sealed)
+                out.append(sealed.message)
             except (FramingError, WireError) as error:
-                self.rejected += 1
-                if self.rejected <= 10 or self.rejected % 1000 == 0:  # a flood must not flood the log
-                    log.warning("stream %s: dropped message %d: %s", self.name, self.rejected, error)
+                self._reject(error)
         return out
+
+    def _reject(self, error: Exception) -> None:
+        self.rejected += 1
+        self._counts[self.name] += 1
+        now = time.monotonic()
+        if now - self._logged_s >= LOG_EVERY_S:
+            since = self.rejected - self._logged
+            log.warning("stream %s: dropped %d message(s) since the last line, %d in all; the last: %s",
+                        self.name, since, self.rejected, error)
+            self._logged_s, self._logged = now, self.rejected
 
     def _parts(self, frame: zmq.Frame) -> list[memoryview]:
         """The parts packed in one frame (srl.streams.framing). srl never sends multipart
@@ -87,16 +109,18 @@ class _SignedReceiver(Receiver):
             while self.socket.getsockopt(zmq.RCVMORE):
                 self.socket.recv(copy=False)
             raise FramingError("a multipart message; srl sends one frame per message")
-        return unpack(frame.buffer, self.wire.limits.max_frames + 2)
+        return unpack(frame.buffer, self.wire.limits.max_frames + 3)  # MAC, seal, header, frames
 
 
 class _SignedSender(Sender):
     def __init__(self, socket: zmq.Socket, wire: Wire, name: str) -> None:
         self.socket, self.wire, self.name = socket, wire, name
+        self.sealer = Sealer()  # made in the process that sends: a forked copy must not send
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
         # copy=True: zmq owns the bytes when send returns; the caller may reuse its arrays at once
-        self.socket.send(pack(encode(self.wire.secret, self.name, header, frames)), copy=False)
+        parts = encode(self.wire.secret, self.name, header, frames, self.sealer.next())
+        self.socket.send(pack(parts), copy=False)
 
 
 class TcpTransport(Transport):
@@ -110,6 +134,7 @@ class TcpTransport(Transport):
         self._blocks: dict[str, bytearray] = {}
         self._pollers: dict[tuple[int, ...], zmq.Poller] = {}
         self._max_message_bytes = wire.limits.max_message_bytes
+        self._rejected: Counter = Counter()  # stream -> messages dropped since take_rejected
 
     def _socket(self, kind: int) -> zmq.Socket:
         socket = self.context.socket(kind)
@@ -125,7 +150,7 @@ class TcpTransport(Transport):
         return socket
 
     def receiver(self, name: str) -> Receiver:
-        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name)
+        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name, self._rejected)
 
     def sender(self, name: str) -> Sender:
         socket = self._socket(zmq.PUSH)
@@ -135,7 +160,12 @@ class TcpTransport(Transport):
 
     def publisher(self, name: str) -> Sender:
         if name not in self._publishers:
-            self._publishers[name] = _SignedSender(self._listen(zmq.PUB, name), self.wire, name)
+            socket = self._socket(zmq.PUB)
+            if name in NEWEST_ONLY:  # one packed frame a message, so conflating keeps it whole
+                socket.setsockopt(zmq.CONFLATE, 1)
+            socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
+            socket.bind(self.wire.bind_address(name))
+            self._publishers[name] = _SignedSender(socket, self.wire, name)
         return self._publishers[name]
 
     def subscriber(self, name: str) -> Receiver:
@@ -143,13 +173,19 @@ class TcpTransport(Transport):
         socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self.wire.connect_address(name))
-        return _SignedReceiver(socket, self.wire, name)
+        return _SignedReceiver(socket, self.wire, name, self._rejected)
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         """This process's own copy of block `name`: filled by the messages that carry it."""
         if name not in self._blocks:
             self._blocks[name] = bytearray(layout.nbytes)
         return layout.views(self._blocks[name])
+
+    def take_rejected(self) -> dict[str, int]:
+        """Messages dropped per stream since the last call (reported to the controller)."""
+        out = dict(self._rejected)
+        self._rejected.clear()
+        return out
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         wait_on_sockets(self._pollers, receivers, timeout_s)

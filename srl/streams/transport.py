@@ -89,5 +89,10 @@ class Transport(ABC):
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         """Block until one of `receivers` has a message or `timeout_s` passes (no spinning)."""
 
+    def take_rejected(self) -> dict[str, int]:
+        """Messages this process's receivers dropped, per stream, since the last call (only a
+        backend that takes messages from the network drops any: srl.streams.tcp)."""
+        return {}
+
     def close(self) -> None:
         """Close sockets and detach from shared memory."""

@@ -1,24 +1,34 @@
-"""The wire format of streams that leave the machine: signed messages of raw frames, the parts
-packed into one ZeroMQ frame on the socket (srl.streams.framing).
+"""The wire format of streams that leave the machine: signed, sealed messages of raw frames, the
+parts packed into one ZeroMQ frame on the socket (srl.streams.framing).
 
-    part 0   MAC: HMAC-SHA256(run secret, stream name, every later part, each length-prefixed)
-    part 1   header: 1..64 int64 values (srl.streams.transport.encode_header)
-    part 2.. frames: raw bytes of arrays (a slot's arrays, parameter tensors) or one JSON report
+    part 0   MAC: HMAC-SHA256(the stream's key, seal, header, every frame, each length-prefixed)
+    part 1   seal: sender id (random per sender endpoint), sequence number (1, 2, ...), send time (ns)
+    part 2   header: 1..64 int64 values (srl.streams.transport.encode_header)
+    part 3.. frames: raw bytes of arrays (a slot's arrays, parameter tensors) or one JSON report
 
 `decode` is the one door for bytes read from a socket. It checks the shape of the message
 against `Limits` before it looks at content, then the MAC, then the header; any failure raises
 `WireError` and nothing else. Nothing is unpickled: frames stay bytes until a stream copies
 them into arrays whose layout it declared itself (`fill_slot`, which checks every size).
 
-The stream name is inside the MAC, so a message captured on one stream cannot be replayed into
-another. Replay within a stream is not prevented (no sequence numbers): the secret protects
-against foreign senders, not against an attacker who can record and resend this run's traffic.
+Each stream signs with its own key, derived from the run's secret and the stream's name (a
+stream has one direction: its owner receives or publishes), so a message captured on one stream
+cannot be replayed into another. Within a stream, the seal is what `Freshness` checks: a
+receiver takes from each sender only sequence numbers above the last it took, sent no longer than
+`Limits.max_age_s` ago, so a recorded message resent later, once or a thousand times, is refused.
+A sender restarted in a new process draws a new id and starts again at 1. What remains: a
+receiver that itself restarts knows no sender yet, and would take once the newest message of
+each sender recorded in the last `max_age_s` (see docs/security.md).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import os
+import struct
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -29,7 +39,8 @@ from srl.streams.transport import Message, decode_header, encode_header
 
 MAC_BYTES = 32  # SHA-256
 MAX_HEADER_BYTES = 8 * 64
-_DOMAIN = b"srl-wire-1"  # changes with the format, so an old peer's messages fail the MAC
+_DOMAIN = b"srl-wire-2"  # changes with the format, so an old peer's messages fail the MAC
+_SEAL = struct.Struct("<QQq")  # sender id, sequence number, send time (ns since the epoch)
 
 
 class WireError(ValueError):
@@ -42,15 +53,18 @@ class Limits:
 
     max_frames: int = 256  # frames after the header
     max_frame_bytes: int = 64 << 20
+    # a message sent longer ago than this is refused (allow for the clocks of the run's hosts)
+    max_age_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_frames < 0 or self.max_frame_bytes < 1:
+        if self.max_frames < 0 or self.max_frame_bytes < 1 or not self.max_age_s > 0:
             raise ValueError(f"limits must be positive, got {self}")
 
     @property
     def max_message_bytes(self) -> int:
         """The largest packed message (MAC, header, frames) a receiver lets zmq buffer."""
-        return packed_bytes(self.max_frames + 2, MAC_BYTES + MAX_HEADER_BYTES + self.max_frames * self.max_frame_bytes)
+        fixed = MAC_BYTES + _SEAL.size + MAX_HEADER_BYTES
+        return packed_bytes(self.max_frames + 3, fixed + self.max_frames * self.max_frame_bytes)
 
 
 def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
@@ -59,40 +73,104 @@ def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
     return frame
 
 
+@functools.lru_cache(maxsize=256)
+def stream_key(secret: bytes, stream: str) -> bytes:
+    """The key of one stream, derived from the run's secret (HMAC as a key-derivation function)."""
+    return hmac.new(secret, _DOMAIN + b"/stream/" + stream.encode(), hashlib.sha256).digest()
+
+
 def mac(secret: bytes, stream: str, parts: Sequence[bytes | memoryview]) -> bytes:
     """Length-prefixing each part makes the split between parts part of what is signed."""
-    h = hmac.new(secret, _DOMAIN, hashlib.sha256)
-    h.update(len(stream.encode()).to_bytes(8, "little") + stream.encode())
+    h = hmac.new(stream_key(secret, stream), _DOMAIN, hashlib.sha256)
     for part in parts:
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
     return h.digest()
 
 
+class Sealer:
+    """A sender endpoint's seals: its own random id, and the next sequence number."""
+
+    def __init__(self) -> None:
+        self.sender_id = int.from_bytes(os.urandom(8), "little")
+        self.seq = 0
+
+    def next(self) -> bytes:
+        self.seq += 1
+        return _SEAL.pack(self.sender_id, self.seq, time.time_ns())
+
+
 def encode(
-    secret: bytes, stream: str, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()
+    secret: bytes, stream: str, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = (),
+    seal: bytes | None = None,
 ) -> list[bytes | memoryview]:
-    parts = [encode_header(header), *(_as_bytes(f) for f in frames)]
+    """A signed message; `seal` from the sender's `Sealer` (None: a one-off sender's seal)."""
+    parts = [Sealer().next() if seal is None else seal, encode_header(header), *(_as_bytes(f) for f in frames)]
     return [mac(secret, stream, parts), *parts]
 
 
-def decode(secret: bytes, stream: str, parts: Sequence[bytes | memoryview], limits: Limits) -> Message:
+@dataclass(frozen=True)
+class Sealed:
+    """A received message and who sent it when."""
+
+    message: Message
+    sender_id: int
+    seq: int
+    sent_ns: int
+
+
+def decode(secret: bytes, stream: str, parts: Sequence[bytes | memoryview], limits: Limits) -> Sealed:
     """The message in `parts`, or WireError. Cheap shape checks first, so a flood of junk
     costs no hashing; the MAC before the header is parsed, so unsigned bytes are never read."""
-    if len(parts) < 2:
-        raise WireError(f"message of {len(parts)} parts; a MAC and a header are required")
-    if len(parts) - 2 > limits.max_frames:
-        raise WireError(f"message of {len(parts) - 2} frames; at most {limits.max_frames} allowed")
+    if len(parts) < 3:
+        raise WireError(f"message of {len(parts)} parts; a MAC, a seal and a header are required")
+    if len(parts) - 3 > limits.max_frames:
+        raise WireError(f"message of {len(parts) - 3} frames; at most {limits.max_frames} allowed")
     if len(parts[0]) != MAC_BYTES:
         raise WireError(f"MAC of {len(parts[0])} bytes, expected {MAC_BYTES}")
-    if not 8 <= len(parts[1]) <= MAX_HEADER_BYTES or len(parts[1]) % 8:
-        raise WireError(f"malformed header of {len(parts[1])} bytes")
-    for i, frame in enumerate(parts[2:]):
+    if len(parts[1]) != _SEAL.size:
+        raise WireError(f"seal of {len(parts[1])} bytes, expected {_SEAL.size}")
+    if not 8 <= len(parts[2]) <= MAX_HEADER_BYTES or len(parts[2]) % 8:
+        raise WireError(f"malformed header of {len(parts[2])} bytes")
+    for i, frame in enumerate(parts[3:]):
         if len(frame) > limits.max_frame_bytes:
             raise WireError(f"frame {i} of {len(frame)} bytes; at most {limits.max_frame_bytes} allowed")
     if not hmac.compare_digest(bytes(parts[0]), mac(secret, stream, parts[1:])):
         raise WireError(f"bad MAC on stream {stream!r}: not signed with this run's secret")
-    return Message(decode_header(parts[1]), list(parts[2:]))
+    sender_id, seq, sent_ns = _SEAL.unpack(parts[1])
+    return Sealed(Message(decode_header(parts[2]), list(parts[3:])), sender_id, seq, sent_ns)
+
+
+class Freshness:
+    """A receiver's memory of its senders: each sender's messages are taken in strictly rising
+    sequence and only while younger than `max_age_s`. ZeroMQ delivers one sender's messages in
+    order (some may be dropped, never reordered), so anything at or below the last sequence
+    taken is a copy. Senders unheard for `max_age_s` are forgotten: their messages are too old."""
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age_ns = int(max_age_s * 1e9)
+        self.last_seq: dict[int, int] = {}
+        self.last_heard_ns: dict[int, int] = {}
+        self._pruned_ns = 0
+
+    def check(self, sealed: Sealed, now_ns: int | None = None) -> None:
+        """Take it (remember its sequence) or raise WireError."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        age_ns = now_ns - sealed.sent_ns
+        if not -self.max_age_ns <= age_ns <= self.max_age_ns:
+            raise WireError(f"message sent {age_ns / 1e9:.1f} s ago, outside the {self.max_age_ns / 1e9:g} s window")
+        last = self.last_seq.get(sealed.sender_id, 0)
+        if sealed.seq <= last:
+            raise WireError(f"replayed or duplicated message: sequence {sealed.seq}, already at {last}")
+        self.last_seq[sealed.sender_id] = sealed.seq
+        self.last_heard_ns[sealed.sender_id] = now_ns
+        if now_ns - self._pruned_ns > self.max_age_ns:
+            self._prune(now_ns)
+
+    def _prune(self, now_ns: int) -> None:
+        self._pruned_ns = now_ns
+        for sender in [s for s, t in self.last_heard_ns.items() if now_ns - t > self.max_age_ns]:
+            del self.last_seq[sender], self.last_heard_ns[sender]
 
 
 def slot_frames(slot: dict[str, np.ndarray], names: Sequence[str]) -> list[np.ndarray]:
