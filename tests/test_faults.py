@@ -66,8 +66,9 @@ def test_cartpole_survives_random_kills_of_actors_and_policy_workers(run_dir):
 
 
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
+    # no target: on an idle machine CartPole reaches 475 in ~4 s, before the trainer could be killed
     proc = spawn(srl_command(
-        "run", "cartpole-ppo", f"run_dir={run_dir}", "checkpoint_interval_s=1", *BUDGET
+        "run", "cartpole-ppo", f"run_dir={run_dir}", "checkpoint_interval_s=1", "target_return=null", *BUDGET
     ))  # fmt: skip
     wait_for_metrics(run_dir, proc, lines=4)
     deadline = time.monotonic() + 60
@@ -79,7 +80,9 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
     assert proc.returncode == 0, out
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == {"trainer:0": 1}, summary
-    assert summary["stop_reason"].startswith("target_return"), summary
+    assert summary["stop_reason"].startswith("total_env_steps"), summary
+    # it went on learning after the restart (random play: ~22; PPO at 400k steps dips at times)
+    assert summary["episode_return_mean"] >= 150, summary
     resumed = re.findall(r"trainer resumed from checkpoint version (\d+)", out)
     assert len(resumed) == 1 and int(resumed[0]) >= saved, (saved, out)
     # the version went back at most to the checkpoint: never towards 0
