@@ -80,6 +80,9 @@ class Graph:
     trainer_group: "GroupAddress | None" = None
     # transport=tcp: every worker's epoch when this worker was (re)started (srl.streams.incarnations)
     epochs: tuple[int, ...] = ()
+    # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;
+    # its receivers refuse what was sent before, meant for its dead predecessor (or recorded)
+    restarted_ns: int = 0
 
     @property
     def rows_per_split(self) -> int:

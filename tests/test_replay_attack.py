@@ -56,6 +56,47 @@ def test_freshness_forgets_senders_whose_messages_are_too_old_anyway():
         fresh.check(message, now_ns=later)
 
 
+def test_a_restarted_receiver_refuses_what_was_sent_before_its_restart():
+    """It knows no sender's sequence, so this is what stops recorded messages of any sender."""
+    sender = Sealer()
+    before = sealed(sender)
+    restarted_ns = before.sent_ns + 1
+    fresh = Freshness(max_age_s=60, not_before_ns=restarted_ns)
+    with pytest.raises(WireError, match="before this receiver's restart"):
+        fresh.check(before, now_ns=restarted_ns + 10)
+    after = sealed(sender)  # the same sender goes on after the restart: taken
+    fresh.check(Sealed(after.message, after.sender_id, after.seq, restarted_ns + 5), now_ns=restarted_ns + 10)
+
+
+def test_a_restarted_workers_transport_refuses_recorded_messages_and_counts_them():
+    wire = make_wire("q")
+    peer, attacker, owner = TcpTransport(wire), zmq.Context(), None
+    try:
+        tx = peer.sender("q")
+        tx.socket = Tap(tx.socket)
+        tx.send((1,), [b"meant for the dead receiver"])
+        time.sleep(0.01)
+        owner = TcpTransport(wire, restarted_ns=time.time_ns())
+        rx = owner.receiver("q")
+        push = attacker.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(wire.connect_address("q"))
+        push.send(tx.socket.captured[0])
+        tx.send((2,), [b"after the restart"])
+        assert [m.header for m in gather(rx, 1)] == [(2,)]
+        end = time.monotonic() + 5
+        while rx.rejected < 2 and time.monotonic() < end:
+            rx.recv_all()
+            time.sleep(0.005)
+        # the message queued for the dead receiver, and the attacker's copy of it
+        assert owner.take_rejected() == {"q": 2}
+    finally:
+        attacker.destroy(linger=0)
+        peer.close()
+        if owner is not None:
+            owner.close()
+
+
 class Tap:
     """A sender's socket that also records the bytes it puts on the wire (what a sniffer sees)."""
 

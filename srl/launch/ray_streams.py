@@ -21,9 +21,9 @@ def bind_host_on(node_ip: str, configured: str) -> str:
     return configured if configured in WILDCARDS else node_ip
 
 
-def tcp_transport(wire: Wire, node_ip: str) -> TcpTransport:
-    """A worker's transport: its own streams listen on its node."""
-    return TcpTransport(dataclasses.replace(wire, bind_host=bind_host_on(node_ip, wire.bind_host)))
+def tcp_transport(wire: Wire, node_ip: str, restarted_ns: int = 0) -> TcpTransport:
+    """A worker's transport: its own streams listen on its node (see srl.graph.Graph.restarted_ns)."""
+    return TcpTransport(dataclasses.replace(wire, bind_host=bind_host_on(node_ip, wire.bind_host)), restarted_ns)
 
 
 def place_streams(ray: Any, config: Any, actors: dict[str, Any], controller_ip: str, wire: Wire) -> Wire:

@@ -100,7 +100,7 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
+    transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire, graph.restarted_ns)
     link = make_link(graph, spec, transport)
     kernel, code = None, 0
     try:

@@ -52,11 +52,12 @@ class Workers(Protocol):
         """End every worker left (asking politely first if `terminate_first`) and wait for it."""
 
 
-def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = ()) -> Graph:
+def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), restarted_ns: int = 0) -> Graph:
     """The graph a restarted worker is built from: trainers and pods resume from a checkpoint,
-    a buffer worker from its saved replay memory; over tcp it carries every worker's epoch."""
+    a buffer worker from its saved replay memory; over tcp it carries every worker's epoch and
+    the time of the restart."""
     if epochs and graph.config.transport == "tcp":
-        graph = dataclasses.replace(graph, epochs=epochs)
+        graph = dataclasses.replace(graph, epochs=epochs, restarted_ns=restarted_ns)
     if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):
         return graph
     config = graph.config.model_copy(update={"resume": str(graph.config.run_dir)})
@@ -166,6 +167,7 @@ class Supervisor:
         for member in group:
             self.workers.kill(member)
         self.drain()
+        restarted_ns = time.time_ns()  # before any peer can know of the new epoch
         for member in group:
             self.errors.pop(member, None)
             epoch = self.incarnations.bump(member)  # after the old one is dead, before the new one starts
@@ -173,7 +175,7 @@ class Supervisor:
         epochs = tuple(int(e) for e in self.incarnations.epochs)
         for member in group:
             spec = self.specs[member]
-            self.workers.start(spec, restart_graph(self.graph, spec, epochs))
+            self.workers.start(spec, restart_graph(self.graph, spec, epochs, restarted_ns))
             self.monitor.on_restart(member, ended_s if member == name else None)
         first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
         print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

@@ -70,9 +70,9 @@ def _bracket(host: str) -> str:
 
 
 class _SignedReceiver(Receiver):
-    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejected: Counter) -> None:
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejected: Counter, not_before_ns: int) -> None:
         self.socket, self.wire, self.name = socket, wire, name
-        self.freshness = Freshness(wire.limits.max_age_s)
+        self.freshness = Freshness(wire.limits.max_age_s, not_before_ns)
         self.rejected = 0  # messages dropped: malformed, not signed by the run, or replayed
         self._counts = rejected  # the transport's, per stream
         self._logged_s, self._logged = -LOG_EVERY_S, 0
@@ -126,8 +126,11 @@ class _SignedSender(Sender):
 class TcpTransport(Transport):
     shares_memory = False
 
-    def __init__(self, wire: Wire) -> None:
-        self.wire = wire
+    def __init__(self, wire: Wire, restarted_ns: int = 0) -> None:
+        """`restarted_ns`: a restarted worker's restart time; its receivers refuse messages sent
+        before it, which were meant for its dead predecessor (a fresh receiver has no memory of
+        their senders' sequence numbers, so this is what refuses them when recorded and replayed)."""
+        self.wire, self.restarted_ns = wire, restarted_ns
         self.context = zmq.Context()
         self._sockets: list[zmq.Socket] = []
         self._publishers: dict[str, _SignedSender] = {}
@@ -150,7 +153,7 @@ class TcpTransport(Transport):
         return socket
 
     def receiver(self, name: str) -> Receiver:
-        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name, self._rejected)
+        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name, self._rejected, self.restarted_ns)
 
     def sender(self, name: str) -> Sender:
         socket = self._socket(zmq.PUSH)
@@ -173,7 +176,7 @@ class TcpTransport(Transport):
         socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self.wire.connect_address(name))
-        return _SignedReceiver(socket, self.wire, name, self._rejected)
+        return _SignedReceiver(socket, self.wire, name, self._rejected, self.restarted_ns)
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         """This process's own copy of block `name`: filled by the messages that carry it."""

@@ -145,10 +145,12 @@ class Freshness:
     """A receiver's memory of its senders: each sender's messages are taken in strictly rising
     sequence and only while younger than `max_age_s`. ZeroMQ delivers one sender's messages in
     order (some may be dropped, never reordered), so anything at or below the last sequence
-    taken is a copy. Senders unheard for `max_age_s` are forgotten: their messages are too old."""
+    taken is a copy. Senders unheard for `max_age_s` are forgotten: their messages are too old.
+    Nothing sent before `not_before_ns` is taken: a restarted receiver knows no sender's sequence,
+    and what was sent before its restart was meant for its predecessor."""
 
-    def __init__(self, max_age_s: float) -> None:
-        self.max_age_ns = int(max_age_s * 1e9)
+    def __init__(self, max_age_s: float, not_before_ns: int = 0) -> None:
+        self.max_age_ns, self.not_before_ns = int(max_age_s * 1e9), not_before_ns
         self.last_seq: dict[int, int] = {}
         self.last_heard_ns: dict[int, int] = {}
         self._pruned_ns = 0
@@ -159,6 +161,9 @@ class Freshness:
         age_ns = now_ns - sealed.sent_ns
         if not -self.max_age_ns <= age_ns <= self.max_age_ns:
             raise WireError(f"message sent {age_ns / 1e9:.1f} s ago, outside the {self.max_age_ns / 1e9:g} s window")
+        if sealed.sent_ns < self.not_before_ns:
+            raise WireError(f"message sent {(self.not_before_ns - sealed.sent_ns) / 1e9:.3f} s before this "
+                            "receiver's restart: meant for its predecessor, or replayed")
         last = self.last_seq.get(sealed.sender_id, 0)
         if sealed.seq <= last:
             raise WireError(f"replayed or duplicated message: sequence {sealed.seq}, already at {last}")
