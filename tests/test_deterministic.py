@@ -287,10 +287,13 @@ def test_a_trainer_group_gathers_every_members_episodes_rank_by_rank():
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     procs = [ctx.Process(target=_gather, args=(r, store.address, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = dict(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=30)
+    try:
+        for p in procs:
+            p.start()
+        results = dict(out.get(timeout=120) for _ in procs)
+        for p in procs:
+            p.join(timeout=30)
+    finally:
+        store.close()
     assert [p.exitcode for p in procs] == [0, 0]
     assert results == {0: [0.0, 1.0, 1.0], 1: [0.0, 1.0, 1.0]}

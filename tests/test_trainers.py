@@ -77,11 +77,15 @@ def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     procs = [ctx.Process(target=_trainer, args=(r, store.address, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = dict((rank, (digests, params)) for rank, digests, params in (out.get(timeout=120) for _ in procs))
-    for p in procs:
-        p.join(timeout=30)
+    try:
+        for p in procs:
+            p.start()
+        got = (out.get(timeout=120) for _ in procs)
+        results = {rank: (digests, params) for rank, digests, params in got}
+        for p in procs:
+            p.join(timeout=30)
+    finally:
+        store.close()
     assert [p.exitcode for p in procs] == [0, 0]
     assert results[0][0] == results[1][0], "parameters differ between trainers after some step"
     assert len(set(results[0][0])) == STEPS + 1, "every step changes the parameters"

@@ -85,7 +85,7 @@ def run_workers(
     ipc_dir = make_ipc_dir(run_id)
     wire = _tcp_wire(graph)  # None: shared memory and ipc
     blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
-    workers, transport = None, None
+    workers, transport, group_store = None, None, None
     restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does
     try:
         workers = make_workers(graph, run_id, ipc_dir, wire)
@@ -98,7 +98,8 @@ def run_workers(
         transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
         inbox = transport.receiver(CONTROLLER_IN)
         stopper = transport.publisher(CONTROL_OUT)
-        supervisor = Supervisor(graph, monitor, transport, inbox, workers, incarnations(graph, transport))
+        supervisor = Supervisor(graph, monitor, transport, inbox, workers, incarnations(graph, transport),
+                                also_rejecting=[group_store] if group_store is not None else [])  # fmt: skip
         outputs.start()
         try:
             reason = supervisor.run(outputs)
@@ -118,20 +119,24 @@ def run_workers(
             workers.close()  # whatever happened above, nothing outlives the run
         if transport is not None:
             transport.close()
+        if group_store is not None:
+            group_store.close()
         blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 def _trainer_group(graph: Graph, host: str | None):
     """num_trainers > 1: the store where the trainers form their group, served from here on a
-    port the OS picks; trainers reach it at `host` (this machine's IP for a cluster) or loopback."""
+    port the OS picks, listening on `host` (this machine's IP for a cluster) or else on the run's
+    bind_host (loopback by default; trainers reach a wildcard at loopback)."""
     if graph.config.num_trainers == 1:
         return None
     from srl.streams.gradients import TrainerGroupStore
 
+    bind_host = host or graph.config.bind_host
     if host is None:
-        host = "127.0.0.1" if graph.config.bind_host in WILDCARDS else graph.config.bind_host
-    return TrainerGroupStore(host, graph.config.num_trainers)
+        host = "127.0.0.1" if bind_host in WILDCARDS else bind_host
+    return TrainerGroupStore(host, graph.config.num_trainers, bind_host=bind_host)
 
 
 def _tcp_wire(graph: Graph):

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from srl.graph import Graph, WorkerSpec
 from srl.launch.memory import MemoryWatch
@@ -67,9 +68,12 @@ def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), 
 class Supervisor:
     def __init__(
         self, graph: Graph, monitor: RunMonitor, transport: Transport, inbox: Receiver,
-        workers: Workers, incarnations: Incarnations,
+        workers: Workers, incarnations: Incarnations, also_rejecting: Sequence[Any] = (),
     ) -> None:  # fmt: skip
         self.graph, self.monitor, self.transport, self.inbox = graph, monitor, transport, inbox
+        # other services of the controller that drop and count messages (`take_rejected`): the
+        # trainers' rendezvous (srl.streams.rendezvous)
+        self.also_rejecting = list(also_rejecting)
         self.workers, self.incarnations = workers, incarnations
         self.policy = RestartPolicy(graph.config.max_restarts, graph.config.restart_window_s)
         self._epochs_sent_s = 0.0  # over tcp: when the epochs were last broadcast
@@ -99,6 +103,8 @@ class Supervisor:
     def drain(self) -> None:
         """Feed every waiting report to the monitor; keep error reports for the failure's detail."""
         self.monitor.on_rejected(self.transport.take_rejected())
+        for service in self.also_rejecting:
+            self.monitor.on_rejected(service.take_rejected())
         for message in self.inbox.recv_all():
             try:
                 kind, role, index, payload = decode_report(message)

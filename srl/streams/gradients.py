@@ -14,36 +14,52 @@ update starts with a one-integer vote (`proceed`); a leaving trainer votes once 
 (`leave`), and once any vote says stop, no member runs another collective: every trainer
 reaches its final report.
 
-The rendezvous is a `torch.distributed.TCPStore` served by the controller (`TrainerGroupStore`);
-trainers join it as clients under a prefix of their epoch, so a group restarted together
-(srl.launch.supervise) meets in a fresh namespace of the same store.
+The rendezvous is a key-value store served by the controller (`TrainerGroupStore`,
+srl.streams.rendezvous): bound to the run's `bind_host` only, every request and reply signed with
+a secret the launcher makes for the run and sealed against replay, its listening socket held by no
+worker. Trainers join it through `RendezvousClient`, a `torch.distributed.Store`, under a prefix of
+their epoch, so a group restarted together (srl.launch.supervise) meets in a fresh namespace of
+the same store.
 """
 
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from srl.streams.rendezvous import RendezvousClient, RendezvousServer
+
+SECRET_BYTES = 32
 
 @dataclass(frozen=True)
 class GroupAddress:
-    """Where the controller's store listens, and how many trainers meet there."""
+    """Where the controller's store listens, how many trainers meet there, and the secret that
+    signs their requests (handed to trainers as the tcp streams' secret is: never logged or written)."""
 
     host: str
     port: int
     world_size: int
+    secret: bytes = field(repr=False)
 
 
 class TrainerGroupStore:
-    """The controller's side: serves the store for the run's whole life (port chosen by the OS)."""
+    """The controller's side: serves the store for the run's whole life (port chosen by the OS),
+    listening on `bind_host` (default `host`, what trainers connect to), under a fresh secret."""
 
     def __init__(self, host: str, world_size: int, bind_host: str | None = None) -> None:
-        # the master listens on every interface; `host` is what trainers on other nodes connect to
-        self.store = dist.TCPStore(bind_host or host, 0, is_master=True, wait_for_workers=False)
-        self.address = GroupAddress(host, self.store.port, world_size)
+        self.server = RendezvousServer(bind_host or host, secrets.token_bytes(SECRET_BYTES))
+        self.address = GroupAddress(host, self.server.port, world_size, self.server.secret)
+
+    def take_rejected(self) -> dict[str, int]:
+        """Requests dropped since the last call: forged, replayed or malformed."""
+        return self.server.take_rejected()
+
+    def close(self) -> None:
+        self.server.close()
 
 
 def backend_for(device: torch.device) -> str:
@@ -61,8 +77,8 @@ class GradientGroup:
         if device.type == "cuda":
             torch.cuda.set_device(device)  # NCCL binds a process's collectives to its current device
         timeout = datetime.timedelta(seconds=timeout_s)
-        client = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout)
-        store = dist.PrefixStore(f"generation-{generation}", client)
+        self._client = RendezvousClient(address.host, address.port, address.secret, timeout_s)
+        store = dist.PrefixStore(f"generation-{generation}", self._client)
         dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=self.world_size,
                                 timeout=timeout)  # fmt: skip
         self._hooks: list = []
@@ -121,3 +137,4 @@ class GradientGroup:
         self._hooks.clear()
         if dist.is_initialized():
             dist.destroy_process_group()
+        self._client.close()
