@@ -38,7 +38,7 @@ def _space_problems(config: ExperimentConfig, algo: type, space: gym.Space) -> l
             f"{config.algorithm!r} needs {_names(algo.action_spaces)} (algorithms that fit {_name(space)}: "
             f"{_list(n for n in registry.algorithms.names() if _fits(space, _algorithm(n).action_spaces))})"
         )
-    if config.epsilon is not None and not isinstance(space, gym.spaces.Discrete):
+    elif config.epsilon is not None and not isinstance(space, gym.spaces.Discrete):  # else said above
         problems.append(f"field 'epsilon': epsilon-greedy needs Discrete actions, env {config.env!r} has {space}")
     return problems
 

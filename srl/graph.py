@@ -58,7 +58,10 @@ def space_spec(space: gym.Space) -> FieldSpec:
         # policies convert their input to float (srl.models)
         dtype = np.uint8 if space.dtype == np.uint8 else np.float32
         return FieldSpec(tuple(space.shape), dtype)
-    raise ConfigError(f"unsupported space {space}: srl supports Box and Discrete spaces for now")
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        # int64 like Discrete: the policies' categorical heads index with it as it is
+        return FieldSpec(tuple(space.shape), np.int64)
+    raise ConfigError(f"unsupported space {space}: srl supports Box, Discrete, MultiDiscrete and MultiBinary spaces")
 
 
 def make_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:

@@ -23,7 +23,8 @@ from srl.graph import build_graph
 
 # the built-in algorithms (other test modules register their own, which the suite may collect first)
 ALGORITHMS = [n for n in registry.algorithms.names() if registry.algorithms.get(n).algorithm_cls.__module__.startswith("srl.")]
-SPACES = [gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.MultiBinary(2)]
+SPACES = [gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.MultiBinary(2),
+          gym.spaces.Tuple([gym.spaces.Discrete(2)])]  # no built-in algorithm acts in a Tuple
 ENV_OF = {gym.spaces.Discrete: "CartPole-v1", gym.spaces.Box: "Pendulum-v1"}
 ENV_OF_SPACE = {"CartPole-v1": gym.spaces.Discrete(2), "Pendulum-v1": gym.spaces.Box(-2.0, 2.0, (1,), np.float32)}
 

@@ -160,8 +160,8 @@ def test_registry_and_bad_spaces():
         assert [tuple(v.shape) for v in out.values()] == [(rows,)] * 3
     with pytest.raises(TypeError, match="Box observation"):
         make(gym.spaces.Discrete(3), gym.spaces.Discrete(2))
-    with pytest.raises(TypeError, match="Discrete or Box action"):
-        make(OBS_SPACE, gym.spaces.MultiDiscrete([2, 2]))
+    with pytest.raises(TypeError, match="Discrete, MultiDiscrete, MultiBinary, Box action"):
+        make(OBS_SPACE, gym.spaces.Tuple([gym.spaces.Discrete(2)]))
 
 
 # -- PPO -------------------------------------------------------------------------------------------

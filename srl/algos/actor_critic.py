@@ -42,7 +42,9 @@ class ActorCritic(Algorithm):
     """Adam over the policy, the annealed learning rate and the clipped gradient step."""
 
     policy_kind = "actor-critic"
-    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+    # MultiDiscrete / MultiBinary: factorised categoricals (srl.models.heads); the algorithms
+    # only read the policy's summed log_prob and entropy, one number per row
+    action_spaces = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary, gym.spaces.Box)
 
     config: ActorCriticConfig
 

@@ -20,7 +20,7 @@ from gymnasium.wrappers import TimeLimit
 
 from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
 from srl.envs.gym_passthrough import stepper
-from srl.envs.vector import check_actions, obs_array_spec
+from srl.envs.vector import action_dtype, check_actions, obs_array_spec
 
 AGENT = "agent"
 
@@ -79,6 +79,7 @@ class GymVectorEnv(VectorEnv):
         self.action_space = act_space
         self.num_envs = n = len(self.envs)
         self._discrete_actions = isinstance(act_space, gym.spaces.Discrete)
+        self._action_dtype = action_dtype(act_space)
         self._obs = np.zeros((n, *shape), dtype=dtype)
         self._reward = np.zeros(n, dtype=np.float32)
         self._terminated = np.zeros(n, dtype=bool)
@@ -116,7 +117,7 @@ class GymVectorEnv(VectorEnv):
         self._steppers_settled = all(s.settled for s in steppers)
 
     def step(self, actions: np.ndarray) -> VectorStep:
-        acts = check_actions(actions, self.num_envs, discrete=False)
+        acts = check_actions(actions, self.num_envs, discrete=False, dtype=self._action_dtype)
         if self._discrete_actions:
             # numpy scalars of the space's dtype, as `action_space.sample()` gives: gymnasium's
             # `Discrete.contains` checks them faster than Python ints (no np.iinfo per call)

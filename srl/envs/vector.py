@@ -64,14 +64,23 @@ def obs_array_spec(space: gym.Space) -> tuple[tuple[int, ...], np.dtype, gym.Spa
     )
 
 
-def check_actions(actions: Any, num_rows: int, discrete: bool) -> Any:
-    """Validate actions [rows, ...]; Discrete actions come back as a list of Python ints."""
+def check_actions(actions: Any, num_rows: int, discrete: bool, dtype: np.dtype | None = None) -> Any:
+    """Validate actions [rows, ...]; Discrete actions come back as a list of Python ints, others
+    as an array, cast to `dtype` if given (see `action_dtype`)."""
     actions = np.asarray(actions)
     if actions.shape[:1] != (num_rows,):
         raise ValueError(f"expected actions shaped [{num_rows}, ...] (one per row), got {actions.shape}")
     if discrete:
         return actions.reshape(num_rows).tolist()
-    return actions
+    return actions if dtype is None else actions.astype(dtype, copy=False)
+
+
+def action_dtype(space: gym.Space) -> np.dtype | None:
+    """The dtype an env gets MultiDiscrete / MultiBinary actions in (the space's: int64, int8),
+    which srl carries as int64 (srl.graph.space_spec); None for other spaces (passed as they are)."""
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return np.dtype(space.dtype)
+    return None
 
 
 def shared_spaces(envs: Sequence[Any], agents: tuple[str, ...]) -> tuple[gym.Space, gym.Space]:
@@ -117,6 +126,7 @@ class SerialVectorEnv(VectorEnv):
         self.num_envs = len(self.envs)
         self._num_agents = len(self.agents)
         self._discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
+        self._action_dtype = action_dtype(self.action_space)
         rows = self.num_envs * self._num_agents
         self._obs = np.zeros((rows, *shape), dtype=dtype)
         self._reward = np.zeros(rows, dtype=np.float32)
@@ -150,7 +160,7 @@ class SerialVectorEnv(VectorEnv):
 
     def step(self, actions: np.ndarray) -> VectorStep:
         na = self._num_agents
-        acts = check_actions(actions, self.num_envs * na, self._discrete_actions)
+        acts = check_actions(actions, self.num_envs * na, self._discrete_actions, self._action_dtype)
         obs, reward, term, trunc = self._obs, self._reward, self._terminated, self._truncated
         agents = self.agents
         for e, env in enumerate(self.envs):

@@ -1,8 +1,8 @@
-"""Actor-critic MLP for flat (Box) observations and Discrete or Box actions.
+"""Actor-critic MLP for flat (Box) observations and Discrete, MultiDiscrete, MultiBinary or Box actions.
 
-Two separate tanh MLPs: the actor maps the flattened observation to logits (Discrete) or to the
-mean of a diagonal Gaussian (Box, with a state-independent log-std parameter); the critic maps it
-to a scalar value. `rollout` is the inference hot path (batches of 8..256 rows in a policy
+Two separate tanh MLPs: the actor maps the flattened observation to logits (categorical actions,
+srl.models.heads) or to the mean of a diagonal Gaussian (Box, with a state-independent log-std
+parameter); the critic maps it to a scalar value. `rollout` is the inference hot path (batches of 8..256 rows in a policy
 worker), so it avoids `torch.distributions` (several times the cost of the network itself on
 small batches) and computes samples and log-probabilities with a handful of plain tensor ops.
 """
@@ -20,6 +20,8 @@ from torch import nn
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.data import columns
+from srl.models.heads import SPACES as CATEGORICAL_SPACES
+from srl.models.heads import categorical_head
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -38,7 +40,8 @@ def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 class ActorCriticMLP(Policy):
     """Separate actor and critic tanh MLPs over the flattened observation.
 
-    Actions: Discrete -> int64 [B] (offset by the space's `start`); Box -> float32 [B, *shape],
+    Actions: Discrete -> int64 [B] (offset by the space's `start`); MultiDiscrete / MultiBinary ->
+    int64 [B, *shape], one categorical per entry (srl.models.heads); Box -> float32 [B, *shape],
     sampled from N(mean, exp(log_std)^2) and returned unclipped (the environment side clips).
 
     Layout: the two MLPs have the same hidden sizes, so their hidden layers are stored stacked
@@ -50,7 +53,7 @@ class ActorCriticMLP(Policy):
     """
 
     kind = "actor-critic"
-    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+    action_spaces = (*CATEGORICAL_SPACES, gym.spaces.Box)
 
     def __init__(
         self,
@@ -68,20 +71,17 @@ class ActorCriticMLP(Policy):
             raise ValueError(f"hidden_sizes must be positive, got {hidden_sizes}")
         self.hidden_sizes = hidden_sizes
 
-        if isinstance(action_space, gym.spaces.Discrete):
-            self.discrete = True
-            self.action_start = int(action_space.start)
-            self.action_shape: tuple[int, ...] = ()
-            head_dim = int(action_space.n)
-        elif isinstance(action_space, gym.spaces.Box):
-            self.discrete = False
-            self.action_start = 0
-            self.action_shape = tuple(action_space.shape)
+        if isinstance(action_space, gym.spaces.Box):
+            self.discrete, self.dist = False, None
+            self.action_shape: tuple[int, ...] = tuple(action_space.shape)
             head_dim = int(np.prod(self.action_shape))
+        elif isinstance(action_space, CATEGORICAL_SPACES):
+            self.discrete = True  # categorical: Discrete, MultiDiscrete or MultiBinary
+            self.dist = categorical_head(action_space)
+            head_dim = self.dist.logits_dim
         else:
-            raise TypeError(
-                f"ActorCriticMLP needs a Discrete or Box action space, got {type(action_space).__name__}"
-            )
+            names = ", ".join(s.__name__ for s in self.action_spaces)
+            raise TypeError(f"ActorCriticMLP needs a {names} action space, got {type(action_space).__name__}")
 
         self.obs_dim = int(np.prod(observation_space.shape))
         dims = (self.obs_dim, *hidden_sizes)
@@ -108,16 +108,8 @@ class ActorCriticMLP(Policy):
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
         head, value = self._forward(obs)
-        if self.discrete:
-            log_probs = torch.log_softmax(head, dim=-1)
-            if deterministic:
-                index = head.argmax(dim=-1)
-            else:
-                # Gumbel-max: argmax(logits + Gumbel noise) ~ Categorical(logits), with
-                # Gumbel = -log(Exponential(1)); half the cost of torch.multinomial here.
-                index = (head - torch.empty_like(head).exponential_().log_()).argmax(dim=-1)
-            log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-            action = index + self.action_start if self.action_start else index
+        if self.dist is not None:
+            action, log_prob = self.dist.act(head, deterministic)
         else:
             log_std = self.log_std
             if deterministic:
@@ -136,11 +128,8 @@ class ActorCriticMLP(Policy):
         """{"log_prob": [B], "entropy": [B], "value": [B]}, differentiable."""
         head, value = self._forward(obs)
         batch = head.shape[0]
-        if self.discrete:
-            log_probs = torch.log_softmax(head, dim=-1)
-            index = action.reshape(batch).long() - self.action_start
-            log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-            entropy = -(log_probs.exp() * log_probs).sum(-1)
+        if self.dist is not None:
+            log_prob, entropy = self.dist.evaluate(head, action)
         else:
             log_std = self.log_std
             z = (action.reshape(head.shape).to(head.dtype) - head) * torch.exp(-log_std)

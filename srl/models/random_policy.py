@@ -14,11 +14,11 @@ from srl.api.registry import register_policy
 @register_policy("random")
 class RandomPolicy(Policy):
     kind = "random"  # nothing to train: algorithm `none` only
-    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+    action_spaces = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary, gym.spaces.Box)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__(observation_space, action_space)
-        if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
+        if not isinstance(action_space, self.action_spaces):
             raise TypeError(f"random policy: unsupported action space {action_space}")
         # seeded from torch's generator, so the run's seed fixes numpy's actions too
         self._rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))))
@@ -30,6 +30,8 @@ class RandomPolicy(Policy):
         n, space = obs.shape[0], self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return {"action": torch.randint(int(space.start), int(space.start + space.n), (n,))}
+        if not isinstance(space, gym.spaces.Box):
+            return {"action": torch.from_numpy(self._entries(n))}
         low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
         return {"action": low + (high - low) * torch.rand(n, *space.shape)}
 
@@ -39,8 +41,23 @@ class RandomPolicy(Policy):
         n, space = len(obs), self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return {"action": self._rng.integers(int(space.start), int(space.start + space.n), n)}
+        if not isinstance(space, gym.spaces.Box):
+            return {"action": self._entries(n)}
         low, high = space.low.astype(np.float32), space.high.astype(np.float32)
         return {"action": low + (high - low) * self._rng.random((n, *space.shape), dtype=np.float32)}
 
+    def _entries(self, n: int) -> np.ndarray:
+        """n MultiDiscrete / MultiBinary actions, int64 like the categorical heads' (srl.graph.space_spec)."""
+        low, high = _bounds(self.action_space)
+        return self._rng.integers(low, high, (n, *self.action_space.shape), dtype=np.int64)
+
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError("the random policy does not train")
+
+
+def _bounds(space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
+    """[low, high) of each entry of a MultiDiscrete / MultiBinary action."""
+    if isinstance(space, gym.spaces.MultiBinary):
+        return np.zeros(space.shape, np.int64), np.full(space.shape, 2, np.int64)
+    start = np.broadcast_to(np.asarray(space.start, np.int64), space.shape)
+    return start, start + space.nvec

@@ -25,12 +25,14 @@ from torch import nn
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.data import columns as C
+from srl.models.heads import SPACES as CATEGORICAL_SPACES
+from srl.models.heads import categorical_head
 
 CELLS = ("lstm", "gru")
 
 
 class RecurrentCore(Policy):
-    """Encoder + core shared by the recurrent heads; Box observations, Discrete actions."""
+    """Encoder + core shared by the recurrent heads; Box observations, the heads' `action_spaces`."""
 
     recurrent = True  # srl.workers.policy.Acting keeps its state per env
     action_spaces = (gym.spaces.Discrete,)
@@ -41,16 +43,17 @@ class RecurrentCore(Policy):
         super().__init__(observation_space, action_space)
         if not isinstance(observation_space, gym.spaces.Box):
             raise TypeError(f"{self.name} needs a Box observation space, got {observation_space}")
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise TypeError(f"{self.name} needs a Discrete action space, got {action_space}")
+        if not isinstance(action_space, self.action_spaces):
+            names = " or ".join(s.__name__ for s in self.action_spaces)
+            raise TypeError(f"{self.name} needs a {names} action space, got {action_space}")
         if cell not in CELLS:
             raise ValueError(f"policy_kwargs.cell must be one of {list(CELLS)}, got {cell!r}")
         if int(hidden) <= 0:
             raise ValueError(f"policy_kwargs.hidden must be a positive number of units, got {hidden!r}")
         self.cell, self.hidden = cell, int(hidden)
         self.obs_dim = int(np.prod(observation_space.shape))
-        self.action_start = int(action_space.start)
-        self.num_actions = int(action_space.n)
+        if isinstance(action_space, gym.spaces.Discrete):  # the Q head's actions
+            self.action_start, self.num_actions = int(action_space.start), int(action_space.n)
         self.encoder = nn.Linear(self.obs_dim, self.hidden)
         nn.init.orthogonal_(self.encoder.weight, math.sqrt(2.0))
         nn.init.zeros_(self.encoder.bias)
@@ -125,15 +128,18 @@ class RecurrentCore(Policy):
 
 
 class RecurrentActorCritic(RecurrentCore):
-    """Categorical actor and a value critic over the core (PPO)."""
+    """Categorical actor (one categorical per action entry, srl.models.heads) and a value critic
+    over the core (PPO)."""
 
     name = "recurrent-actor-critic"
     kind = "actor-critic"  # trained through time: analyze_sequence
+    action_spaces = CATEGORICAL_SPACES
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cell: str = "lstm",
                  hidden: int = 64) -> None:
         super().__init__(observation_space, action_space, cell, hidden)
-        self.actor_head = nn.Linear(self.hidden, self.num_actions)
+        self.dist = categorical_head(action_space)
+        self.actor_head = nn.Linear(self.hidden, self.dist.logits_dim)
         nn.init.orthogonal_(self.actor_head.weight, 0.01)
         nn.init.zeros_(self.actor_head.bias)
         # The critic reads the core's output through its own layer, with the gradient stopped:
@@ -149,30 +155,16 @@ class RecurrentActorCritic(RecurrentCore):
         }
 
     def act(self, y: torch.Tensor, deterministic: bool) -> dict[str, torch.Tensor]:
-        logits = self.actor_head(y)
-        log_probs = torch.log_softmax(logits, dim=-1)
-        if deterministic:
-            index = logits.argmax(dim=-1)
-        else:  # Gumbel-max sampling, as in srl.models.mlp
-            index = (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
-        return {
-            C.ACTION: index + self.action_start,
-            C.LOG_PROB: log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1),
-            C.VALUE: self.critic_head(y.detach()).squeeze(-1),
-        }
+        action, log_prob = self.dist.act(self.actor_head(y), deterministic)
+        return {C.ACTION: action, C.LOG_PROB: log_prob, C.VALUE: self.critic_head(y.detach()).squeeze(-1)}
 
     def analyze_sequence(self, obs: torch.Tensor, action: torch.Tensor, state: torch.Tensor,
                          first: torch.Tensor) -> dict[str, torch.Tensor]:
-        """obs [T, B, ...], action [T, B], state [B, S] entering step 0, first [T, B] ->
+        """obs [T, B, ...], action [T, B, *action shape], state [B, S] entering step 0, first [T, B] ->
         {"log_prob", "entropy", "value"}, each [T, B], differentiable."""
         y = self.unroll(obs, state, first)
-        log_probs = torch.log_softmax(self.actor_head(y), dim=-1)
-        index = action.long() - self.action_start
-        return {
-            C.LOG_PROB: log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1),
-            "entropy": -(log_probs.exp() * log_probs).sum(-1),
-            C.VALUE: self.critic_head(y.detach()).squeeze(-1),
-        }
+        log_prob, entropy = self.dist.evaluate(self.actor_head(y), action)
+        return {C.LOG_PROB: log_prob, "entropy": entropy, C.VALUE: self.critic_head(y.detach()).squeeze(-1)}
 
 
 class RecurrentQ(RecurrentCore):

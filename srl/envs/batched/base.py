@@ -241,6 +241,7 @@ class TorchVectorEnv(VectorEnv):
         self.observation_space = env.observation_space
         self.action_space = env.action_space
         self._discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        self._box = isinstance(env.action_space, gym.spaces.Box)
         self._on_cpu = env.device.type == "cpu"
 
     def _numpy(self, tensor: torch.Tensor) -> np.ndarray:
@@ -257,7 +258,7 @@ class TorchVectorEnv(VectorEnv):
             )
         if self._discrete:
             actions = actions.reshape(self.num_rows).astype(np.int64, copy=False)
-        else:
+        elif self._box:  # MultiDiscrete / MultiBinary stay integers
             actions = actions.astype(np.float32, copy=False)
         obs, reward, terminated, truncated = self.env.step(torch.from_numpy(np.ascontiguousarray(actions)))
         numpy = self._numpy
