@@ -523,7 +523,7 @@ def apply_overrides(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]
 _SETTINGS_OF = {"algorithm": "algo", "policy": "policy_kwargs"}
 
 
-def _drop_stale_settings(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+def drop_stale_settings(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     merged = apply_overrides(base, top)
     stale = {settings for choice, settings in _SETTINGS_OF.items() if _chosen(merged, choice) != _chosen(base, choice)}
     return {key: value for key, value in base.items() if key not in stale}
@@ -643,7 +643,8 @@ def _unknown(table: registry.Registry[Any], name: str) -> str:
 
 
 def load_config(experiment: str, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Built-in or registered experiment by name, with `key=value` overrides applied."""
+    """Built-in or registered experiment by name, or an experiment file (a .yaml path), with
+    `key=value` overrides applied."""
     import srl.builtins  # noqa: F401
 
     top = parse_overrides(overrides or [])
@@ -653,20 +654,31 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
         base = load_saved_config(Path(str(given["resume"])))
         base["run_dir"] = str(given["resume"])  # a resumed run goes on writing where it was
     else:
-        try:
-            base = registry.experiments.get(experiment)()
-        except registry.UnknownNameError as e:
-            raise ConfigError(str(e)) from None
-        base["experiment"] = experiment
-    base = _drop_stale_settings(base, top)
+        base = _experiment_values(experiment)
+    base = drop_stale_settings(base, top)
     config = build_config(apply_overrides(base, top))
     if config.run_dir is None:
-        stem = Path("runs") / f"{_run_name(experiment, base, config.env)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name = _run_name(str(base.get("experiment", experiment)), base, config.env)
+        stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n = 1  # runs launched in the same second each get their own directory (srl.launch.rundir)
         while Path(f"{stem}-{n}" if n > 1 else stem).exists():
             n += 1
         config.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
     return config
+
+
+def _experiment_values(experiment: str) -> dict[str, Any]:
+    """The config values of a registered experiment, or of an experiment file (srl.experiment_file)."""
+    from srl.experiment_file import is_experiment_file, load_experiment_file
+
+    if is_experiment_file(experiment):
+        return load_experiment_file(Path(experiment))
+    try:
+        base = registry.experiments.get(experiment)()
+    except registry.UnknownNameError as e:
+        raise ConfigError(str(e)) from None
+    base["experiment"] = experiment
+    return base
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:
@@ -701,6 +713,10 @@ def config_reference() -> str:
                "`a=!null` is None itself. A new `algorithm` (`policy`) drops the experiment's `algo.*` "
                "(`policy_kwargs`) unless given with it."), ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
+    lines += [("An experiment file (`srl run FILE.yaml key=value ...`) holds the same keys, read by the same "
+               "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.experiment_file, "
+               "docs/custom.md)."), ""]
+    lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
     lines += ["## `ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
     for name in registry.algorithms.names():
