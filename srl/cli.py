@@ -104,11 +104,15 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+EXPERIMENT_HELP = ("a built-in or registered experiment name (srl list), or an experiment file (.yaml: config keys "
+                   "and base: EXPERIMENT; see docs/custom.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="srl", description="Reinforcement learning as a dataflow of workers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="train an experiment: srl run EXPERIMENT [key=value ...]")
-    run.add_argument("experiment")
+    run = sub.add_parser("run", help="train an experiment: srl run EXPERIMENT|FILE.yaml [key=value ...]")
+    run.add_argument("experiment", help=EXPERIMENT_HELP)
     run.add_argument("overrides", nargs="*", help="config overrides, e.g. seed=3 launcher=inline algo.lr=3e-4")
     run.set_defaults(fn=_cmd_run)
     ev = sub.add_parser("eval", help="run a trained policy for N episodes and report the return")
@@ -119,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video", metavar="FILE.mp4", help="also write the episodes as an MP4 (needs srl[video])")
     ev.set_defaults(fn=_cmd_eval)
     graph = sub.add_parser("graph", help="print the workers and streams of an experiment")
-    graph.add_argument("experiment")
+    graph.add_argument("experiment", help=EXPERIMENT_HELP)
     graph.add_argument("overrides", nargs="*")
     graph.add_argument("--out", help="draw to FILE (.png, .svg or .pdf) instead of printing")
     graph.set_defaults(fn=_cmd_graph)

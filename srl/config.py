@@ -117,6 +117,15 @@ class EnsembleConfig(BaseModel):
     )
 
 
+class EnvWrapper(BaseModel):
+    """One `env_wrappers` entry: `path(env, **kwargs)` wraps each Gymnasium env (srl.envs.wrappers)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    path: str = Field(description="Import path of the wrapper: package.module.Name or package.module:Name.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments after the env.")
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
 
@@ -138,6 +147,11 @@ class ExperimentConfig(BaseModel):
 
     env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the env factory.")
+    env_wrappers: list[EnvWrapper] = Field(
+        default_factory=list, description="Gymnasium wrappers around every env srl builds (actors, evaluation, "
+        "srl eval), the first innermost; each an import path, or {path: ..., kwargs: {...}} for path(env, "
+        "**kwargs): [minigrid.wrappers.ImgObsWrapper]. Gymnasium envs only, stepped by the loop backend."
+    )
     env_backend: Literal["auto", "loop", "vector", "envpool"] = Field(
         "auto",
         description="How an actor steps a ring group. loop: one env after another; vector: the Gymnasium id's "
@@ -300,6 +314,37 @@ class ExperimentConfig(BaseModel):
     @classmethod
     def _split_modules(cls, value: Any) -> Any:
         return [m.strip() for m in value.split(",") if m.strip()] if isinstance(value, str) else value
+
+    @field_validator("env_wrappers", mode="before")
+    @classmethod
+    def _bare_wrapper_paths(cls, value: Any) -> Any:
+        """A bare string entry is a path with no kwargs."""
+        if isinstance(value, list):
+            return [{"path": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("env_wrappers")
+    @classmethod
+    def _wrappers_import(cls, value: list[EnvWrapper]) -> list[EnvWrapper]:
+        from srl.envs import wrappers
+
+        _with_cwd_on_path()  # a wrapper in the current directory is found, as modules= finds one
+        for i, entry in enumerate(value):
+            try:
+                wrappers.check(entry.path, entry.kwargs)
+            except ValueError as e:
+                raise ValueError(f"entry {i} ({entry.path!r}): {e}") from None
+        return value
+
+    @field_validator("env_backend")
+    @classmethod
+    def _wrapped_envs_loop(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("env_wrappers") and value in ("vector", "envpool"):
+            raise ValueError(
+                f"{value!r} steps all envs in one call, and env_wrappers wrap each env on its own: use "
+                "env_backend=loop (or auto), or leave env_wrappers empty"
+            )
+        return value
 
     @field_validator("ray_resources")
     @classmethod
@@ -478,7 +523,7 @@ def apply_overrides(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]
 _SETTINGS_OF = {"algorithm": "algo", "policy": "policy_kwargs"}
 
 
-def _drop_stale_settings(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+def drop_stale_settings(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     merged = apply_overrides(base, top)
     stale = {settings for choice, settings in _SETTINGS_OF.items() if _chosen(merged, choice) != _chosen(base, choice)}
     return {key: value for key, value in base.items() if key not in stale}
@@ -532,15 +577,24 @@ def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
     for err in error.errors():
         field = prefix + ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            unknown.setdefault(RayResources if err["loc"][0] == "ray_resources" else model, []).append(field)
+            inner = {"ray_resources": RayResources, "env_wrappers": EnvWrapper}.get(str(err["loc"][0]), model)
+            unknown.setdefault(inner, []).append(field)
         else:
             got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
             lines.append(f"field {field!r}: {err['msg']}{got}")
+    if unknown:
+        lines.insert(0, unknown_fields(unknown))
+    return "invalid config: " + "; ".join(lines)
+
+
+def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, list[str]] | None = None) -> str:
+    """"unknown field 'x'; allowed fields: ..." for each model's unknown fields (`extra`: more allowed)."""
+    lines = []
     for inner, fields in unknown.items():
         noun = "field" if len(fields) == 1 else "fields"
-        allowed = ", ".join(inner.model_fields) or "none"
-        lines.insert(0, f"unknown {noun} {', '.join(map(repr, fields))}; allowed fields: {allowed}")
-    return "invalid config: " + "; ".join(lines)
+        allowed = ", ".join([*(extra or {}).get(inner, []), *inner.model_fields]) or "none"
+        lines.append(f"unknown {noun} {', '.join(map(repr, fields))}; allowed fields: {allowed}")
+    return "; ".join(lines)
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
@@ -570,6 +624,10 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
             f"field 'algo.burn_in': {burn_in} must be less than sample_length ({config.sample_length}): "
             "burn-in steps carry no loss, so a segment needs steps after them"
         )
+    if config.env_wrappers and config.env in registry.envs and config.env != "gymnasium":
+        from srl.envs import wrappers_need_gymnasium
+
+        raise ConfigError(f"field 'env_wrappers': {wrappers_need_gymnasium(config.env)}")
     for field, table in (("env", None), ("policy", registry.policies)):
         if table is not None and getattr(config, field) not in table:
             raise ConfigError(f"field {field!r}: {_unknown(table, getattr(config, field))}")
@@ -585,7 +643,8 @@ def _unknown(table: registry.Registry[Any], name: str) -> str:
 
 
 def load_config(experiment: str, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Built-in or registered experiment by name, with `key=value` overrides applied."""
+    """Built-in or registered experiment by name, or an experiment file (a .yaml path), with
+    `key=value` overrides applied."""
     import srl.builtins  # noqa: F401
 
     top = parse_overrides(overrides or [])
@@ -595,20 +654,31 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
         base = load_saved_config(Path(str(given["resume"])))
         base["run_dir"] = str(given["resume"])  # a resumed run goes on writing where it was
     else:
-        try:
-            base = registry.experiments.get(experiment)()
-        except registry.UnknownNameError as e:
-            raise ConfigError(str(e)) from None
-        base["experiment"] = experiment
-    base = _drop_stale_settings(base, top)
+        base = _experiment_values(experiment)
+    base = drop_stale_settings(base, top)
     config = build_config(apply_overrides(base, top))
     if config.run_dir is None:
-        stem = Path("runs") / f"{_run_name(experiment, base, config.env)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name = _run_name(str(base.get("experiment", experiment)), base, config.env)
+        stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n = 1  # runs launched in the same second each get their own directory (srl.launch.rundir)
         while Path(f"{stem}-{n}" if n > 1 else stem).exists():
             n += 1
         config.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
     return config
+
+
+def _experiment_values(experiment: str) -> dict[str, Any]:
+    """The config values of a registered experiment, or of an experiment file (srl.experiment_file)."""
+    from srl.experiment_file import is_experiment_file, load_experiment_file
+
+    if is_experiment_file(experiment):
+        return load_experiment_file(Path(experiment))
+    try:
+        base = registry.experiments.get(experiment)()
+    except registry.UnknownNameError as e:
+        raise ConfigError(str(e)) from None
+    base["experiment"] = experiment
+    return base
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:
@@ -643,6 +713,10 @@ def config_reference() -> str:
                "`a=!null` is None itself. A new `algorithm` (`policy`) drops the experiment's `algo.*` "
                "(`policy_kwargs`) unless given with it."), ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
+    lines += [("An experiment file (`srl run FILE.yaml key=value ...`) holds the same keys, read by the same "
+               "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.experiment_file, "
+               "docs/custom.md)."), ""]
+    lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
     lines += ["## `ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
     for name in registry.algorithms.names():

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from srl import checkpoint
-from srl.config import ConfigError, build_config, load_saved_config
+from srl.config import ConfigError, EnvWrapper, build_config, load_saved_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.graph import build_graph, make_policy
 from srl.monitor.video import (
@@ -48,7 +48,7 @@ def evaluate_run(
             raise ConfigError(f"--video: env {config.env!r} is not a Gymnasium env (only those render rgb_array)")
         check_renders_rgb_array(config.env, kwargs)
         kwargs = {**kwargs, "render_mode": "rgb_array"}
-    env = _make_env(config.env, kwargs)
+    env = _make_env(config.env, kwargs, config.env_wrappers)
     recorder = None
     if video is not None:
         recorder = FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
@@ -71,9 +71,9 @@ def evaluate_run(
     return result
 
 
-def _make_env(name: str, kwargs: dict[str, Any]):
+def _make_env(name: str, kwargs: dict[str, Any], wrappers: list[EnvWrapper]):
     try:
-        return make_vector_env(name, kwargs, num_envs=1, env_index_offset=0)
+        return make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, wrappers=wrappers)
     except TypeError as e:  # an env class without metadata that does not take render_mode
         if "render_mode" not in kwargs or "render_mode" not in str(e):
             raise

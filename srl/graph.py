@@ -196,7 +196,9 @@ def build_graph(config: ExperimentConfig) -> Graph:
     from srl.envs import describe_spaces
 
     try:
-        agents, observation_space, action_space = describe_spaces(config.env, config.env_kwargs, config.env_backend)
+        agents, observation_space, action_space = describe_spaces(
+            config.env, config.env_kwargs, config.env_backend, wrappers=config.env_wrappers
+        )
     except (registry.UnknownNameError, ValueError, TypeError, ImportError) as e:  # ImportError names the extra
         raise ConfigError(f"field 'env': {e}") from None
     space_spec(observation_space), space_spec(action_space)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import srl
 
@@ -27,10 +28,27 @@ def doc_module_code() -> str:
     return "\n\n".join(re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S))
 
 
-def doc_commands() -> list[list[str]]:
-    """Every line of the page's bash blocks, split as a shell would, comments dropped."""
-    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), flags=re.S)
+def doc_sections(*titles: str) -> str:
+    """The page's sections (`## N. Title`) whose titles contain one of `titles`; none given: all."""
+    sections = DOC.read_text().split("\n## ")
+    return "\n## ".join(s for s in sections if not titles or any(t in s.partition("\n")[0] for t in titles))
+
+
+def doc_commands(*sections: str) -> list[list[str]]:
+    """Every line of the bash blocks of `sections`, split as a shell would, comments dropped."""
+    blocks = re.findall(r"```bash\n(.*?)```", doc_sections(*sections), flags=re.S)
     return [shlex.split(line, comments=True) for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def write_doc_files(*sections: str, into: Path) -> list[str]:
+    """The YAML blocks of `sections`, each saved under the name its first line gives (`# name.yaml`)."""
+    names = []
+    for block in re.findall(r"```yaml\n(.*?)```", doc_sections(*sections), flags=re.S):
+        name = re.fullmatch(r"# (\S+\.yaml)", block.splitlines()[0])
+        assert name, f"a YAML block of docs/custom.md does not start with '# NAME.yaml':\n{block}"
+        (into / name[1]).write_text(block)
+        names.append(name[1])
+    return names
 
 
 def srl_script() -> str:
@@ -59,7 +77,7 @@ def run_srl(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def test_custom_env_and_algorithm_walkthrough_runs_as_written(tmp_path):
     (tmp_path / "my_rl.py").write_text(doc_module_code())
-    commands = doc_commands()
+    commands = doc_commands("The environment", "The algorithm", "The experiment", "Run it")
     assert [argv[:2] for argv in commands] == [["srl", "run"], ["srl", "graph"], ["srl", "list"], ["srl", "eval"]]
     run, graph, listing, evaluate = commands
 
@@ -104,3 +122,35 @@ def test_the_documented_declaration_refuses_a_q_network(tmp_path):
         capture_output=True, text=True, timeout=120, env=srl_env(), cwd=tmp_path,
     )
     assert proc.returncode == 2 and "algorithm 'a2c' needs a policy of kind actor-critic" in proc.stderr, proc.stderr
+
+
+def test_experiment_files_and_wrappers_run_as_written(tmp_path):
+    """Sections 5 and 6: the YAML files as shown, the commands as written, in an empty directory."""
+    assert write_doc_files("Experiment files", "wrappers", into=tmp_path) == ["mpe-reference.yaml", "doorkey.yaml"]
+    graph, run, rerun = doc_commands("Experiment files")
+    assert graph == ["srl", "graph", "mpe-reference.yaml"], graph
+    described = run_srl(graph, tmp_path).stdout
+    assert "agents=['agent_0', 'agent_1']" in described and "action Discrete(50)" in described, described
+
+    run_srl(run, tmp_path)
+    [run_dir] = glob.glob(str(tmp_path / "runs" / "mpe-reference-*"))  # named after the file
+    saved = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+    assert saved["env_kwargs"] == {"module": "mpe2.simple_reference_v3", "max_cycles": 25}  # replaced whole
+    assert saved["algo"]["lr"] == 1e-3 and saved["algo"]["epochs"] == 10  # merged into mpe-mappo's
+    assert saved["total_env_steps"] == 2000 and saved["launcher"] == "inline"  # the command line last
+
+    placeholder = "runs/mpe-reference-<date>-<time>/config.yaml"
+    assert rerun == ["srl", "run", placeholder], rerun
+    run_srl(["srl", "run", os.path.relpath(Path(run_dir) / "config.yaml", tmp_path)], tmp_path)
+    first, again = sorted(glob.glob(str(tmp_path / "runs" / "mpe-reference-*")))
+    redone = yaml.safe_load((Path(again) / "config.yaml").read_text())
+    differ = {k for k in saved if saved[k] != redone[k]}
+    assert differ == {"run_dir", "run_id"}, differ  # the same experiment, as a new run
+
+    doorkey, short = doc_commands("wrappers")
+    described = run_srl(doorkey, tmp_path).stdout
+    assert "env MiniGrid-DoorKey-5x5-v0" in described and "observation Box(0, 255, (7, 7, 3), uint8)" in described
+    run_srl(short, tmp_path)
+    [cut] = glob.glob(str(tmp_path / "runs" / "cartpole-ppo-*"))
+    lengths = [json.loads(line).get("episode_length_mean") for line in Path(cut, "metrics.jsonl").open()]
+    assert max(n for n in lengths if n is not None) <= 10, lengths  # cut at 10 steps (random play lasts ~20)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -27,7 +27,7 @@ from srl.envs.central_state import CentralStateEnvironment
 from srl.envs.counting import CountingEnv, check_counts
 from srl.envs.counting_gym import CountingGymEnv  # registers the Gymnasium id srl/Counting-v0
 from srl.envs.counting_vector import CountingVectorEnv  # registers the Gymnasium id srl/CountingVector-v0
-from srl.envs.gym_env import GymEnvironment, GymVectorEnv
+from srl.envs.gym_env import GymEnvironment, GymVectorEnv, make_gym_envs
 from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.native import NativeVectorEnv
 from srl.envs.native_backends import EnvPoolBackend, GymVectorBackend, resolve_backend, single_env_kwargs
@@ -35,6 +35,7 @@ from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPole
 from srl.envs.pettingzoo_aec import AECEnvironment
 from srl.envs.pettingzoo_env import PettingZooEnvironment, import_env_module, make_pettingzoo_env
 from srl.envs.vector import SerialVectorEnv
+from srl.envs.wrappers import WrapperEntry, resolve, wrap
 
 __all__ = [
     "CountingEnv",
@@ -96,7 +97,8 @@ def _is_gymnasium_id(name: str) -> bool:
 
 
 def make_vector_env(
-    name: str, kwargs: Mapping[str, Any] | None, num_envs: int, env_index_offset: int = 0, backend: str = "loop"
+    name: str, kwargs: Mapping[str, Any] | None, num_envs: int, env_index_offset: int = 0, backend: str = "loop",
+    wrappers: Sequence[WrapperEntry] = (),
 ) -> VectorEnv:
     """Build `num_envs` environments called `name` as one `VectorEnv`.
 
@@ -115,10 +117,18 @@ def make_vector_env(
     MuJoCo id ("HalfCheetah-v5") needs the [mujoco] extra and says so (srl.envs.mujoco).
     Otherwise a Gymnasium id (registered in `gymnasium.envs.registry`, or "module:EnvId")
     gives a `GymVectorEnv` of `gymnasium.make(name, **kwargs)` envs. Else `UnknownNameError`.
+
+    `wrappers` (config `env_wrappers`, srl.envs.wrappers) wrap each Gymnasium env, so they need a
+    Gymnasium env (an id, or the "gymnasium" factory) and the loop backend: ValueError otherwise.
     """
     kwargs = dict(kwargs or {})
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if wrappers:  # each Gymnasium env wrapped on its own, stepped by the loop backend
+        for entry in wrappers:  # imported before the id is looked up: minigrid's package registers its ids
+            resolve(entry.path)
+        name, kwargs = _wrappable(name, kwargs, backend)
+        backend = "loop"
     backend = resolve_backend(name, kwargs, backend)
     if backend == "vector":
         return NativeVectorEnv(GymVectorBackend(name, num_envs, **kwargs))
@@ -161,11 +171,11 @@ def make_vector_env(
             envs.append(built)
         return SerialVectorEnv(envs)
     if is_atari_id(name):  # before gymnasium's registry: ale-py registers these ids on import
-        return GymVectorEnv([make_atari(name, **kwargs) for _ in range(num_envs)])
+        return _gym_vector_env([make_atari(name, **kwargs) for _ in range(num_envs)], wrappers)
     if _is_gymnasium_id(name):
         if is_mujoco_id(name):
             require_mujoco(name)
-        return GymVectorEnv.make(name, num_envs, **kwargs)
+        return _gym_vector_env(make_gym_envs(name, num_envs, **kwargs), wrappers)
     close = difflib.get_close_matches(name, [*registry.envs.names(), *gym.envs.registry], n=3)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise registry.UnknownNameError(
@@ -175,12 +185,41 @@ def make_vector_env(
     )
 
 
+def _wrappable(name: str, kwargs: dict[str, Any], backend: str) -> tuple[str, dict[str, Any]]:
+    """The Gymnasium id and kwargs behind `name` for wrapped envs; ValueError if there is none."""
+    if backend not in ("auto", "loop"):
+        raise ValueError(f"env_wrappers wrap each env on its own, and env_backend={backend!r} steps them all in "
+                         "one call: use env_backend=loop")
+    if name != "gymnasium":
+        if name in registry.envs:
+            raise ValueError(wrappers_need_gymnasium(name))
+        return name, kwargs
+    if "id" not in kwargs:
+        raise ValueError("env 'gymnasium' needs env_kwargs.id (a Gymnasium id)")
+    rest = dict(kwargs)
+    return str(rest.pop("id")), rest
+
+
+def wrappers_need_gymnasium(name: str) -> str:
+    return (f"env_wrappers apply to Gymnasium envs only; env {name!r} is an srl env (vectorised or "
+            "PettingZoo): wrap inside its factory instead, or name a Gymnasium id")
+
+
+def _gym_vector_env(envs: list[gym.Env], wrappers: Sequence[WrapperEntry]) -> GymVectorEnv:
+    try:
+        return GymVectorEnv([wrap(env, wrappers) for env in envs] if wrappers else envs)
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+
+
 def describe_spaces(
-    name: str, kwargs: Mapping[str, Any] | None, backend: str = "loop"
+    name: str, kwargs: Mapping[str, Any] | None, backend: str = "loop", wrappers: Sequence[WrapperEntry] = ()
 ) -> tuple[tuple[str, ...], gym.Space, gym.Space]:
-    """(agents, observation_space, action_space) of env `name`, as its `VectorEnv` reports them
-    (Box observations as float32, uint8 images as uint8); builds one env and closes it."""
-    venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, backend=backend)
+    """(agents, observation_space, action_space) of env `name` inside `wrappers`, as its `VectorEnv`
+    reports them (Box observations as float32, uint8 images as uint8); builds one env and closes it."""
+    venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, backend=backend, wrappers=wrappers)
     try:
         return venv.agents, venv.observation_space, venv.action_space
     finally:

@@ -25,6 +25,13 @@ from srl.envs.vector import action_dtype, check_actions, obs_array_spec
 AGENT = "agent"
 
 
+def make_gym_envs(id: str, num_envs: int, **kwargs: Any) -> list[gym.Env]:
+    """`num_envs` envs from `gymnasium.make(id, **kwargs)`. Gymnasium's env checker wraps only the
+    first (the others are the same env; its wrapper costs a call on every step)."""
+    rest = {"disable_env_checker": True, **kwargs}
+    return [gym.make(id, **(kwargs if i == 0 else rest)) for i in range(num_envs)]
+
+
 class GymEnvironment(Environment):
     """One gymnasium env as an `Environment` with the single agent "agent" (observations as given)."""
 
@@ -92,10 +99,8 @@ class GymVectorEnv(VectorEnv):
 
     @classmethod
     def make(cls, id: str, num_envs: int, **kwargs: Any) -> GymVectorEnv:
-        """`num_envs` envs from `gymnasium.make(id, **kwargs)`. Gymnasium's env checker wraps
-        only the first (the others are the same env; its wrapper costs a call on every step)."""
-        rest = {"disable_env_checker": True, **kwargs}
-        return cls([gym.make(id, **(kwargs if i == 0 else rest)) for i in range(num_envs)])
+        """`num_envs` envs from `gymnasium.make(id, **kwargs)` (make_gym_envs)."""
+        return cls(make_gym_envs(id, num_envs, **kwargs))
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         obs = self._obs

@@ -65,8 +65,8 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     epoch = lives.of(f"actor:{actor}")
     infer, segments = _actor_arrays(graph, transport, actor)
     groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
-    envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split, c.env_backend)
-            for g in groups]
+    envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split, c.env_backend,
+                            wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
     if c.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport, clock), infer, actor)
@@ -169,7 +169,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
 
         # env ids past every training env's, so its episodes are not theirs
         env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
-                              c.num_actor_workers * c.envs_per_actor)
+                              c.num_actor_workers * c.envs_per_actor, wrappers=c.env_wrappers)
         return EvaluatorKernel(
             _policy(graph), ParamSubscriber(transport), env, seed=c.seed * 1_000_003 + 999_983,
             episodes=c.eval_episodes, interval_s=c.eval_interval_s,
