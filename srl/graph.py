@@ -22,6 +22,7 @@ from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
+from srl.spaces import UnsupportedSpace, is_composite, obs_fields
 from srl.streams.control import Role
 from srl.streams.layout import ArraySpec, Layout
 
@@ -61,8 +62,16 @@ def space_spec(space: gym.Space) -> FieldSpec:
     raise ConfigError(f"unsupported space {space}: srl supports Box and Discrete spaces for now")
 
 
+def policy_name(config: ExperimentConfig, observation_space: gym.Space) -> str:
+    """The policy that acts: the default MLP cannot read a Dict/Tuple observation, so for one it is
+    the multi-input policy (an MLP per vector key, a CNN per image, then the same MLP heads)."""
+    if config.policy == "actor-critic-mlp" and is_composite(observation_space):
+        return "multi-input"
+    return config.policy
+
+
 def make_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
-    factory = registry.policies.get(config.policy)
+    factory = registry.policies.get(policy_name(config, observation_space))
     return factory(observation_space, action_space, **config.policy_kwargs)
 
 
@@ -104,7 +113,7 @@ class Graph:
     def slot_fields(self) -> dict[str, FieldSpec]:
         """What one inference slot row holds: obs, action and the policy's outputs."""
         return {
-            C.OBS: space_spec(self.observation_space),
+            **obs_fields(self.observation_space),  # "obs", or a column per leaf (srl.spaces)
             C.ACTION: space_spec(self.action_space),
             **self.policy_inputs,
             **self.policy_fields,
@@ -171,6 +180,8 @@ class Graph:
         c = self.config
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
+        if policy_name(c, self.observation_space) != c.policy:
+            lines.append(f"  policy {policy_name(c, self.observation_space)} (for {c.policy}, which takes one array)")
         lines.append("  workers: " + " ".join(w.name for w in self.workers) + " controller")
         for st in self.streams:
             lines.append(f"  stream {st.name}: {', '.join(st.producers)} -> {', '.join(st.consumers)}  [{st.payload}]")
@@ -191,9 +202,15 @@ def build_graph(config: ExperimentConfig) -> Graph:
 
     try:
         agents, observation_space, action_space = describe_spaces(config.env, config.env_kwargs, config.env_backend)
+    except UnsupportedSpace as e:
+        raise ConfigError(f"field 'env': env {config.env!r}: {e}") from None
     except (registry.UnknownNameError, ValueError, TypeError, ImportError) as e:  # ImportError names the extra
         raise ConfigError(f"field 'env': {e}") from None
-    space_spec(observation_space), space_spec(action_space)
+    try:
+        obs_fields(observation_space)  # a VectorEnv of the user's may report any space
+    except UnsupportedSpace as e:
+        raise ConfigError(f"field 'env': env {config.env!r}: {e}") from None
+    space_spec(action_space)
     policy = _checked_policy(config, observation_space, action_space)
     if config.pod and policy.recurrent:
         raise ConfigError(f"field 'pod': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
@@ -231,7 +248,7 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
     from srl.compat import check_combination
 
     try:
-        factory = registry.policies.get(config.policy)
+        factory = registry.policies.get(policy_name(config, observation_space))
         policy = make_policy(config, observation_space, action_space)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policy': {e}") from None
@@ -239,9 +256,11 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
         check_combination(config, action_space, factory)  # a mismatch it names is the clearer message
         if isinstance(e, ValueError):
             raise ConfigError(f"field 'policy_kwargs': {e}") from None
+        hint = "; Dict and Tuple observations take policy=multi-input (with ppo or appo)" if is_composite(
+            observation_space) else ""
         raise ConfigError(
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
-            f"(observation {observation_space}, action {action_space}): {e}"
+            f"(observation {observation_space}, action {action_space}): {e}{hint}"
         ) from None
     check_combination(config, action_space, policy)
     return policy
