@@ -63,9 +63,10 @@ def space_spec(space: gym.Space) -> FieldSpec:
 
 
 def policy_name(config: ExperimentConfig, observation_space: gym.Space) -> str:
-    """The policy that acts: the default MLP cannot read a Dict/Tuple observation, so for one it is
-    the multi-input policy (an MLP per vector key, a CNN per image, then the same MLP heads)."""
-    if config.policy == "actor-critic-mlp" and is_composite(observation_space):
+    """The policy that acts: the default MLP reads one Box, so for a Dict, Tuple or discrete
+    observation it is the multi-input policy (srl.models.multi_input: an encoder per key, a CNN
+    for images, then the same MLP heads), which is what a user of the default means there."""
+    if config.policy == "actor-critic-mlp" and not isinstance(observation_space, gym.spaces.Box):
         return "multi-input"
     return config.policy
 
@@ -180,8 +181,9 @@ class Graph:
         c = self.config
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
-        if policy_name(c, self.observation_space) != c.policy:
-            lines.append(f"  policy {policy_name(c, self.observation_space)} (for {c.policy}, which takes one array)")
+        acting = policy_name(c, self.observation_space)
+        if acting != c.policy:
+            lines.append(f"  policy {acting} (for {c.policy}, which reads one Box)")
         lines.append("  workers: " + " ".join(w.name for w in self.workers) + " controller")
         for st in self.streams:
             lines.append(f"  stream {st.name}: {', '.join(st.producers)} -> {', '.join(st.consumers)}  [{st.payload}]")
@@ -256,8 +258,8 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
         check_combination(config, action_space, factory)  # a mismatch it names is the clearer message
         if isinstance(e, ValueError):
             raise ConfigError(f"field 'policy_kwargs': {e}") from None
-        hint = "; Dict and Tuple observations take policy=multi-input (with ppo or appo)" if is_composite(
-            observation_space) else ""
+        composite = is_composite(observation_space)
+        hint = "; Dict and Tuple observations take policy=multi-input (algorithms ppo, appo, impala)" if composite else ""
         raise ConfigError(
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
             f"(observation {observation_space}, action {action_space}): {e}{hint}"

@@ -40,14 +40,15 @@ class UnsupportedSpace(ValueError):
     """An observation (or a key of one) that srl cannot keep as an array column."""
 
     def __init__(self, path: str, space: gym.Space) -> None:
-        kind = type(space).__name__
+        kind = type(space).__name__  # (not the space itself: a Text space's repr lists its charset)
         if path:
-            where = f"observation key {path!r} is a {kind} space ({space})"
+            where = f"observation key {path!r} is a {kind} space"
             fix = ("drop the key (e.g. gymnasium.wrappers.FilterObservation(env, filter_keys=[the other keys]) "
                    "where you make the env) or turn it into a Box or Discrete in a wrapper of your own")
         else:
-            where = f"the observation space is a {kind} space ({space})"
-            fix = "wrap the env so that it observes a Box, Discrete, MultiDiscrete, MultiBinary or a Dict/Tuple of them"
+            where = f"the observation space is a {kind} space"
+            fix = ("wrap the env so that it observes a Box, Discrete, MultiDiscrete, MultiBinary "
+                   "or a Dict/Tuple of them")
         super().__init__(f"{where}, which srl cannot keep as an array column; {fix}")
         self.path = path
 
@@ -77,7 +78,8 @@ def leaf_spaces(space: gym.Space, path: str = "") -> dict[str, gym.Space]:
     for _, name, sub in _children(space):
         for leaf, leaf_space in leaf_spaces(sub, _join(path, name)).items():
             if leaf in leaves:
-                raise ValueError(f"observation keys collide: two leaves have the path {leaf!r} (keys joined by {SEP!r})")
+                raise ValueError(f"observation keys collide: two leaves have the path {leaf!r} "
+                                 f"(nested keys are joined by {SEP!r})")
             leaves[leaf] = leaf_space
     return leaves
 
@@ -116,7 +118,7 @@ def reported_space(space: gym.Space, path: str = "") -> gym.Space:
 
 def column(path: str) -> str:
     """The sample column holding the leaf at `path` ("" = the one observation array: "obs")."""
-    return _join(OBS, path)
+    return f"{OBS}{SEP}{path}" if path else OBS
 
 
 def is_obs_column(name: str) -> bool:

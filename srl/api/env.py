@@ -86,7 +86,7 @@ class VectorEnv(ABC):
 
     @abstractmethod
     def reset(self, seed: int) -> np.ndarray:
-        """Reset every environment (env i seeded with seed + i); return obs [rows, ...] (as in `VectorStep`)."""
+        """Reset every environment (env i seeded with seed + i); return obs [rows, ...] (as `VectorStep`'s)."""
 
     @abstractmethod
     def step(self, actions: np.ndarray) -> VectorStep:

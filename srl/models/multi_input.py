@@ -97,7 +97,8 @@ class OneHot(nn.Module):
             sizes, start = np.array([space.n]), np.array([space.start])
         else:
             sizes, start = np.asarray(space.nvec).ravel(), np.asarray(space.start).ravel()
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - start  # value v of component i -> offsets[i] + v
+        # value v of component i -> position offsets[i] + v
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - start
         self.register_buffer("offsets", torch.as_tensor(offsets, dtype=torch.int64), persistent=False)
         self.features = int(sizes.sum())
 
@@ -113,7 +114,10 @@ class ImageCNN(_Float):
         super().__init__(space)
         shape = tuple(space.shape)
         self.channels_last = len(shape) == 3 and shape[2] < shape[0]
-        c, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else ((1, *shape) if len(shape) == 2 else shape)
+        if self.channels_last:
+            c, h, w = shape[2], shape[0], shape[1]
+        else:
+            c, h, w = (1, *shape) if len(shape) == 2 else shape
         self.chw = (c, h, w)
         if min(h, w) >= 36:
             self.trunk = nature_trunk(c, h, w, features)
@@ -136,9 +140,9 @@ def make_encoder(path: str, space: gym.Space, name: str, cnn_features: int, mlp_
         raise ValueError(f"encoders[{path!r}]: unknown encoder {name!r}; allowed: {', '.join(ENCODERS)}")
     box = isinstance(space, gym.spaces.Box)
     if name == "cnn" and not (box and len(space.shape) in (2, 3)):
-        raise ValueError(f"encoders[{path!r}]: 'cnn' needs an image (a Box of 2 or 3 dims), the key is {space}")
+        raise ValueError(f"encoders[{path!r}]: 'cnn' needs an image (a Box of 2 or 3 dims), not {space}")
     if name == "onehot" and not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
-        raise ValueError(f"encoders[{path!r}]: 'onehot' needs a Discrete or MultiDiscrete key, the key is {space}")
+        raise ValueError(f"encoders[{path!r}]: 'onehot' needs a Discrete or MultiDiscrete key, not {space}")
     if name == "cnn":
         return ImageCNN(space, cnn_features)
     if name == "mlp":
@@ -166,10 +170,11 @@ class MultiInputActorCritic(Policy):
         chosen = {path: default_encoder(space) for path, space in leaves.items()}
         unknown = sorted(set(encoders or {}) - set(leaves))
         if unknown:
-            raise ValueError(f"encoders: no observation key {unknown}; the keys are {', '.join(map(repr, leaves))}")
+            unknown_keys, keys = ", ".join(map(repr, unknown)), ", ".join(map(repr, leaves))
+            raise ValueError(f"encoders: no observation key {unknown_keys}; the keys are {keys}")
         chosen.update(encoders or {})
         if min(cnn_features, mlp_features) <= 0:
-            raise ValueError(f"cnn_features and mlp_features must be positive, got {cnn_features}, {mlp_features}")
+            raise ValueError(f"cnn_features and mlp_features must be > 0, got {cnn_features}, {mlp_features}")
         self.encoders_chosen = chosen  # leaf path -> encoder name
         self.paths = list(leaves)
         # indexed, not keyed by path: a module name cannot hold '.', an observation key may

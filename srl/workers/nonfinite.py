@@ -87,7 +87,8 @@ class EnvGuard:
 
     def _describe(self, rows: np.ndarray, reward: np.ndarray, obs: Obs) -> str:
         """'env NAME returned a non-finite FIELD (VALUE) at env index I (actor A)' for the first bad row."""
-        row = int(np.flatnonzero(rows & (~np.isfinite(reward) | _bad_obs_rows(obs)))[0])  # a row of the env that is bad
+        bad = ~np.isfinite(reward) | _bad_obs_rows(obs)
+        row = int(np.flatnonzero(rows & bad)[0])  # a row of the env that is bad
         if not np.isfinite(reward[row]):
             field, value = "reward", float(reward[row])
         else:
