@@ -258,8 +258,9 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
         check_combination(config, action_space, factory)  # a mismatch it names is the clearer message
         if isinstance(e, ValueError):
             raise ConfigError(f"field 'policy_kwargs': {e}") from None
-        composite = is_composite(observation_space)
-        hint = "; Dict and Tuple observations take policy=multi-input (algorithms ppo, appo, impala)" if composite else ""
+        hint = ""
+        if is_composite(observation_space):
+            hint = "; Dict and Tuple observations take policy=multi-input (algorithms ppo, appo, impala)"
         raise ConfigError(
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
             f"(observation {observation_space}, action {action_space}): {e}{hint}"

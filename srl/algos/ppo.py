@@ -6,7 +6,8 @@ over the T * B transitions in `num_minibatches` shuffled minibatches, each an Ad
     loss = clipped surrogate + value_coef * (clipped) value loss - entropy_coef * entropy
 
 The policy must implement `analyze(obs, action) -> {"log_prob", "entropy", "value"}` and emit
-"log_prob" and "value" from `rollout` (e.g. srl.models.ActorCriticMLP). Samples may come from
+"log_prob" and "value" from `rollout` (e.g. srl.models.ActorCriticMLP); `obs` is a dict leaf path ->
+tensor for Dict and Tuple observations (srl.spaces), minibatched leaf by leaf. Samples may come from
 older parameter versions than the one being trained; the stored log_prob is the behaviour
 policy's, so the importance ratio and its clipping account for that staleness.
 
@@ -30,7 +31,6 @@ from srl.algos.value_norm import ValueNorm
 from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
-from srl.spaces import map_obs, obs_columns, obs_of
 from srl.data.columns import (
     ACTION,
     ACTIVE,
@@ -42,6 +42,7 @@ from srl.data.columns import (
     TRUNCATED,
     VALUE,
 )
+from srl.spaces import map_obs, obs_columns, obs_of
 
 STAT_NAMES = (
     "losses/policy_loss",
