@@ -158,7 +158,8 @@ class ExperimentConfig(BaseModel):
         "vector entry point, all in one call (CartPole-v1); envpool: EnvPool, all in one call ([envpool] extra); "
         "auto: vector for CartPole-v1 with no env_kwargs, else loop. Same-step auto-reset in every case.",
     )
-    policy: str = Field("actor-critic-mlp", description="A registered policy name.")
+    policy: str = Field("actor-critic-mlp", description="A registered policy name. actor-critic-mlp reads one Box: "
+                        "for any other observation (Dict, Tuple, Discrete, ...) multi-input acts in its place.")
     policy_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the policy.")
     algorithm: str = Field("ppo", description="A registered algorithm name; its hyperparameters go in `algo`.")
     algo: SerializeAsAny[AlgorithmConfig] | dict[str, Any] = Field(

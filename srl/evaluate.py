@@ -22,6 +22,7 @@ from srl.graph import build_graph, make_policy
 from srl.monitor.video import (
     FrameRecorder, check_renders_rgb_array, check_video_path, no_frames, rendering_env,
 )
+from srl.spaces import map_obs
 
 
 def evaluate_run(
@@ -87,7 +88,8 @@ def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: 
         if recorder is not None:
             recorder.capture()  # the state the action is chosen in
         with torch.inference_mode():
-            action = policy.rollout(torch.from_numpy(obs), deterministic=deterministic)["action"].numpy()
+            tensors = map_obs(torch.from_numpy, obs)  # one tensor, or one per leaf (srl.spaces)
+            action = policy.rollout(tensors, deterministic=deterministic)["action"].numpy()
         step = env.step(action)
         if hasattr(policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
             policy.episodes_ended(step.terminated | step.truncated)

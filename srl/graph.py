@@ -22,6 +22,7 @@ from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
+from srl.spaces import UnsupportedSpace, is_composite, obs_fields
 from srl.streams.control import Role
 from srl.streams.layout import ArraySpec, Layout
 
@@ -64,8 +65,17 @@ def space_spec(space: gym.Space) -> FieldSpec:
     raise ConfigError(f"unsupported space {space}: srl supports Box, Discrete, MultiDiscrete and MultiBinary spaces")
 
 
+def policy_name(config: ExperimentConfig, observation_space: gym.Space) -> str:
+    """The policy that acts: the default MLP reads one Box, so for a Dict, Tuple or discrete
+    observation it is the multi-input policy (srl.models.multi_input: an encoder per key, a CNN
+    for images, then the same MLP heads), which is what a user of the default means there."""
+    if config.policy == "actor-critic-mlp" and not isinstance(observation_space, gym.spaces.Box):
+        return "multi-input"
+    return config.policy
+
+
 def make_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
-    factory = registry.policies.get(config.policy)
+    factory = registry.policies.get(policy_name(config, observation_space))
     return factory(observation_space, action_space, **config.policy_kwargs)
 
 
@@ -110,7 +120,7 @@ class Graph:
     def slot_fields(self) -> dict[str, FieldSpec]:
         """What one inference slot row holds: obs, action and the policy's outputs."""
         return {
-            C.OBS: space_spec(self.observation_space),
+            **obs_fields(self.observation_space),  # "obs", or a column per leaf (srl.spaces)
             C.ACTION: space_spec(self.action_space),
             **self.policy_inputs,
             **self.policy_fields,
@@ -177,6 +187,9 @@ class Graph:
         c = self.config
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
+        acting = policy_name(c, self.observation_space)
+        if acting != c.policy:
+            lines.append(f"  policy {acting} (for {c.policy}, which reads one Box)")
         lines.append("  workers: " + " ".join(w.name for w in self.workers) + " controller")
         for st in self.streams:
             lines.append(f"  stream {st.name}: {', '.join(st.producers)} -> {', '.join(st.consumers)}  [{st.payload}]")
@@ -199,9 +212,15 @@ def build_graph(config: ExperimentConfig) -> Graph:
         agents, observation_space, action_space = describe_spaces(
             config.env, config.env_kwargs, config.env_backend, wrappers=config.env_wrappers
         )
+    except UnsupportedSpace as e:
+        raise ConfigError(f"field 'env': env {config.env!r}: {e}") from None
     except (registry.UnknownNameError, ValueError, TypeError, ImportError) as e:  # ImportError names the extra
         raise ConfigError(f"field 'env': {e}") from None
-    space_spec(observation_space), space_spec(action_space)
+    try:
+        obs_fields(observation_space)  # a VectorEnv of the user's may report any space
+    except UnsupportedSpace as e:
+        raise ConfigError(f"field 'env': env {config.env!r}: {e}") from None
+    space_spec(action_space)
     policy = _checked_policy(config, observation_space, action_space)
     if config.pod and policy.recurrent:
         raise ConfigError(f"field 'pod': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
@@ -239,7 +258,7 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
     from srl.compat import check_combination
 
     try:
-        factory = registry.policies.get(config.policy)
+        factory = registry.policies.get(policy_name(config, observation_space))
         policy = make_policy(config, observation_space, action_space)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policy': {e}") from None
@@ -247,9 +266,12 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
         check_combination(config, action_space, factory)  # a mismatch it names is the clearer message
         if isinstance(e, ValueError):
             raise ConfigError(f"field 'policy_kwargs': {e}") from None
+        hint = ""
+        if is_composite(observation_space):
+            hint = "; Dict and Tuple observations take policy=multi-input (algorithms ppo, appo, impala)"
         raise ConfigError(
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
-            f"(observation {observation_space}, action {action_space}): {e}"
+            f"(observation {observation_space}, action {action_space}): {e}{hint}"
         ) from None
     check_combination(config, action_space, policy)
     return policy

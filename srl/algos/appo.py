@@ -26,7 +26,8 @@ from srl.algos.vtrace import compute_vtrace
 from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
-from srl.data.columns import ACTION, LOG_PROB, OBS, REWARD, TERMINATED, TRUNCATED, VALUE
+from srl.data.columns import ACTION, LOG_PROB, REWARD, TERMINATED, TRUNCATED, VALUE
+from srl.spaces import map_obs, obs_columns, obs_of
 
 STAT_NAMES = (
     "losses/policy_loss",
@@ -90,7 +91,7 @@ class APPO(ActorCritic):
         cfg = self.config
         lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
-        needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB)
+        needed = (*obs_columns(batch), ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB)  # obs: srl.spaces
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
         rows = batch[REWARD].shape[1]
         if cfg.num_minibatches > rows:
@@ -111,7 +112,8 @@ class APPO(ActorCritic):
         """One gradient step on whole segments [T + 1, b]; its stats, detached, in STAT_NAMES order."""
         cfg = self.config
         steps, rows = batch[REWARD].shape[0] - 1, batch[REWARD].shape[1]
-        out = self.policy.analyze(batch[OBS].flatten(0, 1), batch[ACTION].flatten(0, 1))
+        obs = map_obs(lambda x: x.flatten(0, 1), obs_of(batch))  # a tensor, or one per leaf (srl.spaces)
+        out = self.policy.analyze(obs, batch[ACTION].flatten(0, 1))
         log_prob = out[LOG_PROB].view(steps + 1, rows)[:steps]
         value = out[VALUE].view(steps + 1, rows)
         log_ratio = log_prob - batch[LOG_PROB][:steps].float()

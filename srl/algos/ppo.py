@@ -6,7 +6,8 @@ over the T * B transitions in `num_minibatches` shuffled minibatches, each an Ad
     loss = clipped surrogate + value_coef * (clipped) value loss - entropy_coef * entropy
 
 The policy must implement `analyze(obs, action) -> {"log_prob", "entropy", "value"}` and emit
-"log_prob" and "value" from `rollout` (e.g. srl.models.ActorCriticMLP). Samples may come from
+"log_prob" and "value" from `rollout` (e.g. srl.models.ActorCriticMLP); `obs` is a dict leaf path ->
+tensor for Dict and Tuple observations (srl.spaces), minibatched leaf by leaf. Samples may come from
 older parameter versions than the one being trained; the stored log_prob is the behaviour
 policy's, so the importance ratio and its clipping account for that staleness.
 
@@ -36,12 +37,12 @@ from srl.data.columns import (
     FIRST,
     HIDDEN,
     LOG_PROB,
-    OBS,
     REWARD,
     TERMINATED,
     TRUNCATED,
     VALUE,
 )
+from srl.spaces import map_obs, obs_columns, obs_of
 
 STAT_NAMES = (
     "losses/policy_loss",
@@ -132,7 +133,9 @@ class PPO(ActorCritic):
         lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
         recurrent = getattr(self.policy, "recurrent", False)
-        needed = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE) + ((FIRST, HIDDEN) if recurrent else ())
+        # the observation's columns: "obs", or one per leaf of a Dict/Tuple space (srl.spaces)
+        needed = (*obs_columns(batch), ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE)
+        needed += (FIRST, HIDDEN) if recurrent else ()
         needed += (ACTIVE,) if ACTIVE in batch else ()
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
         active = batch.get(ACTIVE)
@@ -156,7 +159,7 @@ class PPO(ActorCritic):
             return x[:steps].flatten(0, 1)
 
         data = (
-            flat(batch[OBS]),
+            map_obs(flat, obs_of(batch)),  # a tensor, or a dict leaf path -> tensor
             flat(batch[ACTION]),
             flat(batch[LOG_PROB]).float(),
             flat(batch[VALUE]).float(),
@@ -165,7 +168,7 @@ class PPO(ActorCritic):
         )
         if active is not None:
             data += (flat(active).float(),)
-        n = data[0].shape[0]
+        n = advantage.numel()
         if cfg.num_minibatches > n:
             raise ValueError(f"num_minibatches={cfg.num_minibatches} exceeds the batch's {n} transitions")
 
@@ -175,7 +178,7 @@ class PPO(ActorCritic):
                 totals += self._update(*data)
             else:
                 for idx in torch.randperm(n, device=device).tensor_split(cfg.num_minibatches):
-                    totals += self._update(*(x[idx] for x in data))
+                    totals += self._update(*(map_obs(lambda t: t[idx], x) for x in data))
 
         stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * cfg.num_minibatches)).tolist()))
         stats["charts/learning_rate"] = lr
@@ -184,7 +187,7 @@ class PPO(ActorCritic):
 
     def _update(
         self,
-        obs: torch.Tensor,
+        obs: torch.Tensor | dict[str, torch.Tensor],
         action: torch.Tensor,
         old_log_prob: torch.Tensor,
         old_value: torch.Tensor,

@@ -59,7 +59,9 @@ class Environment(ABC):
 class VectorStep:
     """One batched step: arrays over rows, owned by the env (copy to keep)."""
 
-    obs: np.ndarray  # [rows, *obs_shape]; for rows whose episode just ended: the next episode's first obs
+    # [rows, *obs_shape], or for a Dict/Tuple space a dict leaf path -> [rows, ...] (srl.spaces);
+    # for rows whose episode just ended: the next episode's first obs
+    obs: np.ndarray | dict[str, np.ndarray]
     reward: np.ndarray  # [rows] float32
     terminated: np.ndarray  # [rows] bool
     truncated: np.ndarray  # [rows] bool
@@ -84,7 +86,7 @@ class VectorEnv(ABC):
 
     @abstractmethod
     def reset(self, seed: int) -> np.ndarray:
-        """Reset every environment (env i seeded with seed + i); return obs [rows, ...]."""
+        """Reset every environment (env i seeded with seed + i); return obs [rows, ...] (as `VectorStep`'s)."""
 
     @abstractmethod
     def step(self, actions: np.ndarray) -> VectorStep:

@@ -9,6 +9,10 @@ The loop a policy takes part in::
     trainer:        algorithm.step(batch) calls policy.analyze(obs, actions) with grad
 
 A `Policy` is a `torch.nn.Module`, so its parameters, devices and checkpoints are torch's.
+
+`obs` is one tensor [B, ...] for a Box or Discrete observation space; for a Dict or Tuple space
+it is a dict leaf path -> tensor [B, ...], nested keys joined by '/' ("image", "state/0"), each
+leaf in its own dtype (uint8 images stay uint8); see srl.spaces and srl.models.multi_input.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ class Policy(torch.nn.Module, ABC):
 
     @abstractmethod
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
-        """Act on obs [B, ...]: return {"action": [B, ...], **rollout_fields}. Called without grad."""
+        """Act on obs [B, ...] (or a dict of them, see above): return {"action": [B, ...], **rollout_fields}.
+        Called without grad."""
 
     @abstractmethod
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -6,7 +6,8 @@ writes into preallocated arrays (no per-step dicts). It does its own same-step a
 Its steps skip the wrappers that have become pure pass-throughs and count TimeLimit's steps on
 the wrapper's own counter (srl.envs.gym_passthrough); resets go through every wrapper.
 Its single agent is named "agent"; rows = envs. Observation dtypes and done flags follow
-`srl.envs.vector` (Box -> float32 but uint8 images stay uint8, Discrete -> int64; truncated = truncated and not terminated).
+`srl.envs.vector` (Box -> float32 but uint8 images stay uint8, Discrete -> int64, Dict/Tuple -> one
+array per leaf; truncated = truncated and not terminated).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from gymnasium.wrappers import TimeLimit
 
 from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
 from srl.envs.gym_passthrough import stepper
-from srl.envs.vector import action_dtype, check_actions, obs_array_spec
+from srl.envs.vector import action_dtype, check_actions
+from srl.spaces import Obs, map_obs, obs_buffers, put_row
 
 AGENT = "agent"
 
@@ -82,12 +84,13 @@ class GymVectorEnv(VectorEnv):
                     f"{obs_space} and action space {act_space}, env {i} has {env.observation_space} "
                     f"and {env.action_space}"
                 )
-        shape, dtype, self.observation_space = obs_array_spec(obs_space)
+        self._obs_space = obs_space  # as the envs give their observations
         self.action_space = act_space
         self.num_envs = n = len(self.envs)
         self._discrete_actions = isinstance(act_space, gym.spaces.Discrete)
         self._action_dtype = action_dtype(act_space)
-        self._obs = np.zeros((n, *shape), dtype=dtype)
+        self._obs, self.observation_space = obs_buffers(obs_space, n)
+        self._one_array = isinstance(self._obs, np.ndarray)  # else a dict: one array per leaf
         self._reward = np.zeros(n, dtype=np.float32)
         self._terminated = np.zeros(n, dtype=bool)
         self._truncated = np.zeros(n, dtype=bool)
@@ -102,18 +105,18 @@ class GymVectorEnv(VectorEnv):
         """`num_envs` envs from `gymnasium.make(id, **kwargs)` (make_gym_envs)."""
         return cls(make_gym_envs(id, num_envs, **kwargs))
 
-    def reset(self, seed: int | None = None) -> np.ndarray:
+    def reset(self, seed: int | None = None) -> Obs:
         obs = self._obs
         for i, env in enumerate(self.envs):
-            obs[i] = env.reset(seed=None if seed is None else seed + i)[0]
+            put_row(obs, self._obs_space, i, env.reset(seed=None if seed is None else seed + i)[0])
         self._reward[:] = 0.0
         self._terminated[:] = False
         self._truncated[:] = False
         return obs
 
-    def reset_env(self, index: int) -> np.ndarray:
-        self._obs[index] = self.envs[index].reset()[0]
-        return self._obs[index : index + 1]
+    def reset_env(self, index: int) -> Obs:
+        put_row(self._obs, self._obs_space, index, self.envs[index].reset()[0])
+        return map_obs(lambda a: a[index : index + 1], self._obs)
 
     def _find_steppers(self) -> None:
         steppers = [stepper(env) for env in self.envs]
@@ -146,7 +149,11 @@ class GymVectorEnv(VectorEnv):
             observations.append(o)
             rewards.append(r)
         # One bulk write per array is cheaper than writing row by row.
-        self._obs[:] = observations
+        if self._one_array:
+            self._obs[:] = observations
+        else:
+            for row, o in enumerate(observations):
+                put_row(self._obs, self._obs_space, row, o)
         self._reward[:] = rewards
         terminated, truncated = self._terminated, self._truncated
         terminated.fill(False)

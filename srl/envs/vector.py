@@ -6,8 +6,9 @@ share one observation space and one action space (a policy acts on all rows at o
 Observation arrays: Box observations are stored as float32 (the reported `observation_space`
 is the float32 version of the env's Box), except uint8 Boxes (images), which stay uint8 (policies
 convert their input); Discrete observations as int64 scalars per row;
-MultiDiscrete / MultiBinary keep their space's dtype. Other spaces (Dict, Tuple, ...) are
-refused: flatten them first (e.g. `gymnasium.wrappers.FlattenObservation`).
+MultiDiscrete / MultiBinary keep their space's dtype. Dict and Tuple observations (nested too)
+are held as one such array per leaf, a dict leaf path -> array (srl.spaces); Text, Graph and
+Sequence spaces are refused with `srl.spaces.UnsupportedSpace`.
 
 Done flags per row (the rules every `VectorEnv` in `srl.envs` follows):
 
@@ -36,32 +37,19 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api.env import Environment, VectorEnv, VectorStep
+from srl.spaces import Obs, is_composite, leaf_array_spec, map_obs, obs_buffers, put_row
 
 
 def obs_array_spec(space: gym.Space) -> tuple[tuple[int, ...], np.dtype, gym.Space]:
-    """(per-row shape, dtype, reported space) of the arrays holding observations of `space`."""
-    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8:
-        # images stay uint8 on their way to the policy (4x fewer bytes through shared memory
-        # and replay); every srl policy converts its input to float itself
-        return tuple(space.shape), np.dtype(np.uint8), space
-    if isinstance(space, gym.spaces.Box):
-        with np.errstate(over="ignore"):
-            low = np.asarray(space.low, dtype=np.float32)
-            high = np.asarray(space.high, dtype=np.float32)
-        if space.dtype == np.float32:
-            reported: gym.Space = space
-        else:
-            reported = gym.spaces.Box(low=low, high=high, shape=space.shape, dtype=np.float32)
-        return tuple(space.shape), np.dtype(np.float32), reported
-    if isinstance(space, gym.spaces.Discrete):
-        return (), np.dtype(np.int64), space
-    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-        return tuple(space.shape), np.dtype(space.dtype), space
-    raise ValueError(
-        f"observation space {space} is not supported by vector envs: use Box, Discrete, "
-        "MultiDiscrete or MultiBinary (flatten Dict/Tuple spaces, e.g. with "
-        "gymnasium.wrappers.FlattenObservation)"
-    )
+    """(per-row shape, dtype, reported space) of the one array holding observations of `space`
+    (a Dict or Tuple space takes one array per leaf: `srl.spaces.obs_buffers`)."""
+    if is_composite(space):
+        raise ValueError(
+            f"observation space {space} is not one array: natively batched envs (env_backend=vector or "
+            "envpool) take Box, Discrete, MultiDiscrete or MultiBinary observations; env_backend=loop takes "
+            "Dict and Tuple ones"
+        )
+    return leaf_array_spec(space)
 
 
 def check_actions(actions: Any, num_rows: int, discrete: bool, dtype: np.dtype | None = None) -> Any:
@@ -122,13 +110,13 @@ class SerialVectorEnv(VectorEnv):
                     f"env {i} has {tuple(env.agents)}"
                 )
         obs_space, self.action_space = shared_spaces(self.envs, self.agents)
-        shape, dtype, self.observation_space = obs_array_spec(obs_space)
+        self._obs_space = obs_space  # as the envs give their observations
         self.num_envs = len(self.envs)
         self._num_agents = len(self.agents)
         self._discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
         self._action_dtype = action_dtype(self.action_space)
         rows = self.num_envs * self._num_agents
-        self._obs = np.zeros((rows, *shape), dtype=dtype)
+        self._obs, self.observation_space = obs_buffers(obs_space, rows)
         self._reward = np.zeros(rows, dtype=np.float32)
         self._terminated = np.zeros(rows, dtype=bool)
         self._truncated = np.zeros(rows, dtype=bool)
@@ -143,10 +131,10 @@ class SerialVectorEnv(VectorEnv):
                     f"env {e} ({type(self.envs[e]).__name__}).reset() returned no observation "
                     f"for agent {agent!r}"
                 )
-            self._obs[base + j] = obs[agent]
+            put_row(self._obs, self._obs_space, base + j, obs[agent])
         self._finished[e] = False
 
-    def reset(self, seed: int | None = None) -> np.ndarray:
+    def reset(self, seed: int | None = None) -> Obs:
         for e, env in enumerate(self.envs):
             self._write_reset(e, env.reset(seed=None if seed is None else seed + e))
         self._reward[:] = 0.0
@@ -154,9 +142,10 @@ class SerialVectorEnv(VectorEnv):
         self._truncated[:] = False
         return self._obs
 
-    def reset_env(self, index: int) -> np.ndarray:
+    def reset_env(self, index: int) -> Obs:
         self._write_reset(index, self.envs[index].reset())
-        return self._obs[index * self._num_agents : (index + 1) * self._num_agents]
+        rows = slice(index * self._num_agents, (index + 1) * self._num_agents)
+        return map_obs(lambda a: a[rows], self._obs)
 
     def step(self, actions: np.ndarray) -> VectorStep:
         na = self._num_agents
@@ -174,7 +163,7 @@ class SerialVectorEnv(VectorEnv):
                 tr = bool(st.truncated.get(agent, False)) and not te
                 o = st.obs.get(agent)
                 if o is not None:
-                    obs[row] = o
+                    put_row(obs, self._obs_space, row, o)
                 elif not finished[j] and not (te or tr):
                     raise ValueError(
                         f"env {e} ({type(env).__name__}).step() returned no observation for "

@@ -3,11 +3,13 @@
 from srl.models.cnn import ActorCriticCNN
 from srl.models.mappo import MAPPOPolicy
 from srl.models.mlp import ActorCriticMLP
+from srl.models.multi_input import MultiInputActorCritic
 from srl.models.qmlp import QMLP
 from srl.models.random_policy import RandomPolicy
 from srl.models.recurrent import RecurrentActorCritic
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
 __all__ = [
-    "ActorCriticCNN", "ActorCriticMLP", "MAPPOPolicy", "QMLP", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP",
+    "ActorCriticCNN", "ActorCriticMLP", "MAPPOPolicy", "MultiInputActorCritic", "QMLP", "RandomPolicy",
+    "RecurrentActorCritic", "SquashedGaussianMLP",
 ]

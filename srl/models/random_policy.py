@@ -9,6 +9,7 @@ import torch
 
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
+from srl.spaces import num_rows
 
 
 @register_policy("random")
@@ -27,7 +28,7 @@ class RandomPolicy(Policy):
         return {}
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
-        n, space = obs.shape[0], self.action_space
+        n, space = num_rows(obs), self.action_space  # (obs: a tensor, or a dict of them, srl.spaces)
         if isinstance(space, gym.spaces.Discrete):
             return {"action": torch.randint(int(space.start), int(space.start + space.n), (n,))}
         if not isinstance(space, gym.spaces.Box):
@@ -38,7 +39,7 @@ class RandomPolicy(Policy):
     def rollout_numpy(self, obs: np.ndarray) -> dict[str, np.ndarray]:
         """`rollout` without torch, for a whole group of rows at once: the sampling benchmark
         measures the dataflow, and torch's per-call overhead would dominate this policy."""
-        n, space = len(obs), self.action_space
+        n, space = num_rows(obs), self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return {"action": self._rng.integers(int(space.start), int(space.start + space.n), n)}
         if not isinstance(space, gym.spaces.Box):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from srl.data import columns as C
+from srl.spaces import is_obs_column
 from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
@@ -45,12 +46,13 @@ class Request:
 
 
 def request_fields(slot: Slot) -> list[str]:
-    # what the actor writes into a slot (FIRST only for recurrent policies); the policy the rest
-    return [C.OBS, C.FIRST] if C.FIRST in slot else [C.OBS]
+    # what the actor writes into a slot: the observation's columns (one per leaf of a Dict/Tuple
+    # space, srl.spaces) and FIRST for recurrent policies; the policy the rest
+    return [name for name in slot if is_obs_column(name) or name == C.FIRST]
 
 
 def reply_fields(slot: Slot) -> list[str]:
-    return [name for name in slot if name not in (C.OBS, C.FIRST)]
+    return [name for name in slot if not (is_obs_column(name) or name == C.FIRST)]
 
 
 def requests_name(policy_worker: int) -> str:

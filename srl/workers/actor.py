@@ -23,6 +23,7 @@ from srl.api.env import VectorEnv
 from srl.data import columns as C
 from srl.monitor.episodes import EpisodeTally
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
+from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
 from srl.streams.samples import SampleProducer
 from srl.streams.transport import Receiver
@@ -80,7 +81,7 @@ class ActorKernel:
 
     def start(self) -> None:
         for s, env in enumerate(self.envs):
-            self.infer_slots[s][C.OBS][:] = env.reset(seed=self.seeds[s])
+            assign(obs_of(self.infer_slots[s]), env.reset(seed=self.seeds[s]))
             if C.FIRST in self.infer_slots[s]:  # recurrent policies start every state afresh
                 self.infer_slots[s][C.FIRST][:] = True
             if not self._next_segment(s):
@@ -152,8 +153,9 @@ class ActorKernel:
         reward[:] = out.reward
         terminated[:] = out.terminated
         truncated[:] = out.truncated
-        slot[C.OBS][:] = out.obs
-        dropped = self._mend_nonfinite(s, env, reward, terminated, truncated, slot[C.OBS])
+        obs = obs_of(slot)  # the "obs" array, or a dict of one array per leaf (srl.spaces)
+        assign(obs, out.obs)
+        dropped = self._mend_nonfinite(s, env, reward, terminated, truncated, obs)
         done = terminated | truncated
         self._count_episodes(s, reward, done, dropped)
         if C.FIRST in slot:  # an ended episode's env has reset: its next obs starts one
@@ -171,7 +173,7 @@ class ActorKernel:
 
     def _mend_nonfinite(
         self, s: int, env: VectorEnv, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-        obs: np.ndarray,
+        obs: Obs,
     ) -> np.ndarray | None:
         """None when the step is finite (checked once over the group's arrays); else the step
         as recorded made finite, its bad envs restarted, and the rows whose episode is dropped

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
 from srl.api.env import VectorEnv
 from srl.api.policy import Policy
+from srl.spaces import Obs, map_obs
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
 
@@ -36,7 +36,7 @@ class EvaluatorKernel:
         self.policy, self.params, self.env = policy.eval(), params, env
         self.seed, self.episodes, self.interval_s = seed, episodes, interval_s
         self.steps_per_poll = steps_per_poll
-        self.obs: np.ndarray | None = None
+        self.obs: Obs | None = None
         self.round_returns: list[float] | None = None  # None: between rounds
         self.round_version = -1
         self.running = 0.0
@@ -72,7 +72,8 @@ class EvaluatorKernel:
         """One env step; True when the round is complete."""
         assert self.round_returns is not None and self.obs is not None
         with torch.inference_mode():
-            action = self.policy.rollout(torch.from_numpy(self.obs), deterministic=True)["action"].numpy()
+            obs = map_obs(torch.from_numpy, self.obs)  # one tensor, or one per leaf (srl.spaces)
+            action = self.policy.rollout(obs, deterministic=True)["action"].numpy()
         step = self.env.step(action)
         self.obs = step.obs
         if hasattr(self.policy, "episodes_ended"):  # a recurrent policy starts over on new episodes

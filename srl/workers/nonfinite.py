@@ -30,6 +30,7 @@ import torch
 from srl.api.algorithm import Algorithm
 from srl.api.env import VectorEnv
 from srl.faults import RunHalted, first_nonfinite
+from srl.spaces import Obs, assign, num_rows
 
 ERROR, SKIP_EPISODE = "error", "skip_episode"
 
@@ -42,20 +43,19 @@ class EnvGuard:
         self.mode, self.env_name, self.first_env_index = mode, env_name, first_env_index
         self.agents, self.actor = agents, actor
 
-    def bad_rows(self, obs: np.ndarray, reward: np.ndarray) -> np.ndarray | None:
+    def bad_rows(self, obs: Obs, reward: np.ndarray) -> np.ndarray | None:
         """Rows of the envs (all their agents) with a non-finite value; None if there is none.
-        Integer observations (images, discrete) cannot hold one and are not scanned."""
-        floating = obs.dtype.kind == "f"
-        if np.isfinite(reward).all() and (not floating or np.isfinite(obs).all()):
+        Integer observations (images, discrete) cannot hold one and are not scanned; a Dict or
+        Tuple observation is scanned leaf by leaf (srl.spaces)."""
+        floats = _float_leaves(obs)
+        if np.isfinite(reward).all() and all(np.isfinite(leaf).all() for leaf in floats):
             return None
-        bad = ~np.isfinite(reward)
-        if floating:
-            bad |= ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+        bad = ~np.isfinite(reward) | _bad_obs_rows(obs)
         return np.repeat(bad.reshape(-1, self.agents).any(axis=1), self.agents)
 
     def mend(
         self, env: VectorEnv, rows: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
-        truncated: np.ndarray, obs: np.ndarray,
+        truncated: np.ndarray, obs: Obs,
     ) -> np.ndarray:
         """Make the recorded step finite in place (see the module doc) and restart the bad envs;
         returns the rows whose episode is dropped from the returns. Raises RunHalted where the
@@ -70,13 +70,13 @@ class EnvGuard:
         reward[bad_reward] = 0.0
         truncated[rows & ~done] = True
         for e in np.flatnonzero(rows[:: self.agents]):
-            obs[e * self.agents : (e + 1) * self.agents] = self._reset(env, e, rows, reward, obs)
-        if obs.dtype.kind == "f" and not np.isfinite(obs[rows]).all():
+            assign(obs, self._reset(env, e, rows, reward, obs), slice(e * self.agents, (e + 1) * self.agents))
+        if _bad_obs_rows(obs)[rows].any():
             raise RunHalted(self._describe(rows, reward, obs) + " right after a reset: the run ends "
                             "(nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")
         return dropped
 
-    def _reset(self, env: VectorEnv, e: int, rows: np.ndarray, reward: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    def _reset(self, env: VectorEnv, e: int, rows: np.ndarray, reward: np.ndarray, obs: Obs) -> Obs:
         try:
             return env.reset_env(e)
         except NotImplementedError:
@@ -85,17 +85,32 @@ class EnvGuard:
                 "(VectorEnv.reset_env), which nonfinite_env=skip_episode needs: the run ends"
             ) from None
 
-    def _describe(self, rows: np.ndarray, reward: np.ndarray, obs: np.ndarray) -> str:
+    def _describe(self, rows: np.ndarray, reward: np.ndarray, obs: Obs) -> str:
         """'env NAME returned a non-finite FIELD (VALUE) at env index I (actor A)' for the first bad row."""
-        flat = obs.reshape(len(obs), -1)
-        bad_obs = ~np.isfinite(flat).all(axis=1) if flat.dtype.kind == "f" else np.zeros(len(obs), bool)
-        row = int(np.flatnonzero(rows & (~np.isfinite(reward) | bad_obs))[0])  # a row of the env that is bad
+        bad = ~np.isfinite(reward) | _bad_obs_rows(obs)
+        row = int(np.flatnonzero(rows & bad)[0])  # a row of the env that is bad
         if not np.isfinite(reward[row]):
             field, value = "reward", float(reward[row])
         else:
-            field, value = "observation", float(flat[row][~np.isfinite(flat[row])][0])
+            leaves = obs if isinstance(obs, dict) else {"": obs}
+            path, flat = next((p, a[row].ravel()) for p, a in leaves.items()
+                              if a.dtype.kind == "f" and not np.isfinite(a[row]).all())
+            field = f"observation (key {path!r})" if path else "observation"
+            value = float(flat[~np.isfinite(flat)][0])
         index = self.first_env_index + row // self.agents
         return f"env {self.env_name!r} returned a non-finite {field} ({value}) at env index {index} (actor {self.actor})"
+
+
+def _float_leaves(obs: Obs) -> list[np.ndarray]:
+    return [leaf for leaf in (obs.values() if isinstance(obs, dict) else [obs]) if leaf.dtype.kind == "f"]
+
+
+def _bad_obs_rows(obs: Obs) -> np.ndarray:
+    """Rows with a non-finite value in any floating leaf of the observation."""
+    bad = np.zeros(num_rows(obs), bool)
+    for leaf in _float_leaves(obs):
+        bad |= ~np.isfinite(leaf.reshape(len(leaf), -1)).all(axis=1)
+    return bad
 
 
 class UpdateGuard:

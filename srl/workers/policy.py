@@ -23,6 +23,7 @@ from srl.algos.exploration import EpsilonGreedy
 from srl.api.policy import Policy
 from srl.data import columns as C
 from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
+from srl.spaces import Obs, concat_obs, map_obs, obs_of
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
@@ -97,32 +98,33 @@ class Acting:
         self.infer_time_s += time.perf_counter() - started
 
     def _act(self, slots: list[Slot], requests: list[Request]) -> None:
-        obs = slots[0][C.OBS] if len(slots) == 1 else np.concatenate([s[C.OBS] for s in slots])
+        # the "obs" array, or a dict leaf path -> array for Dict/Tuple observations (srl.spaces)
+        obs = obs_of(slots[0]) if len(slots) == 1 else concat_obs([obs_of(s) for s in slots])
         if self._rollout_numpy is not None:
             out = self._rollout_numpy(obs)
         elif self.hidden is not None:
             out = self._act_recurrent(obs, slots, requests)
         else:
             with torch.inference_mode():
-                out = self.policy.rollout(torch.from_numpy(obs))
+                out = self.policy.rollout(map_obs(torch.from_numpy, obs))
                 out = {name: out[name].numpy() for name in self.outputs}
         start = 0
         for slot in slots:
-            stop = start + len(slot[C.OBS])
+            stop = start + len(slot[C.ACTION])
             for name in self.outputs:
                 slot[name][:] = out[name][start:stop]
             slot["version"][0] = self.params.version
             start = stop
         self.rows += start
 
-    def _act_recurrent(self, obs: np.ndarray, slots: list[Slot], requests: list[Request]) -> dict[str, np.ndarray]:
+    def _act_recurrent(self, obs: Obs, slots: list[Slot], requests: list[Request]) -> dict[str, np.ndarray]:
         assert self.hidden is not None
-        keys, rows = [(r.actor, r.split) for r in requests], [len(s[C.OBS]) for s in slots]
+        keys, rows = [(r.actor, r.split) for r in requests], [len(s[C.ACTION]) for s in slots]
         first = np.concatenate([s[C.FIRST] for s in slots])
         state = self.hidden.gather(keys, rows)
         with torch.inference_mode():
             out, next_state = self.policy.rollout_recurrent(
-                torch.from_numpy(obs), torch.from_numpy(state), torch.from_numpy(first)
+                map_obs(torch.from_numpy, obs), torch.from_numpy(state), torch.from_numpy(first)
             )
             self.hidden.scatter(keys, rows, next_state.numpy())
             return {name: out[name].numpy() for name in self.outputs}
