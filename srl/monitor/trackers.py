@@ -137,15 +137,16 @@ def _where(name: str, config: Any, run_dir: Path) -> str:
 def tracker_errors(name: str, location: str) -> Iterator[None]:
     """Any failure inside becomes WriteFailed naming the tracker and where it writes: an OSError
     keeps its errno; a backend's own error (an MlflowException, a wandb error) its one-line message."""
+    where = f"{location} ({name})"
     try:
         yield
     except WriteFailed:
         raise
     except OSError as e:
-        raise WriteFailed.of(location, e) from e
+        raise WriteFailed.of(where, e) from e
     except Exception as e:  # noqa: BLE001 - each backend raises its own types
-        message = " ".join(str(e).split())[:500] or type(e).__name__
-        raise WriteFailed(None, f"{name}: {type(e).__name__}: {message}", location) from e
+        message = " ".join(str(e).split())[:1000]
+        raise WriteFailed(None, f"{type(e).__name__}: {message}" if message else type(e).__name__, where) from e
 
 
 def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
