@@ -154,7 +154,8 @@ class RunOutputs:
 
         outcome = {0: FINISHED, 130: KILLED}.get(code, FAILED)
         before = list(self.end_faults)
-        files = [p for p in (self.run_dir / CURVE_FILE, self.run_dir / "summary.json") if p.is_file()]
+        curve = [self.run_dir / CURVE_FILE] if self.config.learning_curve else []  # not an earlier launch's
+        files = [p for p in (*curve, self.run_dir / "summary.json") if p.is_file()]
         for tracker in self.trackers:
             def close(tracker=tracker) -> None:
                 with tracker_errors(tracker.name, tracker.location):

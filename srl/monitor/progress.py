@@ -94,7 +94,10 @@ class ProgressMeter:
         return max(steps1 - steps0, 0.0) / (t1 - t0), max(updates1 - updates0, 0.0) / (t1 - t0)
 
 
-def _toward(name: str, limit: float | None, value: float, rate: float | None) -> tuple[str, float, float | None] | None:
+def _toward(
+    name: str, limit: float | None, value: float, rate: float | None
+) -> tuple[str, float, float | None] | None:
+    """(name, fraction done, seconds left at `rate`) toward one limit; None when it is not set."""
     if limit is None or limit <= 0:
         return None
     fraction = min(max(value / limit, 0.0), 1.0)
