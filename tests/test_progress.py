@@ -177,7 +177,9 @@ def test_a_run_off_a_terminal_prints_plain_lines_unless_display_is_off(tmp_path,
 
 
 def spawn_srl(*args: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    # as a plain nohup run gets it: block-buffered stdout, no forced colours
+    scrub = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "PYTHONUNBUFFERED")
+    env = {k: v for k, v in os.environ.items() if k not in scrub}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), env.get("PYTHONPATH", "")])
     return subprocess.Popen([sys.executable, "-m", "srl.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
@@ -185,9 +187,10 @@ def spawn_srl(*args: str) -> subprocess.Popen:
 
 def test_a_run_under_a_pipe_prints_progress_while_it_runs(run_dir):
     """stdout a pipe, as under nohup or in CI: a plain progress line comes while the run still goes
-    (each is flushed), not only at the end; the run's last line gives the steps/s of the whole run."""
+    (each is flushed), not only at the end; the run's last line gives the steps/s of the whole run.
+    The run's 40 lines at most (20 s) fit in a pipe's buffer: without the flush none would come before the end."""
     proc = spawn_srl("run", "cartpole-ppo", "launcher=inline", f"run_dir={run_dir}", "total_env_steps=100000000",
-                     "target_return=null", "time_limit_s=120", "progress_interval_s=0.5", "log_interval_s=0.25",
+                     "target_return=null", "time_limit_s=20", "progress_interval_s=0.5", "log_interval_s=0.25",
                      "learning_curve=false")
     try:
         first = proc.stdout.readline()  # blocks until a line is flushed through the pipe
