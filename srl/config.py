@@ -228,7 +228,25 @@ class ExperimentConfig(BaseModel):
 
     log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
     checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
-    display: Literal["auto", "on", "off"] = Field("auto", description="Live terminal table; auto = on a terminal.")
+    display: Literal["auto", "on", "off", "plain"] = Field(
+        "auto", description="Progress while a run goes. auto/on: a live table on a terminal, and off a terminal "
+        "(stdout a file or a pipe: nohup, CI) one plain line every progress_interval_s; plain: the lines even on "
+        "a terminal; off: neither. Both show progress toward the nearest stop rule with an ETA."
+    )
+    progress_interval_s: float = Field(
+        15.0, gt=0, le=3600, description="Seconds between the plain progress lines (display off a terminal, or "
+        "plain); one line at most per metric report (log_interval_s)."
+    )
+    tracker: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
+        default_factory=lambda: ["tensorboard"], description="Where metrics, the config and the learning curve go "
+        "besides metrics.jsonl: tensorboard (run_dir/tb), wandb ([wandb] extra; WANDB_MODE=offline works without "
+        "network), mlflow ([mlflow] extra); a list for several ([tensorboard,wandb]), [] for none."
+    )
+    wandb_project: str | None = Field(None, description="tracker=wandb: the W&B project; none: WANDB_PROJECT, else srl.")
+    mlflow_tracking_uri: str | None = Field(
+        None, description="tracker=mlflow: the tracking URI (http://host:5000, sqlite:///mlflow.db, file:...); "
+        "none: MLFLOW_TRACKING_URI, else MLflow's default."
+    )
     heartbeat_timeout_s: float = Field(
         30.0, ge=1.0, description="A silent worker is declared dead after this (>= 1 s: workers report every 0.5 s)."
     )
@@ -345,6 +363,24 @@ class ExperimentConfig(BaseModel):
                 f"{value!r} steps all envs in one call, and env_wrappers wrap each env on its own: use "
                 "env_backend=loop (or auto), or leave env_wrappers empty"
             )
+        return value
+
+    @field_validator("tracker", mode="before")
+    @classmethod
+    def _split_trackers(cls, value: Any) -> Any:
+        if value is None or value == "none":
+            return []
+        return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+
+    @field_validator("tracker")
+    @classmethod
+    def _trackers_installed(cls, value: list[str]) -> list[str]:
+        from srl.monitor.trackers import missing_package
+
+        value = list(dict.fromkeys(value))  # each once
+        for name in value:
+            if (why := missing_package(name)) is not None:
+                raise ValueError(why)
         return value
 
     @field_validator("ray_resources")

@@ -75,7 +75,7 @@ def _read_lines(path):
 
 def test_recorder_writes_json_lines_with_time(tmp_path):
     start = time.time() - 1.5
-    rec = Recorder(tmp_path, start_time_s=start, tensorboard=False)
+    rec = Recorder(tmp_path, start_time_s=start)
     rec.write({"env_steps": 100, "charts/episode_return_mean": 12.5, "losses/value_loss": None})
     # flushed on every write: readable before close
     rows = _read_lines(tmp_path / "metrics.jsonl")
@@ -99,9 +99,9 @@ def test_recorder_writes_json_lines_with_time(tmp_path):
 
 
 def test_recorder_appends_to_existing_file(tmp_path):
-    with Recorder(tmp_path, start_time_s=time.time(), tensorboard=False) as rec:
+    with Recorder(tmp_path, start_time_s=time.time()) as rec:
         rec.write({"env_steps": 1})
-    with Recorder(tmp_path, start_time_s=time.time(), tensorboard=False) as rec:
+    with Recorder(tmp_path, start_time_s=time.time()) as rec:
         rec.write({"env_steps": 2})
     assert [r["env_steps"] for r in _read_lines(tmp_path / "metrics.jsonl")] == [1, 2]
 
@@ -109,10 +109,14 @@ def test_recorder_appends_to_existing_file(tmp_path):
 def test_recorder_tensorboard_scalars_read_back(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    rec = Recorder(tmp_path, start_time_s=time.time(), tensorboard=True)
+    from srl.monitor.trackers import TensorBoardTracker
+
+    tracker = TensorBoardTracker(tmp_path / "tb")
+    rec = Recorder(tmp_path, start_time_s=time.time(), trackers=[tracker])
     rec.write({"env_steps": 100, "charts/episode_return_mean": 12.5, "note": "text", "x": None})
     rec.write({"env_steps": 300, "charts/episode_return_mean": 40.0, "losses/value_loss": 0.25})
     rec.close()
+    tracker.close()
 
     tb_dir = tmp_path / "tb"
     assert any(p.name.startswith("events.out.tfevents") for p in tb_dir.iterdir())

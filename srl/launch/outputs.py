@@ -41,18 +41,30 @@ class RunOutputs:
         config.dump_yaml(self.run_dir / "config.yaml")  # atomic: never an empty one to resume from
         self.recorder: Any = None
         self.display: Any = None
+        self.plain: Any = None  # PlainProgress off a terminal (srl.monitor.progress)
+        self.trackers: list[Any] = []  # srl.monitor.trackers, closed by close_trackers
         self._last_tick = 0.0
+        self._progress_rows: dict[str, str] = {}
         self.end_faults: list[str] = []  # writes that failed while the run ended (finish)
 
     def start(self) -> None:
-        """Open the writers. Called after workers are forked: these own threads."""
+        """Open the writers. Called after workers are forked: these own threads (and W&B a process)."""
         from srl.monitor.display import LiveDisplay
+        from srl.monitor.progress import Limits, PlainProgress, ProgressMeter
         from srl.monitor.recorder import Recorder
+        from srl.monitor.trackers import open_trackers
 
-        self.recorder = Recorder(self.run_dir, self.started_s)
-        enabled = self.config.display == "on" or (self.config.display == "auto" and sys.stdout.isatty())
-        self.display = LiveDisplay(self.config.experiment, enabled)
+        c = self.config
+        self.trackers = open_trackers(c, self.run_dir)  # WriteFailed when one cannot start
+        self.recorder = Recorder(self.run_dir, self.started_s, self.trackers)
+        enabled = c.display == "on" or (c.display == "auto" and sys.stdout.isatty())
+        self.display = LiveDisplay(c.experiment, enabled)
         self.display.__enter__()
+        # off a terminal (nohup, CI, a pipe) the table draws nothing: one plain line now and then instead
+        if c.display == "plain" or (c.display != "off" and not self.display.enabled):
+            self.plain = PlainProgress(sys.stdout, c.progress_interval_s)
+        self.limits = Limits(c.total_env_steps, c.max_updates, c.time_limit_s, c.target_return)
+        self.meter = ProgressMeter(self.limits)
 
     def tick(self, monitor: RunMonitor, force: bool = False) -> None:
         now = time.monotonic()
@@ -60,7 +72,21 @@ class RunOutputs:
             self._last_tick = now
             metrics = {**monitor.metrics(), "launch": self.launch}
             self.recorder.write(metrics)
-            self.display.update({**metrics, "time_s": time.time() - self.started_s})
+            self._show(monitor, metrics)
+
+    def _show(self, monitor: RunMonitor, metrics: dict[str, Any]) -> None:
+        """The live table's rows, or a plain line, with the progress toward the stop rules."""
+        from srl.monitor.progress import format_eta, format_fraction, progress_line
+
+        if not self.display.enabled and self.plain is None:
+            return
+        elapsed_s = time.monotonic() - monitor.started_s  # the clock time_limit_s is on
+        estimate = self.meter.observe(elapsed_s, monitor.env_steps, monitor.updates)
+        self._progress_rows = {"progress": format_fraction(estimate), "eta": format_eta(estimate)[len("ETA "):]}
+        self.display.update({**metrics, "time_s": time.time() - self.started_s, **self._progress_rows})
+        if self.plain is not None:
+            line = progress_line(self.config.experiment, metrics, estimate, self.limits, elapsed_s)
+            self.plain.maybe_write(elapsed_s, line)
 
     def finish(self, monitor: RunMonitor, reason: str, error: str | None) -> dict[str, Any]:
         """Write the last metrics row and summary.json; a write that fails (the disk that ended
@@ -71,7 +97,7 @@ class RunOutputs:
         run_rate = monitor.run_rate()  # after every worker's final report (see run_rate)
         if self.recorder is not None:
             # the table left on screen shows the rate over the whole run, not over the last tick
-            self.display.update({**monitor.metrics(), "env_steps_per_s": run_rate,
+            self.display.update({**monitor.metrics(), **self._progress_rows, "env_steps_per_s": run_rate,
                                  "time_s": time.time() - self.started_s})
             self.display.__exit__(None, None, None)
             self._attempt(self.recorder.close)
@@ -119,6 +145,28 @@ class RunOutputs:
         except WriteFailed as e:
             if str(e) not in self.end_faults:
                 self.end_faults.append(str(e))
+
+    def close_trackers(self, code: int) -> list[str]:
+        """Last of a run: the learning curve and summary.json go to every tracker, then each ends its
+        run as the exit code says. Returns the faults not in `end_faults` yet (they are added there)."""
+        from srl.monitor.plot import CURVE_FILE
+        from srl.monitor.trackers import FAILED, FINISHED, KILLED, tracker_errors
+
+        outcome = {0: FINISHED, 130: KILLED}.get(code, FAILED)
+        before = list(self.end_faults)
+        curve = [self.run_dir / CURVE_FILE] if self.config.learning_curve else []  # not an earlier launch's
+        files = [p for p in (*curve, self.run_dir / "summary.json") if p.is_file()]
+        for tracker in self.trackers:
+            def close(tracker=tracker) -> None:
+                with tracker_errors(tracker.name, tracker.location):
+                    try:
+                        for path in files:
+                            tracker.log_artifact(path)
+                    finally:  # a run that cannot take the files still ends
+                        tracker.close(outcome)
+            self._attempt(close)
+        self.trackers = []
+        return [fault for fault in self.end_faults if fault not in before]
 
     def write_learning_curve(self) -> str | None:
         """learning_curve.png in the run dir (after the summary: its time is not the run's).

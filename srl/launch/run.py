@@ -112,6 +112,9 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
     note = outputs.write_learning_curve() if disk_ok else None
     if note:
         console.print(note, markup=False, highlight=False, soft_wrap=True)  # one line: copyable
+    for fault in outputs.close_trackers(code):  # the curve and summary go to W&B, MLflow... too
+        if fault != error:
+            console.print(f"srl: {fault}", markup=False, highlight=False, soft_wrap=True)
     if error:
         console.print(f"[bold red]run failed[/]: {escape(error)}", soft_wrap=True)
     console.print(

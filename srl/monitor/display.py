@@ -21,6 +21,8 @@ row reads, first match wins:
     updates             updates
     policy lag (mean)   policy_lag_mean
     elapsed             time_s                 (else the time since the display started)
+    progress            progress               (text: "12.5% of total_env_steps", srl.monitor.progress)
+    ETA                 eta                    (text: "7:56" or "-")
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("updates", ("updates",), "int"),
     ("policy lag (mean)", ("policy_lag_mean",), "float"),
     ("elapsed", ("time_s",), "duration"),
+    ("progress", ("progress",), "text"),
+    ("ETA", ("eta",), "text"),
 )
 
 

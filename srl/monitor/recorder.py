@@ -1,13 +1,14 @@
-"""Writes each report of a run to `metrics.jsonl` and, optionally, to TensorBoard.
+"""Writes each report of a run to `metrics.jsonl` and to the run's trackers (TensorBoard, W&B...).
 
-    rec = Recorder(run_dir, start_time_s=time.time())
+    rec = Recorder(run_dir, start_time_s=time.time(), trackers=[TensorBoardTracker(run_dir / "tb")])
     rec.write({"env_steps": 4096, "charts/episode_return_mean": 21.5, "losses/value_loss": 0.3})
     rec.close()
 
 Every `write` appends one JSON object (one line) to `run_dir/metrics.jsonl`, with the metric
 names as given plus `time_s` (seconds since `start_time_s`, rounded to the millisecond), and
-flushes it, so a reader tailing the file sees each report at once. Every numeric metric also
-goes to TensorBoard as a scalar at step `metrics["env_steps"]`, under `run_dir/tb`.
+flushes it, so a reader tailing the file sees each report at once. Every numeric metric (time_s
+too) also goes to each tracker (srl.monitor.trackers) at step `metrics["env_steps"]`. The
+trackers stay open after `close()`: their owner closes them once the run's artifacts are made.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import numbers
 import pathlib
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from srl.storage import WriteFailed, failing_as
+from srl.monitor.trackers import Tracker, tracker_errors
+from srl.storage import failing_as
 
 METRICS_FILE = "metrics.jsonl"
-TB_DIR = "tb"
-TB_FLUSH_S = 2.0
 
 
 def _json_value(value: Any) -> Any:
@@ -42,7 +43,7 @@ def _json_value(value: Any) -> Any:
 
 
 def _scalar(value: Any) -> float | None:
-    """The float TensorBoard gets for a metric, or None when the metric is not a number."""
+    """The float a tracker gets for a metric, or None when the metric is not a number."""
     if value is None or isinstance(value, str):
         return None
     if isinstance(value, numbers.Real):
@@ -56,31 +57,10 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
-def _quiet_tensorboard_thread() -> None:
-    """TensorBoard writes event files in a thread that keeps its error for the next add_scalar
-    (where Recorder.write reports it, naming the path) and then re-raises it: without this the
-    thread would print the same fault again as a raw traceback. Other threads' errors still print."""
-    global _QUIETED
-    if _QUIETED:
-        return
-    _QUIETED = True
-    previous = threading.excepthook
-
-    def hook(args: threading.ExceptHookArgs) -> None:
-        if type(args.thread).__name__ == "_AsyncWriterThread" and isinstance(args.exc_value, OSError):
-            return
-        previous(args)
-
-    threading.excepthook = hook
-
-
-_QUIETED = False
-
-
 class Recorder:
-    """Appends reports to `run_dir/metrics.jsonl` and mirrors numeric ones to TensorBoard."""
+    """Appends reports to `run_dir/metrics.jsonl` and mirrors numeric ones to `trackers`."""
 
-    def __init__(self, run_dir: pathlib.Path, start_time_s: float, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: pathlib.Path, start_time_s: float, trackers: Sequence[Tracker] = ()) -> None:
         self.run_dir = pathlib.Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.start_time_s = float(start_time_s)
@@ -90,23 +70,10 @@ class Recorder:
         self._lock = threading.Lock()
         self._writes = 0
         self._closed = False
-        self._tb = None
-        self._last_tb_flush = time.monotonic()
-        if tensorboard:
-            # Imported here: it costs about a second, and a run without TensorBoard never pays it.
-            from torch.utils.tensorboard import SummaryWriter
-
-            _quiet_tensorboard_thread()
-            with failing_as(self.run_dir / TB_DIR):
-                self._tb = SummaryWriter(log_dir=str(self.run_dir / TB_DIR), flush_secs=int(TB_FLUSH_S))
-
-    @property
-    def tb_dir(self) -> pathlib.Path | None:
-        """Where the TensorBoard event files go, or None when TensorBoard is off."""
-        return self.run_dir / TB_DIR if self._tb is not None else None
+        self.trackers = list(trackers)
 
     def write(self, metrics: dict[str, float | int | None]) -> None:
-        """Record one report. `env_steps` is the TensorBoard step (the report count when absent)."""
+        """Record one report. `env_steps` is the trackers' step (the report count when absent)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("Recorder.write after close()")
@@ -117,22 +84,14 @@ class Recorder:
                 self._file.write(json.dumps(row, allow_nan=False) + "\n")
                 self._file.flush()
             self._writes += 1
-            if self._tb is not None:
-                with failing_as(self.run_dir / TB_DIR):  # TensorBoard's writer thread's error surfaces here
-                    self._write_tb(metrics, row)
-
-    def _write_tb(self, metrics: dict[str, Any], row: dict[str, Any]) -> None:
-        assert self._tb is not None
-        step_value = _scalar(metrics.get("env_steps"))
-        step = int(step_value) if step_value is not None else self._writes
-        for name, value in row.items():
-            scalar = _scalar(value)
-            if scalar is not None:
-                self._tb.add_scalar(name, scalar, global_step=step)
-        now = time.monotonic()
-        if now - self._last_tb_flush >= TB_FLUSH_S:
-            self._tb.flush()
-            self._last_tb_flush = now
+            if self.trackers:
+                step_value = _scalar(metrics.get("env_steps"))
+                step = int(step_value) if step_value is not None else self._writes
+                scalars = {name: s for name, value in row.items() if (s := _scalar(value)) is not None}
+                for tracker in self.trackers:
+                    # a writer thread's error (TensorBoard's) surfaces here: WriteFailed names the tracker
+                    with tracker_errors(tracker.name, tracker.location):
+                        tracker.log_metrics(step, scalars)
 
     def flush(self) -> None:
         with self._lock:
@@ -140,30 +99,18 @@ class Recorder:
                 return
             with failing_as(self.metrics_path):
                 self._file.flush()
-            if self._tb is not None:
-                with failing_as(self.run_dir / TB_DIR):
-                    self._tb.flush()
-                self._last_tb_flush = time.monotonic()
+            for tracker in self.trackers:
+                with tracker_errors(tracker.name, tracker.location):
+                    tracker.flush()
 
     def close(self) -> None:
-        """Flush and close both outputs, both even when one fails (then WriteFailed for the first);
-        safe to call more than once."""
+        """Flush and close metrics.jsonl (not the trackers); safe to call more than once."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            closes = [(self.metrics_path, self._file.close)]
-            if self._tb is not None:
-                closes.append((self.run_dir / TB_DIR, self._tb.close))
-            failures = []
-            for path, close in closes:
-                try:
-                    with failing_as(path):
-                        close()
-                except WriteFailed as e:
-                    failures.append(e)
-            if failures:
-                raise failures[0]
+            with failing_as(self.metrics_path):
+                self._file.close()
 
     def __enter__(self) -> Recorder:
         return self

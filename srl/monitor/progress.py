@@ -1,0 +1,158 @@
+"""How far a run is toward its stop rules, and when it will get there.
+
+    meter = ProgressMeter(Limits(total_env_steps=1_000_000, time_limit_s=600))
+    estimate = meter.observe(elapsed_s=12.0, env_steps=24_576, updates=12)
+    estimate.eta_s, estimate.limit   # 476.3, "total_env_steps"
+    format_eta(estimate)             # "ETA 7:56"
+
+The ETA is toward whichever limit comes first at the recent rate: env steps and updates are
+extrapolated from the samples of the last `window_s` seconds (a run's first seconds, startup and
+warmup, do not drag it down for long), the time limit needs no rate. A target return has no ETA
+(a return does not rise at a steady rate), so a run with only a target says "ETA -", as does a run
+whose rate is not known yet.
+
+`PlainProgress` writes one plain line per `interval_s` for logs (nohup, CI, a pipe): no colour, no
+markup, no cursor movement, flushed at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from srl.monitor.display import format_duration
+
+RATE_WINDOW_S = 30.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The stop rules a run has; None = not set."""
+
+    total_env_steps: float | None = None
+    max_updates: float | None = None
+    time_limit_s: float | None = None
+    target_return: float | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """`fraction` (0..1) and `eta_s` are toward `limit`, the limit reached first at the current rate
+    (the furthest along when no ETA is known); `steps_per_s` is over the recent window."""
+
+    limit: str | None
+    fraction: float | None
+    eta_s: float | None
+    steps_per_s: float | None
+
+
+class ProgressMeter:
+    """Keeps (elapsed_s, env_steps, updates) samples of the last `window_s` seconds."""
+
+    def __init__(self, limits: Limits, window_s: float = RATE_WINDOW_S) -> None:
+        if window_s <= 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
+        self.limits = limits
+        self.window_s = window_s
+        self._samples: deque[tuple[float, float, float]] = deque()
+
+    def observe(self, elapsed_s: float, env_steps: float, updates: float) -> Estimate:
+        """Add a sample (elapsed_s since the run's clock started) and estimate from the window."""
+        samples = self._samples
+        if samples and elapsed_s < samples[-1][0]:
+            samples.clear()  # a clock that went back: start the window again
+        samples.append((elapsed_s, env_steps, updates))
+        # keep one sample at or before the window's start, so the window spans window_s
+        while len(samples) > 2 and samples[1][0] <= elapsed_s - self.window_s:
+            samples.popleft()
+        step_rate, update_rate = self._rates()
+        lim = self.limits
+        candidates = [  # (limit, fraction, eta_s)
+            _toward("total_env_steps", lim.total_env_steps, env_steps, step_rate),
+            _toward("max_updates", lim.max_updates, updates, update_rate),
+            _toward("time_limit_s", lim.time_limit_s, elapsed_s, 1.0),
+        ]
+        candidates = [c for c in candidates if c is not None]
+        timed = [c for c in candidates if c[2] is not None]
+        if timed:
+            limit, fraction, eta_s = min(timed, key=lambda c: c[2])
+        elif candidates:
+            limit, fraction, eta_s = max(candidates, key=lambda c: c[1])
+        else:
+            limit, fraction, eta_s = None, None, None
+        return Estimate(limit, fraction, eta_s, step_rate)
+
+    def _rates(self) -> tuple[float | None, float | None]:
+        """Env steps and updates per second between the window's first and last samples."""
+        if len(self._samples) < 2:
+            return None, None
+        (t0, steps0, updates0), (t1, steps1, updates1) = self._samples[0], self._samples[-1]
+        if t1 <= t0:
+            return None, None
+        return max(steps1 - steps0, 0.0) / (t1 - t0), max(updates1 - updates0, 0.0) / (t1 - t0)
+
+
+def _toward(
+    name: str, limit: float | None, value: float, rate: float | None
+) -> tuple[str, float, float | None] | None:
+    """(name, fraction done, seconds left at `rate`) toward one limit; None when it is not set."""
+    if limit is None or limit <= 0:
+        return None
+    fraction = min(max(value / limit, 0.0), 1.0)
+    left = max(limit - value, 0.0)
+    if left == 0:
+        return name, fraction, 0.0
+    eta_s = left / rate if rate is not None and rate > 0 else None
+    return name, fraction, eta_s
+
+
+def format_eta(estimate: Estimate) -> str:
+    # rounded up: "ETA 0:00" only when the limit is reached
+    return "ETA -" if estimate.eta_s is None else f"ETA {format_duration(math.ceil(estimate.eta_s))}"
+
+
+def format_fraction(estimate: Estimate) -> str:
+    """'12.5% of total_env_steps', or '-' for a run with no budget to measure against."""
+    if estimate.fraction is None or estimate.limit is None:
+        return "-"
+    return f"{100 * estimate.fraction:.1f}% of {estimate.limit}"
+
+
+def _number(value: Any, digits: int) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def progress_line(experiment: str, metrics: dict[str, Any], estimate: Estimate, limits: Limits,
+                  elapsed_s: float) -> str:
+    """One plain log line: `srl NAME: 12288 env steps, 2034 steps/s, 24 updates, return 23.51
+    (target 475), 1.2% of total_env_steps, elapsed 0:06, ETA 8:05`."""
+    steps_per_s = estimate.steps_per_s if estimate.steps_per_s is not None else metrics.get("env_steps_per_s")
+    target = f" (target {limits.target_return:g})" if limits.target_return is not None else ""
+    return (
+        f"srl {experiment}: {_number(metrics.get('env_steps'), 0)} env steps, {_number(steps_per_s, 0)} steps/s, "
+        f"{_number(metrics.get('updates'), 0)} updates, return {_number(metrics.get('episode_return_mean'), 2)}"
+        f"{target}, {format_fraction(estimate)}, elapsed {format_duration(elapsed_s)}, {format_eta(estimate)}"
+    )
+
+
+class PlainProgress:
+    """Writes a progress line to `stream` at most once per `interval_s` (of the run's elapsed time),
+    the first once `interval_s` has passed."""
+
+    def __init__(self, stream: TextIO, interval_s: float) -> None:
+        self.stream = stream
+        self.interval_s = interval_s
+        self._next_s = interval_s
+
+    def maybe_write(self, elapsed_s: float, line: str) -> bool:
+        if elapsed_s < self._next_s:
+            return False
+        # the next one interval_s after this one: a slow tick does not bring a burst of lines
+        self._next_s = elapsed_s + self.interval_s
+        self.stream.write(line + "\n")
+        self.stream.flush()  # a pipe or a file is block-buffered: a log reader sees the line now
+        return True
