@@ -50,10 +50,13 @@ from srl.config import load_config
 from srl.launch import local as local_launcher
 from srl.launch.run import run_experiment
 from srl.streams import tcp as tcp_module
+from srl.streams.control import CONTROL_OUT
 from srl.streams.framing import pack, unpack
+from srl.streams.params import SERVICE_OUT
 from srl.streams.wire import decode, encode
 
 POISONED_ENV = "srl-bench/PoisonedCartPole-v1"
+PUBLISHED = (CONTROL_OUT, SERVICE_OUT)
 CAPTURE_PER_STREAM = 20  # recorded sends per process and stream: plenty to replay
 
 
@@ -65,7 +68,7 @@ class PoisonedCartPole(gym.Wrapper):
 
     def __init__(self, every: int) -> None:
         super().__init__(gym.make("CartPole-v1"))
-        self.every, self.rng = every, np.random.default_rng(os.getpid())
+        self.every, self.rng = every, np.random.default_rng()  # its own draws: not one per process
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -158,9 +161,12 @@ class Attacker:
         raise TimeoutError(f"workers not back after 120 s: {roles}")
 
     def _drain(self) -> list[tuple[str, bytes]]:
-        """What the workers recorded: one file per message, named `pid-n-stream`."""
+        """What the workers recorded (one file per message, named `pid-n-stream`) for the streams
+        a worker receives; those it publishes (parameters, epochs) reach only subscribers that
+        connected to the publisher, so a stranger cannot send into them at all."""
         recorded = [(p.name.split("-", 2)[2], p.read_bytes()) for p in sorted(self.captured.iterdir())
                     if not p.name.endswith(".tmp")]  # fmt: skip
+        recorded = [(name, data) for name, data in recorded if name not in PUBLISHED]
         if not recorded:
             raise RuntimeError("no message was recorded")
         return recorded
@@ -316,7 +322,7 @@ def main() -> None:
     parser.add_argument("--kill-interval-s", type=float, default=0.5)
     parser.add_argument("--replays", type=int, default=1000)
     parser.add_argument("--malformed", type=int, default=100)
-    parser.add_argument("--poison-every", type=int, default=20000, help="one NaN observation per this many steps")
+    parser.add_argument("--poison-every", type=int, default=5000, help="one NaN observation per this many steps")
     parser.add_argument("--target-return", type=float, default=475.0)
     parser.add_argument("--log-interval-s", type=float, default=1.0)
     parser.add_argument("--after-faults-limit-s", type=float, default=300.0)
