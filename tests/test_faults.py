@@ -21,7 +21,7 @@ from test_shutdown import spawn, srl_command, wait_for_metrics
 
 from srl import checkpoint
 from srl.config import build_config
-from srl.envs import check_counts
+from srl.testing import check_counts
 from srl.launch.run import run_experiment
 
 BUDGET = ["total_env_steps=400000", "seed=1", "display=off"]

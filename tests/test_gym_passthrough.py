@@ -68,8 +68,8 @@ def test_dataflow_with_the_loop_backend_delivers_every_transition_once(ends, lau
     from recording import load_batches
     from test_pipeline import EPISODE_LENGTH, counting_config
 
-    from srl.envs import check_counts
-    from srl.envs.counting_gym import ID
+    from srl.testing import check_counts
+    from srl.testing.counting_gym import ID
     from srl.launch.run import run_experiment
 
     kwargs = {"episode_length": EPISODE_LENGTH} if ends == "terminated" else {

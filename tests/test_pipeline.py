@@ -9,7 +9,7 @@ import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 
 from srl.config import build_config
-from srl.envs import check_counts
+from srl.testing import check_counts
 from srl.launch.run import run_experiment
 
 EPISODE_LENGTH = 7

@@ -13,7 +13,8 @@ import torch
 from srl.algos.ppo import PPO, PPOConfig
 from srl.config import ConfigError, build_config, load_config
 from srl.data import columns as C
-from srl.envs import CountingEnv, SerialVectorEnv, make_vector_env
+from srl.envs import SerialVectorEnv, make_vector_env
+from srl.testing import CountingEnv
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
 from srl.streams.inference import LocalInferenceClient
 from srl.streams.inline import InlineTransport

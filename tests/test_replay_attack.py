@@ -146,7 +146,7 @@ def test_a_run_over_tcp_refuses_replayed_reports_and_segments(run_dir, monkeypat
     from recording import load_batches
     from test_pipeline import EPISODE_LENGTH, counting_config
 
-    from srl.envs import check_counts
+    from srl.testing import check_counts
     from srl.launch.run import run_experiment
 
     captured = mp.get_context("fork").SimpleQueue()

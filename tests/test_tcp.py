@@ -144,7 +144,7 @@ def test_a_run_over_tcp_survives_garbage_on_every_port(run_dir, monkeypatch):
     from recording import load_batches
     from test_pipeline import EPISODE_LENGTH, counting_config
 
-    from srl.envs import check_counts
+    from srl.testing import check_counts
     from srl.launch.run import run_experiment
 
     stop = threading.Event()
