@@ -11,12 +11,12 @@ import torch
 
 from srl.config import build_config
 from srl.envs import GymVectorEnv, make_vector_env
-from srl.testing import check_counts
 from srl.graph import build_graph, space_spec
 from srl.launch.run import run_experiment
 from srl.models.cnn import ActorCriticCNN
 from srl.models.mlp import ActorCriticMLP
 from srl.models.qmlp import QMLP
+from srl.testing import check_counts
 
 EPISODE_LENGTH = 7
 

@@ -181,7 +181,7 @@ class PPO(ActorCritic):
                 totals += self._update(*data)
             else:
                 for idx in torch.randperm(n, device=device).tensor_split(cfg.num_minibatches):
-                    totals += self._update(*(map_obs(lambda t: t[idx], x) for x in data))
+                    totals += self._update(*(map_obs(lambda t, idx=idx: t[idx], x) for x in data))
 
         stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * cfg.num_minibatches)).tolist()))
         stats["charts/learning_rate"] = lr

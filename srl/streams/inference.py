@@ -20,6 +20,7 @@ requests again; the server drops requests of dead actors and any it has already 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from srl.data import columns as C

@@ -30,8 +30,9 @@ the trainer's reports have (see `srl.launch.monitor.RunMonitor.on_report`); `fin
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -45,7 +46,6 @@ from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
-
 
 _TORCH_DTYPES = {
     "float32": torch.float32,
