@@ -21,7 +21,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from srl.evaluate import evaluate_run
-
     from srl.faults import json_safe
 
     result = evaluate_run(

@@ -78,7 +78,7 @@ class ReplayConfig(BaseModel):
                              "the trainer learns on another.")
 
     @model_validator(mode="after")
-    def _check_sizes(self) -> "ReplayConfig":
+    def _check_sizes(self) -> ReplayConfig:
         if self.batch_size > self.capacity or self.warmup > self.capacity:
             raise ValueError(
                 f"batch_size ({self.batch_size}) and warmup ({self.warmup}) must not exceed capacity ({self.capacity})"
@@ -401,13 +401,13 @@ class ExperimentConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_transport(self) -> "ExperimentConfig":
+    def _check_transport(self) -> ExperimentConfig:
         if self.transport == "tcp" and self.launcher == "inline":
             raise ValueError("transport='tcp' needs launcher='local' or 'ray', got launcher='inline'")
         return self
 
     @model_validator(mode="after")
-    def _check_env_backend(self) -> "ExperimentConfig":
+    def _check_env_backend(self) -> ExperimentConfig:
         if self.env_backend == "envpool" and importlib.util.find_spec("envpool") is None:
             raise ValueError("env_backend='envpool' needs EnvPool, which is not installed: pip install 'srl[envpool]'")
         if self.env_backend == "vector" and vector_entry_point(self.env) is None:
@@ -441,7 +441,7 @@ class ExperimentConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_counts(self) -> "ExperimentConfig":
+    def _check_counts(self) -> ExperimentConfig:
         if self.envs_per_actor % self.ring_splits:
             raise ValueError(
                 f"envs_per_actor ({self.envs_per_actor}) must be a multiple of ring_splits ({self.ring_splits})"

@@ -20,7 +20,11 @@ from srl.config import ConfigError, EnvWrapper, build_config, load_saved_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.graph import build_graph, make_policy
 from srl.monitor.video import (
-    FrameRecorder, check_renders_rgb_array, check_video_path, no_frames, rendering_env,
+    FrameRecorder,
+    check_renders_rgb_array,
+    check_video_path,
+    no_frames,
+    rendering_env,
 )
 from srl.spaces import map_obs
 

@@ -90,7 +90,7 @@ class Graph:
     streams: list[StreamSpec] = field(default_factory=list)
     policy_inputs: dict[str, FieldSpec] = field(default_factory=dict)  # written by actors (Policy.input_fields)
     # num_trainers > 1: where the trainers meet (set by the launcher, srl.streams.gradients)
-    trainer_group: "GroupAddress | None" = None
+    trainer_group: GroupAddress | None = None
     # transport=tcp: every worker's epoch when this worker was (re)started (srl.streams.incarnations)
     epochs: tuple[int, ...] = ()
     # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;

@@ -23,7 +23,7 @@ MultiBinary (their dtype). Text, Graph, Sequence and OneOf (variable size, or no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,7 +32,7 @@ from srl.api.policy import FieldSpec
 from srl.data.columns import OBS
 
 SEP = "/"  # joins nested keys in a leaf's path (a layout name joins its parts with '.')
-Obs = Union[np.ndarray, dict[str, np.ndarray]]  # rows of one array, or leaf path -> rows
+Obs = np.ndarray | dict[str, np.ndarray]  # rows of one array, or leaf path -> rows
 T = TypeVar("T")
 
 

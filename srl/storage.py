@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import errno as errno_codes
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 TMP_SUFFIX = ".tmp"
 
@@ -22,7 +23,7 @@ class WriteFailed(OSError):
     """A run's file could not be written; str() names the path and the errno (ENOSPC, EIO...)."""
 
     @classmethod
-    def of(cls, path: Path | str, error: OSError) -> "WriteFailed":
+    def of(cls, path: Path | str, error: OSError) -> WriteFailed:
         if isinstance(error, WriteFailed):
             return error
         return cls(error.errno, error.strerror or str(error), str(path))

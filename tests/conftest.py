@@ -8,12 +8,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a test)
     pytest_collection_modifyitems,
     pytest_make_collect_report,
     pytest_runtest_makereport,
 )
+
+import srl.testing  # noqa: F401  (registers the counting envs; worker processes fork from here and inherit them)
 
 
 def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:

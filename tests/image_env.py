@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api.registry import register_env
-from srl.envs.counting import OBS_SIZE, CountingEnv
+from srl.testing.counting import OBS_SIZE, CountingEnv
 
 
 class Uint8CountingEnv(CountingEnv):

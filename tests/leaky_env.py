@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from srl.api.registry import register_env
-from srl.envs.counting import CountingEnv
+from srl.testing.counting import CountingEnv
 
 
 class LeakyCountingEnv(CountingEnv):

@@ -12,7 +12,7 @@ import os
 import time
 
 from srl.api.registry import register_env
-from srl.envs.counting import CountingEnv
+from srl.testing.counting import CountingEnv
 
 
 class SlowCountingEnv(CountingEnv):

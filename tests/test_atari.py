@@ -23,7 +23,7 @@ def test_pong_steps_84x84_grayscale_frames_four_at_a_time():
         assert env.observation_space.shape == (84, 84) and env.unwrapped._frameskip == 1
         assert env.frame_skip == 4 and env.noop_max == 30
         obs = venv.reset(seed=3)
-        assert obs.shape == (2, 84, 84) and obs.dtype == np.uint8 and 0 <= obs.min() and obs.max() <= 255
+        assert obs.shape == (2, 84, 84) and obs.dtype == np.uint8 and obs.min() >= 0 and obs.max() <= 255
         frames = env.unwrapped.ale.getEpisodeFrameNumber()
         venv.step(np.zeros(2, np.int64))
         assert env.unwrapped.ale.getEpisodeFrameNumber() - frames == 4

@@ -30,7 +30,7 @@ Tolerances, and why they are what they are:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -315,7 +315,7 @@ def test_registered_factories_and_spaces():
     venv = make_vector_env("batched-pendulum", {"dtype": "float64", "max_episode_steps": 7}, 3, 6)
     assert venv.env_index_offset == 6 and venv.env.dtype == torch.float64 and venv.env.max_episode_steps == 7
     venv.reset(0)
-    for t in range(7):
+    for _ in range(7):
         step = venv.step(np.zeros((3, 1), np.float32))
     assert step.truncated.all() and step.obs.dtype == np.float32
     spread = make_vector_env("batched-spread", {}, 4, 0)

@@ -3,6 +3,7 @@ imported first (from the current directory too), and the other registries by the
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -56,3 +57,27 @@ def test_a_missing_module_or_another_key_is_one_line(user_dir, capsys):
     assert str(user_dir) in err and len(err.splitlines()) == 1
     assert main(["list", "seed=3"]) == 2
     assert capsys.readouterr().err == "srl: 'list' takes only modules=... (got seed=3)\n"
+
+
+def _list_in_a_fresh_process(*args: str) -> str:
+    """`srl list ARGS` in a new interpreter (this one has srl.testing loaded by conftest), with a
+    line saying whether the counting envs' Gymnasium ids are registered after it."""
+    code = (
+        "import sys, gymnasium\nfrom srl.cli import main\n"
+        f"code = main(['list', *{list(args)!r}])\n"
+        "print('gymnasium ids:', sorted(i for i in gymnasium.envs.registry if i.startswith('srl/')))\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    return done.stdout
+
+
+def test_test_doubles_are_listed_only_with_modules_srl_testing():
+    plain = _list_in_a_fresh_process()
+    envs = next(line for line in plain.splitlines() if line.startswith("environments: "))
+    assert "gymnasium" in envs and "counting" not in envs
+    assert "gymnasium ids: []" in plain
+    loaded = _list_in_a_fresh_process("modules=srl.testing")
+    envs = next(line for line in loaded.splitlines() if line.startswith("environments: "))
+    assert "counting" in envs.removeprefix("environments: ").split(", ")
+    assert "gymnasium ids: ['srl/Counting-v0', 'srl/CountingVector-v0']" in loaded

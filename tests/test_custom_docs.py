@@ -152,7 +152,7 @@ def test_experiment_files_and_wrappers_run_as_written(tmp_path):
     assert "env MiniGrid-DoorKey-5x5-v0" in described and "observation Box(0, 255, (7, 7, 3), uint8)" in described
     run_srl(short, tmp_path)
     [cut] = glob.glob(str(tmp_path / "runs" / "cartpole-ppo-*"))
-    lengths = [json.loads(line).get("episode_length_mean") for line in Path(cut, "metrics.jsonl").open()]
+    lengths = [json.loads(line).get("episode_length_mean") for line in Path(cut, "metrics.jsonl").read_text().splitlines()]
     assert max(n for n in lengths if n is not None) <= 10, lengths  # cut at 10 steps (random play lasts ~20)
 
 

@@ -20,8 +20,16 @@ from srl.graph import build_graph, make_policy
 from srl.launch.run import run_experiment
 from srl.models.multi_input import MultiInputActorCritic
 from srl.spaces import (
-    UnsupportedSpace, assign, flatten_value, leaf_spaces, obs_buffers, obs_fields, obs_of, put_row,
-    reported_space, unflatten_value,
+    UnsupportedSpace,
+    assign,
+    flatten_value,
+    leaf_spaces,
+    obs_buffers,
+    obs_fields,
+    obs_of,
+    put_row,
+    reported_space,
+    unflatten_value,
 )
 from srl.workers.nonfinite import EnvGuard
 

@@ -12,16 +12,15 @@ import pytest
 from srl.api import registry
 from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
 from srl.envs import (
-    CountingEnv,
     GymEnvironment,
     GymVectorEnv,
     PettingZooEnvironment,
     SerialVectorEnv,
-    check_counts,
     describe_spaces,
     make_vector_env,
 )
 from srl.envs.pettingzoo_env import make_pettingzoo_env
+from srl.testing import CountingEnv, check_counts
 
 # ---------------------------------------------------------------------------------------------
 # Gymnasium: GymVectorEnv and SerialVectorEnv(GymEnvironment) against raw envs, step by step.

@@ -21,8 +21,8 @@ from test_shutdown import spawn, srl_command, wait_for_metrics
 
 from srl import checkpoint
 from srl.config import build_config
-from srl.envs import check_counts
 from srl.launch.run import run_experiment
+from srl.testing import check_counts
 
 BUDGET = ["total_env_steps=400000", "seed=1", "display=off"]
 

@@ -68,9 +68,9 @@ def test_dataflow_with_the_loop_backend_delivers_every_transition_once(ends, lau
     from recording import load_batches
     from test_pipeline import EPISODE_LENGTH, counting_config
 
-    from srl.envs import check_counts
-    from srl.envs.counting_gym import ID
     from srl.launch.run import run_experiment
+    from srl.testing import check_counts
+    from srl.testing.counting_gym import ID
 
     kwargs = {"episode_length": EPISODE_LENGTH} if ends == "terminated" else {
         "episode_length": 0, "max_episode_steps": EPISODE_LENGTH}

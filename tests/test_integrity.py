@@ -24,8 +24,8 @@ import torch
 from srl import checkpoint
 from srl.config import ConfigError, build_config, load_config
 from srl.faults import first_nonfinite
-from srl.launch.rundir import claim_run_dir
 from srl.launch.run import run_experiment
+from srl.launch.rundir import claim_run_dir
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

@@ -14,7 +14,7 @@ from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import FieldSpec
 from srl.config import build_config
 from srl.data import columns as C
-from srl.envs import CountingEnv, SerialVectorEnv, check_counts
+from srl.envs import SerialVectorEnv
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
 from srl.launch.monitor import RunMonitor
 from srl.streams.control import Role
@@ -31,6 +31,7 @@ from srl.streams.params import (
     load_frames,
 )
 from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.testing import CountingEnv, check_counts
 from srl.workers.actor import ActorKernel
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import Acting, PolicyWorkerKernel

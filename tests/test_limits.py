@@ -188,20 +188,18 @@ class FullDisk:
 def test_atomic_file_leaves_the_old_file_whole_and_no_tmp_when_a_write_fails(tmp_path, monkeypatch):
     path = tmp_path / "ckpt.pt"
     storage.write_text_atomic(path, "good")
-    monkeypatch.setattr(storage, "open", lambda p, mode: FullDisk(open(p, mode), writes=3), raising=False)
-    with pytest.raises(storage.WriteFailed) as error:  # torch turns the OSError into a RuntimeError
-        with storage.atomic_file(path) as f:
-            torch.save({"w": torch.zeros(1000), "b": torch.ones(10)}, f)
+    monkeypatch.setattr(storage, "open", lambda p, mode: FullDisk(open(p, mode), writes=3), raising=False)  # noqa: SIM115
+    # torch turns the OSError into a RuntimeError
+    with pytest.raises(storage.WriteFailed) as error, storage.atomic_file(path) as f:
+        torch.save({"w": torch.zeros(1000), "b": torch.ones(10)}, f)
     assert str(error.value) == f"cannot write {path}: ENOSPC, errno 28: No space left on device"
     assert error.value.errno == errno.ENOSPC
-    with pytest.raises(storage.WriteFailed, match="ENOSPC"):
-        with storage.atomic_file(path) as f:
-            np.savez(f, a=np.zeros(100000))
+    with pytest.raises(storage.WriteFailed, match="ENOSPC"), storage.atomic_file(path) as f:
+        np.savez(f, a=np.zeros(100000))
     monkeypatch.undo()
-    with pytest.raises(storage.WriteFailed, match="EIO, errno 5: Input/output error"):
-        with storage.atomic_file(path) as f:
-            f.write(b"x")
-            raise OSError(errno.EIO, "Input/output error")
+    with pytest.raises(storage.WriteFailed, match="EIO, errno 5: Input/output error"), storage.atomic_file(path) as f:
+        f.write(b"x")
+        raise OSError(errno.EIO, "Input/output error")
     assert path.read_text() == "good" and tmp_files(tmp_path) == []
 
 
@@ -209,7 +207,7 @@ def fill_metrics_after(monkeypatch, rows: int) -> None:
     """metrics.jsonl takes `rows` rows, then its disk is full."""
     import srl.monitor.recorder as recorder
 
-    monkeypatch.setattr(recorder, "open", lambda path, *a, **k: FullDisk(open(path, *a, **k), rows), raising=False)
+    monkeypatch.setattr(recorder, "open", lambda path, *a, **k: FullDisk(open(path, *a, **k), rows), raising=False)  # noqa: SIM115
 
 
 def assert_ended_by(run_dir: Path, err: str, path: str, code: str) -> dict:

@@ -141,6 +141,7 @@ def test_paper_scale_is_the_papers_team_reward_on_every_step():
     MAPPO paper's shared reward, computed from the world as its MPE code does (self-collision
     included), equals paper_spread_return's conversion of the per-agent rewards, collisions or not."""
     from mpe2 import simple_spread_v3 as spread
+
     from srl.experiments.multiagent import SPREAD_KWARGS, paper_spread_return
 
     kwargs = {k: v for k, v in SPREAD_KWARGS.items() if k != "module"}

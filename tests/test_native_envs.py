@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from srl.config import ConfigError, build_config
-from srl.envs import check_counts, make_vector_env
-from srl.envs.counting_vector import ID as COUNTING
-from srl.envs.counting_vector import CountingVectorEnv
+from srl.envs import make_vector_env
 from srl.envs.native import NativeVectorEnv
-
+from srl.testing import check_counts
+from srl.testing.counting_vector import ID as COUNTING
+from srl.testing.counting_vector import CountingVectorEnv
 
 
 def rollout(venv, steps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -9,8 +9,8 @@ import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 
 from srl.config import build_config
-from srl.envs import check_counts
 from srl.launch.run import run_experiment
+from srl.testing import check_counts
 
 EPISODE_LENGTH = 7
 

@@ -15,7 +15,8 @@ from srl.envs.batched import BatchedCartPole, BatchedSpread
 from srl.launch.monitor import RunMonitor
 from srl.models.mlp import ActorCriticMLP
 from srl.streams.control import Role
-from srl.workers.pod import PodKernel, make_pod, pod_settings, train_pod
+from srl.testing.pod import pod_settings, train_pod
+from srl.workers.pod import PodKernel, make_pod
 
 CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run_dir=/nonexistent"]))  # what `srl run` trains
 

@@ -9,7 +9,7 @@ import torch
 
 from srl.api import registry
 from srl.config import load_config
-from srl.workers.pod import pod_settings, train_pod
+from srl.testing.pod import pod_settings, train_pod
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,13 @@ from srl.config import ConfigError, build_config, load_config
 from srl.launch.run import run_experiment
 from srl.monitor import LiveDisplay
 from srl.monitor.progress import (
-    Estimate, Limits, PlainProgress, ProgressMeter, format_eta, format_fraction, progress_line,
+    Estimate,
+    Limits,
+    PlainProgress,
+    ProgressMeter,
+    format_eta,
+    format_fraction,
+    progress_line,
 )
 
 REPO = Path(__file__).resolve().parent.parent

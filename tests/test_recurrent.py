@@ -13,17 +13,17 @@ import torch
 from srl.algos.ppo import PPO, PPOConfig
 from srl.config import ConfigError, build_config, load_config
 from srl.data import columns as C
-from srl.envs import CountingEnv, SerialVectorEnv, make_vector_env
+from srl.envs import SerialVectorEnv, make_vector_env
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
-from srl.streams.inference import LocalInferenceClient
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import poison
 from srl.streams.params import ParamPublisher, ParamSubscriber
 from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.testing import CountingEnv
 from srl.workers.actor import ActorKernel
 from srl.workers.hidden import HiddenStates
 from srl.workers.params import ParamServiceKernel
-from srl.workers.policy import Acting
+from srl.workers.policy import Acting, LocalInferenceClient
 
 L, T, ENVS = 3, 5, 4  # counting episode length (not a divisor of T: resets fall mid-segment), steps, envs
 

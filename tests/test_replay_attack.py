@@ -13,13 +13,13 @@ import time
 
 import pytest
 import zmq
+from test_tcp import gather, make_wire
 
 from srl.launch import local as local_launcher
 from srl.streams import tcp as tcp_module
 from srl.streams.control import CONTROLLER_IN
 from srl.streams.tcp import TcpTransport
 from srl.streams.wire import Freshness, Sealed, Sealer, WireError, decode, encode
-from test_tcp import gather, make_wire
 
 SECRET = b"s" * 32
 
@@ -146,8 +146,8 @@ def test_a_run_over_tcp_refuses_replayed_reports_and_segments(run_dir, monkeypat
     from recording import load_batches
     from test_pipeline import EPISODE_LENGTH, counting_config
 
-    from srl.envs import check_counts
     from srl.launch.run import run_experiment
+    from srl.testing import check_counts
 
     captured = mp.get_context("fork").SimpleQueue()
     send = tcp_module._SignedSender.send

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 import skip_guard
 
 CONFTEST = "from skip_guard import *  # noqa: F401,F403\n"

@@ -144,8 +144,8 @@ def test_a_run_over_tcp_survives_garbage_on_every_port(run_dir, monkeypatch):
     from recording import load_batches
     from test_pipeline import EPISODE_LENGTH, counting_config
 
-    from srl.envs import check_counts
     from srl.launch.run import run_experiment
+    from srl.testing import check_counts
 
     stop = threading.Event()
     sprayers: list[threading.Thread] = []
@@ -258,7 +258,7 @@ def test_replay_batches_and_priorities_cross_tcp():
         client = BatchClient(trainer_side, new_slots())
         slot = server.acquire()
         sent = server.slots[slot]
-        for name, array in sent.items():
+        for array in sent.values():
             array[:] = np.arange(array.size).reshape(array.shape) + 1
         server.send(slot, 77)
         got = _until(lambda: client.poll(limit=1))

@@ -10,7 +10,15 @@ import pytest
 from srl.config import build_config, load_config
 from srl.launch.run import run_experiment
 from srl.monitor.timing import (
-    CATEGORIES, ENV_STEP, INFERENCE, OTHER, REPLAY, SEND_RECV, TRAINING, BreakdownTable, TimeBreakdown,
+    CATEGORIES,
+    ENV_STEP,
+    INFERENCE,
+    OTHER,
+    REPLAY,
+    SEND_RECV,
+    TRAINING,
+    BreakdownTable,
+    TimeBreakdown,
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pettingzoo  # noqa: E402,F401  (srl[test] holds it)
 import pytest
 import recording  # registers the "record" algorithm
 import torch
@@ -13,8 +14,6 @@ from srl.config import build_config, load_config
 from srl.data import columns as C
 from srl.envs import make_vector_env
 from srl.launch.run import run_experiment
-
-import pettingzoo  # noqa: E402,F401  (srl[test] holds it)
 
 
 def _stream(batches: list[dict[str, np.ndarray]], column: str) -> np.ndarray:

@@ -10,12 +10,13 @@ import recording  # noqa: F401  (registers the "record" algorithm)
 import torch
 
 from srl.config import build_config
-from srl.envs import GymVectorEnv, check_counts, make_vector_env
+from srl.envs import GymVectorEnv, make_vector_env
 from srl.graph import build_graph, space_spec
 from srl.launch.run import run_experiment
 from srl.models.cnn import ActorCriticCNN
 from srl.models.mlp import ActorCriticMLP
 from srl.models.qmlp import QMLP
+from srl.testing import check_counts
 
 EPISODE_LENGTH = 7
 

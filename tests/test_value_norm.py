@@ -6,12 +6,12 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 import torch
+from test_ppo import OBS_SPACE, make_batch
 
 from srl.algos import PPO, PPOConfig
 from srl.algos.value_norm import VAR_FLOOR, ValueNorm
 from srl.data import columns as C
 from srl.models import ActorCriticMLP
-from test_ppo import OBS_SPACE, make_batch
 
 
 def reference_mean_std(batches: list[torch.Tensor], beta: float) -> tuple[float, float]:

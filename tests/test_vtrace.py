@@ -54,7 +54,10 @@ def reference_vtrace(log_rho, reward, value, terminated, truncated, gamma, rho_b
 def random_case(seed):
     rng = random.Random(seed)
     steps, rows = rng.choice([1, 2, 9, 33]), rng.choice([1, 3, 8])
-    table = lambda f: [[f() for _ in range(rows)] for _ in range(steps + 1)]
+
+    def table(f):
+        return [[f() for _ in range(rows)] for _ in range(steps + 1)]
+
     return dict(
         log_rho=table(lambda: rng.gauss(0, 0.8)),  # ratios from ~0.1 to ~10: both clips active
         reward=table(lambda: rng.gauss(0, 1)),
@@ -106,7 +109,10 @@ def test_hand_checked_episode_end_inside_segment():
     # T = 3, gamma = 0.5, all ratios 2 clipped to rho_bar = c_bar = 1; terminated on t = 1.
     # delta = [1 + 0.5*2 - 1, 2 - 2, 3 + 0.5*4 - 3] = [1, 0, 2]; the trace is cut after t = 1:
     # vs = [1 + 1 + 0.5 * 0, 2 + 0, 3 + 2] = [2, 2, 5]; A = [1 + 0.5*2 - 1, 2 - 2, 3 + 0.5*4 - 3]
-    col = lambda *xs, dtype=torch.float32: torch.tensor(xs, dtype=dtype).unsqueeze(1)
+
+    def col(*xs, dtype=torch.float32):
+        return torch.tensor(xs, dtype=dtype).unsqueeze(1)
+
     out = compute_vtrace(
         col(*[math.log(2)] * 4), col(1, 2, 3, 0), col(1, 2, 3, 4),
         col(0, 1, 0, 0, dtype=torch.bool), col(0, 0, 0, 0, dtype=torch.bool), 0.5,

@@ -82,3 +82,11 @@ class ActorCritic(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var[target - prediction] / Var[target]; nan when the targets are constant."""
+    var = target.var()
+    if var.item() == 0.0:
+        return float("nan")
+    return (1.0 - (target - prediction).var() / var).item()

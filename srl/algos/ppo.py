@@ -25,8 +25,9 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from srl.algos.actor_critic import ActorCritic, ActorCriticConfig
+from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, explained_variance
 from srl.algos.gae import compute_gae
+from srl.algos.ppo_recurrent import recurrent_epochs
 from srl.algos.value_norm import ValueNorm
 from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
@@ -148,10 +149,12 @@ class PPO(ActorCritic):
                 self.value_norm.update(returns)
                 returns = self.value_norm.normalize(returns)
         if recurrent:  # through time, segment rows as minibatches (srl.algos.ppo_recurrent)
-            from srl.algos.ppo_recurrent import recurrent_epochs
-
-            stats = recurrent_epochs(self, batch, advantage, returns)
+            means, explained = recurrent_epochs(
+                self.policy, self.apply_loss, batch, advantage, returns, cfg.epochs, cfg.num_minibatches, cfg.burn_in
+            )
+            stats = dict(zip(STAT_NAMES, means.tolist()))
             stats["charts/learning_rate"] = lr
+            stats["losses/explained_variance"] = explained
             return stats
         steps = advantage.shape[0]  # T; row T only served to bootstrap
 
@@ -178,11 +181,11 @@ class PPO(ActorCritic):
                 totals += self._update(*data)
             else:
                 for idx in torch.randperm(n, device=device).tensor_split(cfg.num_minibatches):
-                    totals += self._update(*(map_obs(lambda t: t[idx], x) for x in data))
+                    totals += self._update(*(map_obs(lambda t, idx=idx: t[idx], x) for x in data))
 
         stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * cfg.num_minibatches)).tolist()))
         stats["charts/learning_rate"] = lr
-        stats["losses/explained_variance"] = _explained_variance(data[3], data[5])
+        stats["losses/explained_variance"] = explained_variance(data[3], data[5])
         return stats
 
     def _update(
@@ -258,14 +261,6 @@ def _masked_mean(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]
     """mean over the rows where weight is 1 (0 when there are none)."""
     count = weight.sum().clamp(min=1.0)
     return lambda x: (x * weight).sum() / count
-
-
-def _explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
-    """1 - Var[target - prediction] / Var[target]; nan when the targets are constant."""
-    var = target.var()
-    if var.item() == 0.0:
-        return float("nan")
-    return (1.0 - (target - prediction).var() / var).item()
 
 
 register_algorithm("ppo", PPO, PPOConfig)

@@ -13,14 +13,17 @@ it before any step enters the loss. Their advantages and returns are dropped, no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import torch
 
+from srl.algos.actor_critic import explained_variance
+from srl.api.policy import Policy
 from srl.data.columns import ACTION, FIRST, HIDDEN, LOG_PROB, OBS, VALUE
 
-if TYPE_CHECKING:
-    from srl.algos.ppo import PPO
+# PPO.apply_loss: one gradient step on the policy's view of flat rows given (old log_prob, old
+# value, advantage, returns); its stats as one tensor
+ApplyLoss = Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def loss_steps(steps: int, burn_in: int) -> slice:
@@ -31,31 +34,29 @@ def loss_steps(steps: int, burn_in: int) -> slice:
 
 
 def recurrent_epochs(
-    ppo: PPO, batch: dict[str, torch.Tensor], advantage: torch.Tensor, returns: torch.Tensor
-) -> dict[str, float]:
-    """ppo.config.epochs passes over the batch's segment rows; the stats of srl.algos.ppo."""
-    from srl.algos.ppo import STAT_NAMES, _explained_variance
-
-    cfg = ppo.config
+    policy: Policy, apply_loss: ApplyLoss, batch: dict[str, torch.Tensor], advantage: torch.Tensor,
+    returns: torch.Tensor, epochs: int, num_minibatches: int, burn_in: int,
+) -> tuple[torch.Tensor, float]:
+    """`epochs` passes over the batch's segment rows, one `apply_loss` per minibatch: the mean of
+    its stats, and the explained variance of the stored values of the loss steps."""
     steps, width = advantage.shape  # T, B
-    if cfg.num_minibatches > width:
+    if num_minibatches > width:
         raise ValueError(
-            f"algo.num_minibatches ({cfg.num_minibatches}) exceeds the {width} segment rows of a batch "
+            f"algo.num_minibatches ({num_minibatches}) exceeds the {width} segment rows of a batch "
             "(a recurrent policy's minibatches are whole rows)"
         )
-    kept = loss_steps(steps, cfg.burn_in)
+    kept = loss_steps(steps, burn_in)
     old_log_prob, old_value = batch[LOG_PROB][:steps].float(), batch[VALUE][:steps].float()
-    totals = torch.zeros(len(STAT_NAMES), device=advantage.device)
-    for _ in range(cfg.epochs):
-        order = torch.randperm(width, device=advantage.device) if cfg.num_minibatches > 1 else None
-        parts = order.tensor_split(cfg.num_minibatches) if order is not None else [slice(None)]
+    totals: torch.Tensor | float = 0.0
+    for _ in range(epochs):
+        order = torch.randperm(width, device=advantage.device) if num_minibatches > 1 else None
+        parts = order.tensor_split(num_minibatches) if order is not None else [slice(None)]
         for rows in parts:
-            out = ppo.policy.analyze_sequence(
+            out = policy.analyze_sequence(
                 batch[OBS][:steps, rows], batch[ACTION][:steps, rows], batch[HIDDEN][0, rows], batch[FIRST][:steps, rows]
             )
             out = {k: v[kept].flatten() for k, v in out.items()}
             old = (x[:, rows][kept].flatten() for x in (old_log_prob, old_value, advantage, returns))
-            totals += ppo.apply_loss(out, *old)
-    stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * len(parts))).tolist()))
-    stats["losses/explained_variance"] = _explained_variance(old_value[kept].flatten(), returns[kept].flatten())
-    return stats
+            totals = totals + apply_loss(out, *old)
+    explained = explained_variance(old_value[kept].flatten(), returns[kept].flatten())
+    return totals / (epochs * len(parts)), explained

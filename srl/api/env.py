@@ -14,8 +14,9 @@ natively batched environments (Gymnasium vector envs, EnvPool, on-device envs) i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

@@ -1,14 +1,13 @@
 """Building environments by name: srl's registry first, then any Gymnasium id.
 
     venv = make_vector_env("CartPole-v1", {}, num_envs=16, env_index_offset=0)
-    venv = make_vector_env("counting", {"episode_length": 5}, num_envs=4, env_index_offset=8)
     venv = make_vector_env("pettingzoo", {"module": "pettingzoo.butterfly.pistonball_v6"}, 2, 0)
 
-Registered here: "counting" (`srl.envs.counting.CountingEnv`), "gymnasium" (kwargs `id` plus the
-rest for `gymnasium.make`), "pettingzoo" (kwargs `module` naming a PettingZoo env module plus
-the rest for its `parallel_env()`), "pettingzoo-mappo" (the same, with the global state in every
-row, srl.envs.central_state) and "pettingzoo-aec" (a turn-based AEC game: `module.env()`,
-srl.envs.pettingzoo_aec).
+Registered here: "gymnasium" (kwargs `id` plus the rest for `gymnasium.make`), "pettingzoo" (kwargs
+`module` naming a PettingZoo env module plus the rest for its `parallel_env()`), "pettingzoo-mappo"
+(the same, with the global state in every row, srl.envs.central_state) and "pettingzoo-aec" (a
+turn-based AEC game: `module.env()`, srl.envs.pettingzoo_aec). The test doubles ("counting" and its
+Gymnasium ids) live in srl.testing, loaded by tests or with `modules=srl.testing`.
 """
 
 from __future__ import annotations
@@ -24,9 +23,6 @@ from srl.api import registry
 from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
 from srl.envs.central_state import CentralStateEnvironment
-from srl.envs.counting import CountingEnv, check_counts
-from srl.envs.counting_gym import CountingGymEnv  # registers the Gymnasium id srl/Counting-v0
-from srl.envs.counting_vector import CountingVectorEnv  # registers the Gymnasium id srl/CountingVector-v0
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv, make_gym_envs
 from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.native import NativeVectorEnv
@@ -38,16 +34,12 @@ from srl.envs.vector import SerialVectorEnv
 from srl.envs.wrappers import WrapperEntry, resolve, wrap
 
 __all__ = [
-    "CountingEnv",
-    "CountingGymEnv",
-    "CountingVectorEnv",
     "GymEnvironment",
     "GymVectorEnv",
     "MaskVelocity",
     "NativeVectorEnv",
     "PettingZooEnvironment",
     "SerialVectorEnv",
-    "check_counts",
     "describe_spaces",
     "make_vector_env",
     "single_env_kwargs",

@@ -340,7 +340,5 @@ def pong_ppo() -> dict[str, Any]:
     }
 
 
-from srl.experiments import (
-    multiagent,  # noqa: E402,F401  (registers mpe-mappo, tictactoe-ppo)
-    recurrent,  # noqa: E402,F401  (registers the recurrent experiments)
-)
+# last: they register experiments built from the helpers above (mpe-mappo, tictactoe-ppo, the recurrent ones)
+from srl.experiments import multiagent, recurrent  # noqa: E402,F401

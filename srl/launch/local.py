@@ -14,8 +14,9 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor

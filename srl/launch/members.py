@@ -65,7 +65,7 @@ class InlineMember:
         kernel.start()
 
     @staticmethod
-    def wait(handles: list["InlineMember"], timeout_s: float) -> None:
+    def wait(handles: list[InlineMember], timeout_s: float) -> None:
         pass  # every recv_all polls the kernel: there is always something to do
 
     def send(self, command: dict[str, Any]) -> None:
@@ -147,7 +147,7 @@ class ProcessMember:
         child.close()
 
     @staticmethod
-    def wait(handles: list["ProcessMember"], timeout_s: float) -> None:
+    def wait(handles: list[ProcessMember], timeout_s: float) -> None:
         mp.connection.wait([h.conn for h in handles], timeout_s)
 
     def send(self, command: dict[str, Any]) -> None:

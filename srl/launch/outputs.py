@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from srl.config import ExperimentConfig
 from srl.faults import json_safe

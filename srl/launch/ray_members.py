@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from srl.config import ExperimentConfig
-from srl.launch.shell import error_report
 from srl.launch.members import _message, _Reporter, apply_command
 from srl.launch.ray_launcher import _ray, _set_title, actor_options
 from srl.launch.ray_placement import Placement, report_unplaced, resources_of
+from srl.launch.shell import error_report
 from srl.streams.control import Role
 
 BURST_S = 0.2  # seconds of polling per call: long enough that round trips cost little
@@ -115,7 +115,7 @@ class RayMember:
         return self._exitcode is None and self.placement.watch(f"pod:{self.index}")
 
     @staticmethod
-    def wait(handles: list["RayMember"], timeout_s: float) -> None:
+    def wait(handles: list[RayMember], timeout_s: float) -> None:
         """Block until some member's call has returned, or `timeout_s`."""
         refs = [h.pending for h in handles if h.pending is not None]
         if refs:

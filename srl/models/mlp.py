@@ -10,7 +10,7 @@ small batches) and computes samples and log-probabilities with a handful of plai
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np

@@ -72,10 +72,7 @@ class SquashedGaussianMLP(Policy):
         return self.center + self.scale * squashed, log_prob - log_det.sum(-1)
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
-        if deterministic:
-            action = self.center + self.scale * torch.tanh(self._head(obs)[0])
-        else:
-            action = self.sample(obs)[0]
+        action = self.center + self.scale * torch.tanh(self._head(obs)[0]) if deterministic else self.sample(obs)[0]
         return {"action": action.reshape(obs.shape[0], *self.action_shape)}
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:

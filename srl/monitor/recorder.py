@@ -66,7 +66,7 @@ class Recorder:
         self.start_time_s = float(start_time_s)
         self.metrics_path = self.run_dir / METRICS_FILE
         with failing_as(self.metrics_path):
-            self._file = open(self.metrics_path, "a", encoding="utf-8")
+            self._file = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115  (open for the run; close())
         self._lock = threading.Lock()
         self._writes = 0
         self._closed = False

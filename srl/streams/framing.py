@@ -12,7 +12,7 @@ Format: a u32 part count, one u64 length per part, then the parts back to back.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 _COUNT = struct.Struct("<I")
 

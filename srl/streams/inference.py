@@ -20,7 +20,6 @@ requests again; the server drops requests of dead actors and any it has already 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,9 +28,6 @@ from srl.spaces import is_obs_column
 from srl.streams.carry import carry_in, carry_out, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.transport import Receiver, Transport
-
-if TYPE_CHECKING:
-    from srl.workers.policy import Acting
 
 Slot = dict[str, np.ndarray]  # obs, action, policy outputs, version: see srl.graph.inference_layout
 
@@ -105,29 +101,6 @@ class InferenceClient:
             for split, (min_version, key) in self._unanswered.items():
                 self._requests.send((self.actor, split, min_version, key, self.epoch))
         return out
-
-
-class LocalInferenceClient:
-    """Actor side, inference inline in the actor: answered at once, no round trip."""
-
-    def __init__(self, acting: "Acting", slots: list[Slot], actor: int) -> None:
-        self._acting = acting  # fills actions and outputs of slots (srl.workers.policy.Acting)
-        self._slots = slots
-        self._actor = actor
-        self._pending: list[Request] = []
-        self.receivers: list[Receiver] = acting.params.receivers
-
-    def request(self, split: int, min_version: int = 0, key: int = 0) -> None:
-        self._pending.append(Request(self._actor, split, min_version, key))
-
-    def ready(self) -> list[int]:
-        now = self._acting.actionable(self._pending)
-        if now:
-            # all pending is the usual case: skip comparing requests one by one
-            full = len(now) == len(self._pending)
-            self._pending = [] if full else [r for r in self._pending if r not in now]
-            self._acting([self._slots[r.split] for r in now], now)
-        return [r.split for r in now]
 
 
 class InferenceServer:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

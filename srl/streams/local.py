@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from multiprocessing import shared_memory
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import psutil

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import zmq

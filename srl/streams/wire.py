@@ -29,8 +29,8 @@ import hmac
 import os
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -17,14 +17,14 @@ from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GradientGroup
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
-from srl.streams.inference import InferenceClient, InferenceServer, LocalInferenceClient, Slot
+from srl.streams.inference import InferenceClient, InferenceServer, Slot
 from srl.streams.params import ParamPublisher, ParamSubscriber
 from srl.streams.samples import SampleConsumer, SampleProducer, Segment
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel
 from srl.workers.nonfinite import EnvGuard
 from srl.workers.params import ParamServiceKernel
-from srl.workers.policy import Acting, PolicyWorkerKernel
+from srl.workers.policy import Acting, LocalInferenceClient, PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
 

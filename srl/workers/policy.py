@@ -2,7 +2,8 @@
 
 `Acting` is the shared piece: it runs the policy over a list of inference slots. The policy
 worker uses it for every request waiting at once (dynamic batching across actors); an actor with
-inference=inline uses the same object on its own slots.
+inference=inline uses the same object on its own slots, through `LocalInferenceClient` (the
+actor's inference port with no stream behind it).
 
 Deterministic mode (`sampling_seed` set) trades batching for reproducibility: each slot gets its
 own forward pass, with torch's generator seeded from the request's key, so an action depends on
@@ -138,6 +139,29 @@ class Acting:
         }
         self.rows, self.batches, self.infer_time_s = 0, 0, 0.0
         return out
+
+
+class LocalInferenceClient:
+    """Actor side, inference inline in the actor: answered at once, no round trip."""
+
+    def __init__(self, acting: Acting, slots: list[Slot], actor: int) -> None:
+        self._acting = acting  # fills actions and outputs of slots
+        self._slots = slots
+        self._actor = actor
+        self._pending: list[Request] = []
+        self.receivers: list[Receiver] = acting.params.receivers
+
+    def request(self, split: int, min_version: int = 0, key: int = 0) -> None:
+        self._pending.append(Request(self._actor, split, min_version, key))
+
+    def ready(self) -> list[int]:
+        now = self._acting.actionable(self._pending)
+        if now:
+            # all pending is the usual case: skip comparing requests one by one
+            full = len(now) == len(self._pending)
+            self._pending = [] if full else [r for r in self._pending if r not in now]
+            self._acting([self._slots[r.split] for r in now], now)
+        return [r.split for r in now]
 
 
 class PolicyWorkerKernel:

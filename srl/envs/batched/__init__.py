@@ -17,7 +17,8 @@ kernel (`srl.workers.pod`) uses the `BatchedTorchEnv` itself: `make_batched_env(
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -72,11 +72,11 @@ class BatchedSpread(BatchedTorchEnv):
         super().__init__(num_envs, *args, **kwargs)
 
     def _build_state(self) -> None:
-        n, a, l = self.num_envs, self.num_agents, self.num_landmarks
+        n, a, m = self.num_envs, self.num_agents, self.num_landmarks
         kw = {"device": self.device, "dtype": self.dtype}
         self.agent_pos = torch.zeros(n, a, 2, **kw)
         self.agent_vel = torch.zeros(n, a, 2, **kw)
-        self.landmark_pos = torch.zeros(n, l, 2, **kw)
+        self.landmark_pos = torch.zeros(n, m, 2, **kw)
         self._push = torch.tensor(DIRECTIONS, **kw) * (ACCELERATION * DT)  # action -> velocity change
         # others[i] = the agents other than i, in order
         self._others = torch.tensor(
@@ -87,9 +87,9 @@ class BatchedSpread(BatchedTorchEnv):
         return [self.agent_pos, self.agent_vel, self.landmark_pos]
 
     def _sample_initial(self, n: int) -> list[torch.Tensor]:
-        a, l = self.num_agents, self.num_landmarks
+        a, m = self.num_agents, self.num_landmarks
         pos = self._uniform((n, a, 2), -1.0, 1.0)
-        landmarks = self._uniform((n, l, 2), -1.0, 1.0)
+        landmarks = self._uniform((n, m, 2), -1.0, 1.0)
         return [pos, torch.zeros_like(pos), landmarks]
 
     def _prepare_actions(self, actions: Any) -> torch.Tensor:

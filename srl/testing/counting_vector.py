@@ -2,7 +2,7 @@
 
 Registered as the Gymnasium id "srl/CountingVector-v0" with only a vector entry point, so
 `env=srl/CountingVector-v0 env_backend=vector` runs the counting conformance checks
-(`srl.envs.counting.check_counts`) through `srl.envs.native`: a transition lost or duplicated by
+(`srl.testing.counting.check_counts`) through `srl.envs.native`: a transition lost or duplicated by
 the next-step to same-step conversion is an arithmetic failure there.
 
 Observations per env: float32 [env_id, episode_index, step_in_episode, 0], as CountingEnv's
@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from srl.envs.counting import OBS_SIZE
+from srl.testing.counting import OBS_SIZE
 
 ID = "srl/CountingVector-v0"
 

@@ -1,7 +1,7 @@
 """`CountingGymEnv`: CountingEnv's single agent as one plain Gymnasium env, for the loop backend.
 
 Registered as the Gymnasium id "srl/Counting-v0", so `env=srl/Counting-v0 env_backend=loop` runs
-the counting conformance checks (`srl.envs.counting.check_counts`) through `GymVectorEnv` and
+the counting conformance checks (`srl.testing.counting.check_counts`) through `GymVectorEnv` and
 the wrappers `gymnasium.make` adds (TimeLimit, OrderEnforcing, the env checker), which
 `GymVectorEnv` steps past once they only pass calls through (srl.envs.gym_passthrough): a
 transition lost or duplicated there, or a truncation counted wrongly, fails the arithmetic.
@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from srl.envs.counting import OBS_SIZE
+from srl.testing.counting import OBS_SIZE
 
 ID = "srl/Counting-v0"
 
