@@ -28,14 +28,15 @@ def rows(study: Any, spec: SweepSpec) -> list[dict[str, Any]]:
     order = {TrialState.COMPLETE: 0, TrialState.PRUNED: 1, TrialState.FAIL: 2}
     sign = 1 if spec.best_direction == "minimize" else -1
     ended = [t for t in study.get_trials(deepcopy=False) if t.state in order]
-    ended.sort(key=lambda t: (order[t.state], sign * t.value if t.value is not None else 0.0, t.number))
+    ended.sort(key=lambda t: (order[t.state], sign * t.value if t.state == TrialState.COMPLETE else 0.0, t.number))
     out = []
     for t in ended:
         state = t.state.name.lower()
         if t.user_attrs.get(INTERRUPTED):
             state = "interrupted"
         summary = t.user_attrs.get("summary") or {}
-        row = {"trial": t.number, "state": state, spec.objective + " (objective)": _num(t.value)}
+        value = t.value if t.state == TrialState.COMPLETE else None  # a pruned trial's is its last return
+        row = {"trial": t.number, "state": state, spec.objective + " (objective)": _num(value)}
         row.update({key: _num(value) for key, value in (t.user_attrs.get("values") or t.params).items()})
         row.update({key: _num(summary.get(key)) for key in SUMMARY_COLUMNS})
         row["run_dir"] = t.user_attrs.get("run_dir", "")

@@ -72,6 +72,10 @@ def default_parallel(config: ExperimentConfig, trials: int) -> int:
 
 def plan_sweep(experiment: str, sweep_file: str, sweep_dir: str | None, extra: list[str]) -> Plan:
     """Every check that can fail, before any trial starts (ConfigError naming the field)."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise ConfigError("srl sweep needs Optuna: pip install 'srl[sweep]'") from None
     spec = load_sweep_file(Path(sweep_file))
     check_against_config(spec, experiment, extra)
     config = load_config(experiment, [*spec.overrides, *extra, "run_dir=/nonexistent/srl-sweep-check"])
