@@ -89,11 +89,14 @@ def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, caps
     """Two trials two at once; then, after a sweep 'killed' with a trial running, trials: 3 with one
     at a time: the interrupted trial is marked so and its parameters run again, as the third."""
     sweep_dir = tmp_path / "sweep"
-    assert run_sweep("cartpole-ppo", sweep_file(tmp_path, trials=2, parallel=2), str(sweep_dir)) == 0
+    assert run_sweep("cartpole-ppo", sweep_file(tmp_path, trials=2, parallel=2, baseline=True), str(sweep_dir)) == 0
     first = capsys.readouterr().out
     assert "0 of 2 trials done, 2 at once" in first
     study = load_study(sweep_dir)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
+    baseline = study.trials[0]  # cartpole-ppo's own values first (epochs 10 is outside the range: kept)
+    assert baseline.user_attrs["baseline"]
+    assert baseline.params == {"algo.lr": 1e-3, "algo.epochs": 10, "envs_per_actor": 16}
 
     # a sweep killed with a trial running leaves it RUNNING in study.db
     spec = plan_sweep("cartpole-ppo", sweep_file(tmp_path, trials=3, parallel=1), str(sweep_dir), []).spec
@@ -112,7 +115,8 @@ def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, caps
 
     with open(sweep_dir / "results.csv") as f:
         table = list(csv.DictReader(f))
-    assert [row["state"] for row in table] == ["complete"] * 3 + ["interrupted"]
+    assert sorted(row["state"] for row in table[:3]) == ["complete"] * 2 + ["complete (baseline)"]
+    assert table[3]["state"] == "interrupted"
     best = max(complete, key=lambda t: t.value)
     assert table[0]["trial"] == str(best.number)
     assert float(table[0]["episode_return_mean (objective)"]) == pytest.approx(best.value, rel=1e-3)

@@ -37,6 +37,8 @@ def rows(study: Any, spec: SweepSpec) -> list[dict[str, Any]]:
         summary = t.user_attrs.get("summary") or {}
         value = t.value if t.state == TrialState.COMPLETE else None  # a pruned trial's is its last return
         row = {"trial": t.number, "state": state, spec.objective + " (objective)": _num(value)}
+        if t.user_attrs.get("baseline"):
+            row["state"] += " (baseline)"
         row.update({key: _num(value) for key, value in (t.user_attrs.get("values") or t.params).items()})
         row.update({key: _num(summary.get(key)) for key in SUMMARY_COLUMNS})
         row["run_dir"] = t.user_attrs.get("run_dir", "")

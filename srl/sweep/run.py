@@ -19,8 +19,8 @@ from typing import Any
 from srl.config import ConfigError, ExperimentConfig, load_config
 from srl.launch.signals import interrupt_on_sigterm
 from srl.sweep import results
-from srl.sweep.spec import SweepSpec, check_against_config, load_sweep_file, override_text
-from srl.sweep.study import counted, fail_interrupted, intermediate, open_study, suggest
+from srl.sweep.spec import SweepSpec, check_against_config, config_value, load_sweep_file, override_text
+from srl.sweep.study import as_params, counted, fail_interrupted, intermediate, open_study, suggest
 from srl.sweep.trial import LOG_FILE, TrialProcess
 
 POLL_S = 0.25
@@ -39,6 +39,7 @@ class Plan:
     parallel: int
     report_every_env_steps: int
     unreached_s: float
+    baseline: dict[str, Any]  # the experiment's own values of the space's keys
 
 
 @dataclass
@@ -85,7 +86,8 @@ def plan_sweep(experiment: str, sweep_file: str, sweep_dir: str | None, extra: l
     unreached = spec.unreached_s if spec.unreached_s is not None else (config.time_limit_s or math.inf)
     every = spec.report_every_env_steps or max(1, config.total_env_steps // 20)
     return Plan(spec, experiment, list(extra), Path(sweep_dir) if sweep_dir else default_sweep_dir(experiment, sweep_file),
-                spec.parallel or default_parallel(config, spec.trials), every, unreached)
+                spec.parallel or default_parallel(config, spec.trials), every, unreached,
+                {key: config_value(config, key) for key in spec.space})
 
 
 def run_sweep(experiment: str, sweep_file: str, sweep_dir: str | None = None, extra: list[str] | None = None) -> int:
@@ -98,6 +100,8 @@ def run_sweep(experiment: str, sweep_file: str, sweep_dir: str | None = None, ex
     sigint = signal.getsignal(signal.SIGINT)
     try:
         study = open_study(plan.sweep_dir, plan.spec, experiment, plan.extra)
+        if plan.spec.baseline and not study.trials:
+            study.enqueue_trial(as_params(plan.spec, plan.baseline), user_attrs={"baseline": True})
         done = counted(study)
         print(f"srl sweep {experiment}: {plan.sweep_dir} ({done} of {plan.spec.trials} trials done, "
               f"{plan.parallel} at once)", flush=True)
@@ -161,7 +165,8 @@ def _start(plan: Plan, study: Any) -> Running:
     trial.set_user_attr("values", values)
     overrides = [*plan.spec.overrides, *plan.extra, *(override_text(k, v) for k, v in values.items()), f"seed={seed}"]
     shown = " ".join(override_text(k, v) for k, v in values.items())
-    print(f"trial {trial.number} started: {shown} seed={seed}", flush=True)
+    baseline = " (the experiment's own values)" if trial.user_attrs.get("baseline") else ""
+    print(f"trial {trial.number} started: {shown} seed={seed}{baseline}", flush=True)
     return Running(trial, TrialProcess(trial.number, run_dir, plan.experiment, overrides), seed, values)
 
 

@@ -93,6 +93,8 @@ class SweepSpec(BaseModel):
     unreached_s: float | None = Field(
         None, ge=0, description="time_to_target_s of a trial that never reached the target; none: its time_limit_s, "
         "else infinity.")
+    baseline: bool = Field(
+        False, description="Run the experiment's own values of the space's keys first (trial 0), to compare with.")
     stop_grace_s: float = Field(60.0, gt=0, description="Seconds a stopped trial has to write its summary.")
 
     @field_validator("pruner")
@@ -193,6 +195,14 @@ def override_text(key: str, value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{key}={value}"
     return f"{key}={json.dumps(value)}"
+
+
+def config_value(config: Any, key: str) -> Any:
+    """The value of dotted `key` in a loaded config (algo.lr, policy_kwargs.hidden_sizes)."""
+    value = config
+    for part in key.split("."):
+        value = value[part] if isinstance(value, dict) else getattr(value, part)
+    return value
 
 
 def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> None:

@@ -117,8 +117,17 @@ def suggest(trial: Any, spec: SweepSpec) -> dict[str, Any]:
     return values
 
 
+def as_params(spec: SweepSpec, values: dict[str, Any]) -> dict[str, Any]:
+    """Config values as Optuna's parameters (for enqueue_trial): a list or mapping choice as JSON."""
+    return {key: value if _plain(spec.space[key].choice or []) else json.dumps(value) for key, value in values.items()}
+
+
+def _plain(choices: list[Any]) -> bool:
+    return all(c is None or isinstance(c, (bool, int, float, str)) for c in choices)
+
+
 def _choose(trial: Any, key: str, choices: list[Any]) -> Any:
     """Optuna takes only plain choices; a list or mapping goes in as its JSON text."""
-    if all(c is None or isinstance(c, (bool, int, float, str)) for c in choices):
+    if _plain(choices):
         return trial.suggest_categorical(key, choices)
     return json.loads(trial.suggest_categorical(key, [json.dumps(c) for c in choices]))
