@@ -174,3 +174,26 @@ def test_ctrl_c_stops_the_running_trials_and_the_sweep_continues_later(tmp_path)
     assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs[INTERRUPTED]
     assert retry.state == optuna.trial.TrialState.WAITING  # queued again, with the same values
     assert retry.system_attrs["fixed_params"] == trial.params
+
+
+def test_a_resumed_study_draws_new_points(tmp_path):
+    """The sampler is seeded again on resume: with the first run's seed it would repeat its draws."""
+    spec = parse_spec({"objective": "episode_return_mean", "space": SPACE, "seed": 3}, "sweep.yaml")
+    first = open_study(tmp_path, spec, "cartpole-ppo", [])
+    trial = first.ask()
+    drawn = suggest(trial, spec)
+    first.tell(trial, 1.0)
+    again = open_study(tmp_path, spec, "cartpole-ppo", []).ask()
+    assert suggest(again, spec) != drawn
+    fresh = open_study(tmp_path / "other", spec, "cartpole-ppo", []).ask()
+    assert suggest(fresh, spec) == drawn  # the same seed, a new study: the same first point
+
+
+def test_a_study_of_another_space_is_refused(tmp_path):
+    spec = parse_spec({"objective": "episode_return_mean", "space": SPACE}, "sweep.yaml")
+    open_study(tmp_path, spec, "cartpole-ppo", [])
+    other = parse_spec({"objective": "episode_return_mean", "space": {"algo.lr": {"uniform": [0.1, 0.2]}}}, "s.yaml")
+    with pytest.raises(ConfigError, match="made with space="):
+        open_study(tmp_path, other, "cartpole-ppo", [])
+    with pytest.raises(ConfigError, match="made with overrides="):
+        open_study(tmp_path, spec, "cartpole-ppo", ["total_env_steps=5"])

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +46,9 @@ class Plan:
 class Running:
     trial: Any  # optuna.Trial
     process: TrialProcess
-    seed: int
     values: dict[str, Any]
-    reported_step: int = 0
+    reported_step: int = 0  # the last env-step checkpoint reported to the pruner
     pruned: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 def default_sweep_dir(experiment: str, sweep_file: str) -> Path:
@@ -142,7 +140,7 @@ def _schedule(plan: Plan, study: Any) -> int:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         for item in running:
-            item.process.stop("sweep interrupted")
+            item.process.stop()
         for item in running:
             item.process.finish(plan.spec.stop_grace_s)
         fail_interrupted(study, [item.trial for item in running])
@@ -167,7 +165,7 @@ def _start(plan: Plan, study: Any) -> Running:
     shown = " ".join(override_text(k, v) for k, v in values.items())
     baseline = " (the experiment's own values)" if trial.user_attrs.get("baseline") else ""
     print(f"trial {trial.number} started: {shown} seed={seed}{baseline}", flush=True)
-    return Running(trial, TrialProcess(trial.number, run_dir, plan.experiment, overrides), seed, values)
+    return Running(trial, TrialProcess(trial.number, run_dir, plan.experiment, overrides), values)
 
 
 def _watch(plan: Plan, item: Running) -> bool:
@@ -183,7 +181,7 @@ def _watch(plan: Plan, item: Running) -> bool:
             item.reported_step = step
             if item.trial.should_prune():
                 item.pruned = True
-                item.process.stop("pruned")
+                item.process.stop()
     item.process.kill_if_stuck(plan.spec.stop_grace_s)
     return item.process.poll() is not None
 

@@ -192,8 +192,8 @@ def _check_pruner(spec: SweepSpec, where: str) -> None:
 
 def override_text(key: str, value: Any) -> str:
     """`key=value` as srl parses it: the value as JSON, which is YAML (strings quoted, lists kept)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{key}={value}"
+    if isinstance(value, float) and math.isinf(value):
+        return f"{key}={'.inf' if value > 0 else '-.inf'}"  # YAML's infinity (JSON has none)
     return f"{key}={json.dumps(value)}"
 
 

@@ -66,8 +66,11 @@ def open_study(sweep_dir: Path, spec: SweepSpec, experiment: str, extra: list[st
     storage = RDBStorage(f"sqlite:///{(sweep_dir / STUDY_FILE).resolve()}")
     study = optuna.create_study(
         storage=storage, study_name=STUDY_NAME, load_if_exists=True, direction=spec.best_direction,
-        sampler=optuna.samplers.TPESampler(seed=spec.seed), pruner=make_pruner(spec),
+        pruner=make_pruner(spec),
     )
+    # a resumed sweep's sampler starts a fresh stream: seeded as the first run was, it would draw
+    # the first run's random start-up points again
+    study.sampler = optuna.samplers.TPESampler(seed=spec.seed + len(study.trials))
     mine = json.loads(json.dumps(identity(spec, experiment, extra)))
     saved = study.user_attrs.get("identity")
     if saved is None:

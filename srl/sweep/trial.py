@@ -37,8 +37,7 @@ class TrialProcess:
                                      start_new_session=True, preexec_fn=_child_setup)
         self._offset = 0
         self._partial = b""
-        self.stopping_since: float | None = None
-        self.stop_reason: str | None = None
+        self.stopping_since: float | None = None  # monotonic time of the Ctrl-C sent to it
 
     def new_metrics(self) -> list[dict[str, Any]]:
         """Rows of metrics.jsonl written since the last call (complete lines only)."""
@@ -59,10 +58,10 @@ class TrialProcess:
                 continue  # a torn line of a killed run: the next rows still count
         return rows
 
-    def stop(self, reason: str) -> None:
+    def stop(self) -> None:
         """Ctrl-C the trial (its summary is written); `kill_if_stuck` ends it if that takes too long."""
         if self.stopping_since is None and self.proc.poll() is None:
-            self.stopping_since, self.stop_reason = time.monotonic(), reason
+            self.stopping_since = time.monotonic()
             self._signal(signal.SIGINT)
 
     def kill_if_stuck(self, grace_s: float) -> None:
