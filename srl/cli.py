@@ -1,4 +1,4 @@
-"""The `srl` command: run, eval, graph, list."""
+"""The `srl` command: run, sweep, eval, graph, list."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args.experiment, args.overrides)
     return run_experiment(config, started_s=_STARTED_S)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from srl.sweep.run import run_sweep
+
+    return run_sweep(args.experiment, args.sweep_file, args.dir, args.overrides)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -114,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("experiment", help=EXPERIMENT_HELP)
     run.add_argument("overrides", nargs="*", help="config overrides, e.g. seed=3 launcher=inline algo.lr=3e-4")
     run.set_defaults(fn=_cmd_run)
+    sweep = sub.add_parser("sweep", help="search hyperparameters with Optuna: srl sweep EXPERIMENT SWEEP.yaml "
+                           "[key=value ...] (docs/sweeps.md)")
+    sweep.add_argument("experiment", help=EXPERIMENT_HELP)
+    sweep.add_argument("sweep_file", help="the sweep file: objective, trials, parallel, space, pruner (docs/sweeps.md)")
+    sweep.add_argument("overrides", nargs="*", help="config overrides of every trial, after the sweep file's")
+    sweep.add_argument("--dir", help="the sweep directory (study.db, trial-NNNN/, results); default "
+                       "sweeps/<experiment>-<sweep file>; the same directory continues its study")
+    sweep.set_defaults(fn=_cmd_sweep)
     ev = sub.add_parser("eval", help="run a trained policy for N episodes and report the return")
     ev.add_argument("run_dir")
     ev.add_argument("--episodes", type=int, default=10)
