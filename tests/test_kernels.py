@@ -29,6 +29,7 @@ from srl.streams.params import (
     ParamPublisher,
     ParamSubscriber,
     load_frames,
+    tensor_bytes,
 )
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.testing import CountingEnv, check_counts
@@ -191,7 +192,7 @@ def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch(
     version is published one poll answers all 4 in one batch, with that version's outputs."""
     transport, graph = InlineTransport(), counting_graph()
     policy, trained = (make_policy(graph.config, graph.observation_space, graph.action_space) for _ in "ab")
-    service, slots = ParamServiceKernel(transport), {}
+    service, slots = ParamServiceKernel(transport, tensor_bytes(policy)), {}
     rng = np.random.default_rng(0)
     for a in (0, 1):
         arrays = transport.arrays(actor_block(a), graph.actor_layout())
@@ -199,7 +200,7 @@ def test_policy_worker_waits_for_params_then_answers_every_request_in_one_batch(
         for s in range(SPLITS):
             slots[(a, s)] = sub_arrays(arrays, f"infer.{s}.")
             slots[(a, s)][C.OBS][:] = rng.normal(size=slots[(a, s)][C.OBS].shape)
-    acting = Acting(policy, ParamSubscriber(transport))
+    acting = Acting(policy, ParamSubscriber(transport, policy))
     kernel = PolicyWorkerKernel(acting, InferenceServer(transport, 0, [0, 1]), slots)
     clients = [InferenceClient(transport, a, 0) for a in (0, 1)]
     kernel.start()
@@ -331,9 +332,10 @@ def test_trainer_drops_stale_segments_and_reports_the_lag(trainer):
 
 
 def test_param_service_keeps_the_newest_version_and_answers_want():
-    """Out-of-order publishes never replace a newer version; WANT re-sends the current one."""
+    """Out-of-order publishes never replace a newer version; WANT re-sends the current one; a
+    publish whose frames are not the policy's tensors is dropped and counted, never served."""
     transport = InlineTransport()
-    service, out = ParamServiceKernel(transport), transport.subscriber(SERVICE_OUT)
+    service, out = ParamServiceKernel(transport, [4]), transport.subscriber(SERVICE_OUT)
     tx = transport.sender(SERVICE_IN)
 
     def sent():
@@ -342,19 +344,24 @@ def test_param_service_keeps_the_newest_version_and_answers_want():
 
     tx.send((WANT, 0))
     assert sent() == [] and service.version == -1
-    tx.send((PUBLISH, 3), [b"three"])
-    assert sent() == [((3, 0), [b"three"])]
-    tx.send((PUBLISH, 1), [b"one"])
+    tx.send((PUBLISH, 3, 0), [b"3333"])
+    assert sent() == [((3, 0), [b"3333"])]
+    tx.send((PUBLISH, 1, 0), [b"1111"])
     assert sent() == [] and service.version == 3
-    tx.send((PUBLISH, 5), [b"five"])
-    tx.send((PUBLISH, 4), [b"four"])
-    assert sent() == [((5, 0), [b"five"])]
+    tx.send((PUBLISH, 5, 0), [b"5555"])
+    tx.send((PUBLISH, 4, 0), [b"4444"])
+    assert sent() == [((5, 0), [b"5555"])]
     tx.send((WANT, 0))
-    assert sent() == [((5, 0), [b"five"])]
+    assert sent() == [((5, 0), [b"5555"])]
     assert service.report() == {"params_version": 5, "publishes": 3}
-    tx.send((PUBLISH, 2, 1), [b"restarted"])  # a restarted trainer: older version, newer generation
+    tx.send((PUBLISH, 2, 1), [b"2222"])  # a restarted trainer: older version, newer generation
     tx.send((PUBLISH, 6, 0), [b"dead"])  # the dead trainer's last words
-    assert sent() == [((2, 1), [b"restarted"])] and service.version == 2
+    assert sent() == [((2, 1), [b"2222"])] and service.version == 2
+    assert transport.take_rejected() == {}
+    tx.send((PUBLISH, 10**9, 9), [b"a larger tensor"])  # served, it would block every later version
+    tx.send((PUBLISH, 7), [b"7777"])  # no generation
+    assert sent() == [] and service.version == 2
+    assert transport.take_rejected() == {SERVICE_IN: 2}
 
 
 # ------------------------------------------------------------------------------ run monitor

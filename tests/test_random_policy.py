@@ -35,8 +35,8 @@ def test_same_torch_seed_gives_the_same_numpy_actions():
 
 def test_acting_takes_the_numpy_path_except_in_deterministic_mode():
     policy = RandomPolicy(OBS, gym.spaces.Discrete(2))
-    fast = Acting(policy, ParamSubscriber(InlineTransport()))
-    seeded = Acting(policy, ParamSubscriber(InlineTransport()), sampling_seed=3)
+    fast = Acting(policy, ParamSubscriber(InlineTransport(), policy))
+    seeded = Acting(policy, ParamSubscriber(InlineTransport(), policy), sampling_seed=3)
     assert fast._rollout_numpy is not None and seeded._rollout_numpy is None
     slot = {C.OBS: np.zeros((4, 3), np.float32), C.ACTION: np.full(4, -1), "version": np.zeros(1, np.int64)}
     fast([slot], [None])

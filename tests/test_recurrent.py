@@ -17,7 +17,7 @@ from srl.envs import SerialVectorEnv, make_vector_env
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import poison
-from srl.streams.params import ParamPublisher, ParamSubscriber
+from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.testing import CountingEnv
 from srl.workers.actor import ActorKernel
@@ -45,8 +45,9 @@ def act_segments(cell: str, polls: int = 4 * T + 1):
     poison(arrays)  # an unwritten row shows up as NaN / -1
     infer = [sub_arrays(arrays, "infer.0.")]
     segments = {(0, k): sub_arrays(arrays, f"sample.0.{k}.") for k in range(2)}
-    service = ParamServiceKernel(transport)
-    acting = Acting(make_policy(graph.config, graph.observation_space, graph.action_space), ParamSubscriber(transport))
+    service = ParamServiceKernel(transport, tensor_bytes(policy))
+    acting_policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    acting = Acting(acting_policy, ParamSubscriber(transport, acting_policy))
     envs = [SerialVectorEnv([CountingEnv(e, L) for e in range(ENVS)])]
     actor = ActorKernel(envs, LocalInferenceClient(acting, infer, 0), SampleProducer(transport, 0, segments), infer, T, [0])
     consumer = SampleConsumer(transport, {(0, 0, k): seg for (_, k), seg in segments.items()})

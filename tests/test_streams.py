@@ -25,7 +25,14 @@ from srl.streams.inference import InferenceClient, InferenceServer
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import ArraySpec, Layout
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
-from srl.streams.params import SERVICE_OUT, ParamPublisher, ParamSubscriber, load_frames, state_frames
+from srl.streams.params import (
+    SERVICE_OUT,
+    ParamPublisher,
+    ParamSubscriber,
+    load_frames,
+    state_frames,
+    tensor_bytes,
+)
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.streams.tcp import TcpTransport, Wire
 from srl.streams.tcp_setup import free_ports
@@ -326,13 +333,14 @@ def test_sample_slots_back_pressure_and_release(world):
 
 def test_params_late_joiner_and_monotonic_versions(world):
     """A subscriber that joins after a publish gets it via WANT; versions never go backwards;
-    a message with the wrong tensors is refused by load_frames."""
+    a message with the wrong tensors is dropped and counted, never loaded."""
     service_transport = world()
-    service = ParamServiceKernel(service_transport)
+    service = ParamServiceKernel(service_transport, tensor_bytes(linear(0.0)))
     publisher = ParamPublisher(world())
     publisher.publish(1, linear(1.0))
     until(lambda: service.version == 1, service.poll)
-    subscriber, mine = ParamSubscriber(world()), linear(0.0)
+    mine, subscriber_transport = linear(0.0), world()
+    subscriber = ParamSubscriber(subscriber_transport, mine)
     seen: list[int] = []
 
     def pump() -> None:
@@ -348,7 +356,7 @@ def test_params_late_joiner_and_monotonic_versions(world):
     for _ in range(20):
         pump()
     assert seen == sorted(seen) and seen[-1] == 3 and mine.weight.eq(3.0).all()
-    service_transport.publisher(SERVICE_OUT).send((2,), state_frames(linear(2.0)))  # an older version
+    service_transport.publisher(SERVICE_OUT).send((2, 0), state_frames(linear(2.0)))  # an older version
     world.settle()
     assert not subscriber.poll(mine) and subscriber.version == 3 and mine.weight.eq(3.0).all()
 
@@ -357,16 +365,12 @@ def test_params_late_joiner_and_monotonic_versions(world):
         load_frames(mine, frames[:1])
     with pytest.raises(ValueError, match="values"):
         load_frames(mine, [frames[0][:1], frames[1]])
-    service_transport.publisher(SERVICE_OUT).send((9,), frames[:1])
-    refused: list[ValueError] = []
-
-    def poll_bad() -> None:
-        try:
-            subscriber.poll(mine)
-        except ValueError as e:
-            refused.append(e)
-
-    until(lambda: bool(refused), poll_bad)
+    subscriber_transport.take_rejected()
+    service_transport.publisher(SERVICE_OUT).send((9, 0), frames[:1])
+    rejected: list[dict] = []
+    until(lambda: bool(rejected), lambda: (subscriber.poll(mine), rejected.extend(filter(None, [
+        subscriber_transport.take_rejected()]))))
+    assert rejected == [{SERVICE_OUT: 1}]
     assert subscriber.version == 3 and mine.weight.eq(3.0).all()
 
 
@@ -410,7 +414,7 @@ def test_a_published_version_is_a_snapshot_of_the_weights(world):
     publisher.publish(1, module)
     with torch.no_grad():
         module.weight.add_(1.0)
-    service = ParamServiceKernel(world())
+    service = ParamServiceKernel(world(), tensor_bytes(module))
     until(lambda: service.version == 1, service.poll)
     assert [bytes(f) == s.tobytes() for f, s in zip(service.latest.frames, snapshot)] == [True, True]
 

@@ -137,10 +137,12 @@ def test_slot_round_trip_through_the_wire():
 
 
 def test_carry_wraps_endpoints_only_where_memory_is_not_shared():
-    """shm/inline get their endpoint back unchanged; elsewhere a slot sender sends exactly the
-    named arrays of the slot the header names, and refuses other frames."""
-    from srl.streams.carry import SlotSender, carry_in, carry_out, slot_at
+    """shm/inline get their sender back unchanged; elsewhere a slot sender sends exactly the
+    named arrays of the slot the header names, and refuses other frames; the receiving schema
+    copies them into its own slot, and drops (counts) a message whose frames do not fit it."""
+    from srl.streams.carry import SlotSender, carry_out, every_array, slot_at
     from srl.streams.inline import InlineTransport
+    from srl.streams.schema import INDEX, Schema, checked
 
     class Unshared(InlineTransport):
         shares_memory = False
@@ -151,7 +153,8 @@ def test_carry_wraps_endpoints_only_where_memory_is_not_shared():
     assert carry_out(shared, shared.sender("q"), slot_at(slots, 0, 1)) is shared.sender("q")
     unshared = Unshared()
     out = carry_out(unshared, unshared.sender("q"), slot_at(slots, 0, 1))
-    inbox = carry_in(unshared, unshared.receiver("q"), slot_at(theirs, 0, 1))
+    fields = {"actor": INDEX, "split": INDEX, "key": INDEX}
+    inbox = checked(unshared, unshared.receiver("q"), "q", Schema(fields, slot_at(theirs, 0, 1), every_array))
     assert isinstance(out, SlotSender)
     slots[(0, 2)]["obs"][:] = 5
     slots[(0, 2)]["done"][:] = True
@@ -160,9 +163,10 @@ def test_carry_wraps_endpoints_only_where_memory_is_not_shared():
     assert message.header == (0, 2, 9) and len(message.frames) == 2
     assert (theirs[(0, 2)]["obs"] == 5).all() and theirs[(0, 2)]["done"].all()
     assert not theirs[(0, 1)]["done"].any(), "only the named slot is written"
-    obs_only = carry_in(unshared, unshared.receiver("r"), slot_at(theirs, 0, 1), lambda slot: ["obs"])
-    carry_out(unshared, unshared.sender("r"), slot_at(slots, 0, 1)).send((0, 2))
-    with pytest.raises(WireError, match="2 frames"):  # sent every array, expected obs only
-        obs_only.recv_all()
+    obs_only = Schema(fields, slot_at(theirs, 0, 1), lambda slot: ["obs"])
+    carry_out(unshared, unshared.sender("r"), slot_at(slots, 0, 1)).send((0, 1, 0))
+    obs_inbox = checked(unshared, unshared.receiver("r"), "r", obs_only)
+    assert obs_inbox.recv_all() == []  # it carried every array, not obs only
+    assert unshared.take_rejected() == {"r": 1}
     with pytest.raises(ValueError, match="nothing else"):
         out.send((0, 1), [b"extra"])

@@ -23,10 +23,12 @@ from srl.graph import Graph, WorkerSpec
 from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.reports import report_check
 from srl.launch.restarts import CrashLoop, RestartPolicy
 from srl.storage import WriteFailed
-from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Kind, Role, decode_report
+from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Kind, Role, decode_report, report_schema
 from srl.streams.incarnations import Incarnations
+from srl.streams.schema import checked
 from srl.streams.transport import Receiver, Transport
 
 POLL_S = 0.05
@@ -70,7 +72,10 @@ class Supervisor:
         self, graph: Graph, monitor: RunMonitor, transport: Transport, inbox: Receiver,
         workers: Workers, incarnations: Incarnations, also_rejecting: Sequence[Any] = (),
     ) -> None:  # fmt: skip
-        self.graph, self.monitor, self.transport, self.inbox = graph, monitor, transport, inbox
+        self.graph, self.monitor, self.transport = graph, monitor, transport
+        # only reports of this run's workers that hold what the monitor reads (srl.launch.reports)
+        schema = report_schema(report_check((w.role, w.index) for w in graph.workers))
+        self.inbox = checked(transport, inbox, CONTROLLER_IN, schema)
         # other services of the controller that drop and count messages (`take_rejected`): the
         # trainers' rendezvous (srl.streams.rendezvous)
         self.also_rejecting = list(also_rejecting)
@@ -101,16 +106,15 @@ class Supervisor:
                 return reason
 
     def drain(self) -> None:
-        """Feed every waiting report to the monitor; keep error reports for the failure's detail."""
+        """Feed every waiting report to the monitor; keep error reports for the failure's detail.
+        The inbox passes only reports the monitor can read; the rest is counted with every other
+        message this process dropped."""
+        messages = self.inbox.recv_all()
         self.monitor.on_rejected(self.transport.take_rejected())
         for service in self.also_rejecting:
             self.monitor.on_rejected(service.take_rejected())
-        for message in self.inbox.recv_all():
-            try:
-                kind, role, index, payload = decode_report(message)
-            except (ValueError, KeyError, TypeError, IndexError):  # signed, yet not a report: dropped
-                self.monitor.on_rejected({CONTROLLER_IN: 1})
-                continue
+        for message in messages:
+            kind, role, index, payload = decode_report(message)
             if kind == Kind.ERROR:
                 self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
                 if payload.get("halt"):

@@ -2,16 +2,22 @@
 
 worker -> controller: (kind, role, index) + one JSON frame. JSON, not pickle: it cannot run code.
 controller -> workers: (STOP,) broadcast.
+
+Each end takes only messages of these shapes (srl.streams.schema): a worker, a STOP or one frame
+of this run's epochs; the controller, reports of its own workers whose payloads hold what it
+reads (srl.launch.reports). The rest is dropped and counted.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
+from srl.streams.schema import EPOCH, INDEX, Kinds, Malformed, Schema, checked, one_of
 from srl.streams.transport import Message, Receiver, Transport
 
 CONTROLLER_IN = "controller.in"
@@ -48,6 +54,27 @@ class Role(IntEnum):
         return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer", 6: "eval"}[int(self)]
 
 
+def command_schema(epochs: np.ndarray | None) -> Kinds:
+    """(STOP,), or (EPOCHS,) with one frame of this run's epochs (any frame where this worker
+    keeps none: it reads none)."""
+    epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(None,))
+    if epochs is not None:
+        epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(epochs.nbytes,), content=_check_epochs)
+    return Kinds({STOP: Schema({"kind": one_of(STOP)}), EPOCHS: epochs_frame})
+
+
+def _check_epochs(message: Message) -> None:
+    sent = np.frombuffer(message.frames[0], np.int64)  # its size is checked first
+    if sent.min() < EPOCH.start or sent.max() >= EPOCH.stop:
+        raise Malformed(f"epochs outside [{EPOCH.start}, {EPOCH.stop}): {sent.tolist()[:8]}")
+
+
+def report_schema(content: Callable[[Message], None]) -> Schema:
+    """(kind, role, index) + one frame; `content` checks it (the controller's: srl.launch.reports)."""
+    fields = {"kind": one_of(*Kind), "role": one_of(*Role), "index": INDEX}
+    return Schema(fields, frame_bytes=(None,), content=content)
+
+
 class WorkerLink:
     """A worker's end of the control stream."""
 
@@ -55,7 +82,8 @@ class WorkerLink:
         self.role, self.index = role, index
         self._epochs = epochs  # this process's copy of the epochs, kept by the EPOCHS broadcasts
         self._out = transport.sender(CONTROLLER_IN)
-        self._stop = transport.subscriber(CONTROL_OUT)
+        commands = transport.subscriber(CONTROL_OUT)
+        self._stop = checked(transport, commands, CONTROL_OUT, command_schema(epochs))
         self.receivers: list[Receiver] = [self._stop]
         self.stopping = False
 
@@ -66,10 +94,9 @@ class WorkerLink:
         for message in self._stop.recv_all():
             if message.header[0] == STOP:
                 self.stopping = True
-            elif message.header[0] == EPOCHS and self._epochs is not None and message.frames:
+            elif message.header[0] == EPOCHS and self._epochs is not None:  # sized as ours (schema)
                 sent = np.frombuffer(message.frames[0], np.int64)
-                if sent.shape == self._epochs.shape:
-                    np.maximum(self._epochs, sent, out=self._epochs)  # epochs only grow
+                np.maximum(self._epochs, sent, out=self._epochs)  # epochs only grow
         return self.stopping
 
 

@@ -7,6 +7,7 @@ exactly one reply per request; a split has at most one request in flight, so slo
 
 On a transport that shares no memory (tcp), a request carries the slot's observations and a
 reply everything the policy wrote (actions, outputs, version), as raw frames (srl.streams.carry).
+Each side takes only messages that name one of its slots, whole (srl.streams.schema).
 
 In deterministic mode a request also says which parameter version must act (`min_version`) and
 carries a key that seeds its action sampling, so no result depends on how requests were batched.
@@ -25,8 +26,9 @@ import numpy as np
 
 from srl.data import columns as C
 from srl.spaces import is_obs_column
-from srl.streams.carry import carry_in, carry_out, slot_at
+from srl.streams.carry import carry_out, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
+from srl.streams.schema import COUNT, EPOCH, INDEX, Schema, checked
 from srl.streams.transport import Receiver, Transport
 
 Slot = dict[str, np.ndarray]  # obs, action, policy outputs, version: see srl.graph.inference_layout
@@ -49,6 +51,17 @@ def request_fields(slot: Slot) -> list[str]:
 
 def reply_fields(slot: Slot) -> list[str]:
     return [name for name in slot if not (is_obs_column(name) or name == C.FIRST)]
+
+
+def request_schema(actors: list[int], slots: dict[tuple[int, int], Slot] | None) -> Schema:
+    """(actor, split, min_version, key, epoch): a slot of an actor this policy worker serves."""
+    fields = {"actor": frozenset(actors), "split": INDEX, "min_version": COUNT, "key": COUNT, "epoch": EPOCH}
+    return Schema(fields, slot_at(slots, 0, 1), request_fields)
+
+
+def reply_schema(slots: list[Slot] | None) -> Schema:
+    """(split, key, epoch): a slot of this actor."""
+    return Schema({"split": INDEX, "key": COUNT, "epoch": EPOCH}, slot_at(slots, 0), reply_fields)
 
 
 def requests_name(policy_worker: int) -> str:
@@ -74,8 +87,8 @@ class InferenceClient:
         self.actor = actor
         requests = transport.sender(requests_name(policy_worker))  # header (actor, split, ...)
         self._requests = carry_out(transport, requests, slot_at(slots, 1), request_fields)
-        replies = transport.receiver(replies_name(actor))  # header (split, ...)
-        self._replies = carry_in(transport, replies, slot_at(slots, 0), reply_fields)
+        name = replies_name(actor)  # header (split, key, epoch)
+        self._replies = checked(transport, transport.receiver(name), name, reply_schema(slots))
         self._incarnations = incarnations
         self._server = f"policy:{policy_worker}"
         self.epoch = incarnations.of(f"actor:{actor}")
@@ -90,8 +103,7 @@ class InferenceClient:
     def ready(self) -> list[int]:
         out = []
         for message in self._replies.recv_all():
-            split, *rest = message.header
-            key, epoch = rest if rest else (self._unanswered.get(split, (0, 0))[1], self.epoch)
+            split, key, epoch = message.header
             if epoch == self.epoch and split in self._unanswered and self._unanswered[split][1] == key:
                 del self._unanswered[split]
                 out.append(split)
@@ -115,8 +127,8 @@ class InferenceServer:
         *,
         slots: dict | None = None,
     ) -> None:
-        requests = transport.receiver(requests_name(policy_worker))
-        self._requests = carry_in(transport, requests, slot_at(slots, 0, 1), request_fields)
+        name = requests_name(policy_worker)
+        self._requests = checked(transport, transport.receiver(name), name, request_schema(actors, slots))
         self._replies = {a: self._reply_sender(transport, a, slots) for a in actors}
         self._incarnations = incarnations
         self._taken: dict[tuple[int, int], tuple[int, int]] = {}  # (actor, split) -> last (epoch, key)
@@ -130,7 +142,7 @@ class InferenceServer:
     def poll(self, limit: int) -> list[Request]:
         out = []
         for message in self._requests.recv_all(limit):
-            r = Request(*message.header[:5])
+            r = Request(*message.header)
             self._incarnations.observe(f"actor:{r.actor}", r.epoch)  # tcp: our copy may lag a restart
             if r.epoch != self._incarnations.of(f"actor:{r.actor}"):
                 continue  # its actor has died since

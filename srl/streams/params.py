@@ -4,7 +4,9 @@
     subscriber --WANT--> parameter service   (on start, until it has a version: late joiners)
 
 Tensors travel as raw buffers in the policy's `state_dict()` order; both ends build the same
-policy, so names, shapes and dtypes are known and checked, never sent or unpickled.
+policy, so names, shapes and dtypes are known and checked, never sent or unpickled: the service
+and every subscriber take only messages whose frames are the policy's tensors, byte for byte
+(srl.streams.schema); others are dropped and counted, never stored, served or loaded.
 
 A restarted trainer resumes from its checkpoint with an older version number than the one it
 died at; it publishes under a new *generation* (its epoch, see srl.streams.incarnations), and
@@ -14,11 +16,13 @@ died at; it publishes under a new *generation* (its epoch, see srl.streams.incar
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
+from srl.streams.schema import COUNT, EPOCH, Kinds, Schema, checked, one_of
 from srl.streams.transport import Receiver, Transport
 
 SERVICE_IN = "params.in"
@@ -26,6 +30,25 @@ SERVICE_OUT = "params.out"
 SERVICE = "params:0"  # the worker that serves them
 PUBLISH, WANT = 1, 2
 WANT_RETRY_S = 0.2
+
+
+def tensor_bytes(module: torch.nn.Module) -> list[int]:
+    """The size of each frame of `module`'s weights, in `state_frames` order."""
+    return [t.numel() * t.element_size() for t in module.state_dict().values()]
+
+
+def service_schema(tensors: Sequence[int]) -> Kinds:
+    """What the service takes: (PUBLISH, version, generation) with the policy's tensors, (WANT, 0)."""
+    return Kinds({
+        PUBLISH: Schema({"kind": one_of(PUBLISH), "version": COUNT, "generation": EPOCH},
+                        frame_bytes=tensors),
+        WANT: Schema({"kind": one_of(WANT), "zero": one_of(0)}),
+    })  # fmt: skip
+
+
+def weights_schema(tensors: Sequence[int]) -> Schema:
+    """What subscribers take: (version, generation) with the policy's tensors."""
+    return Schema({"version": COUNT, "generation": EPOCH}, frame_bytes=tensors)
 
 
 def state_frames(module: torch.nn.Module) -> list[np.ndarray]:
@@ -65,15 +88,17 @@ class ParamPublisher:
 
 
 def ordering(header: tuple[int, ...]) -> tuple[int, int]:
-    """(generation, version) of a (version, generation) header; old headers are generation 0."""
-    return (header[1] if len(header) > 1 else 0, header[0])
+    """(generation, version) of a (version, generation) header."""
+    return (header[1], header[0])
 
 
 class ParamSubscriber:
-    """Holds the newest version seen; `poll` loads it into the policy when it is newer."""
+    """Holds the newest version seen; `poll` loads it into the policy when it is newer. Takes only
+    weights shaped as `module`'s (the policy it will load them into)."""
 
-    def __init__(self, transport: Transport) -> None:
-        self._in = transport.subscriber(SERVICE_OUT)
+    def __init__(self, transport: Transport, module: torch.nn.Module) -> None:
+        schema = weights_schema(tensor_bytes(module))
+        self._in = checked(transport, transport.subscriber(SERVICE_OUT), SERVICE_OUT, schema)
         self._want = transport.sender(SERVICE_IN)
         self.version = -1
         self.generation = 0

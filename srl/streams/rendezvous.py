@@ -38,7 +38,8 @@ import torch.distributed as dist
 import zmq
 
 from srl.streams.framing import FramingError, pack, unpack
-from srl.streams.tcp import LOG_EVERY_S, WILDCARDS
+from srl.streams.rejections import Rejections
+from srl.streams.tcp import WILDCARDS
 from srl.streams.wire import Freshness, Limits, Sealed, Sealer, WireError, decode, encode
 
 log = logging.getLogger(__name__)
@@ -151,9 +152,8 @@ class RendezvousServer:
         self.store = KeyValues()
         self.pending: list[_Pending] = []  # blocking calls whose keys are missing
         self.freshness, self.sealer = Freshness(LIMITS.max_age_s), Sealer()
-        self.rejected, self._untaken = 0, 0  # requests dropped: in all, and since take_rejected
-        self._lock = threading.Lock()
-        self._logged_s, self._logged = -LOG_EVERY_S, 0
+        self.rejections = Rejections()  # requests dropped (counted and logged as a stream's are)
+        self._lock = threading.Lock()  # the serving thread rejects, the controller takes
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="srl-rendezvous", daemon=True)
         self._thread.start()
@@ -161,8 +161,7 @@ class RendezvousServer:
     def take_rejected(self) -> dict[str, int]:
         """Requests dropped since the last call (the controller's own `rejected_messages`)."""
         with self._lock:
-            count, self._untaken = self._untaken, 0
-        return {REQUESTS: count} if count else {}
+            return self.rejections.take()
 
     def close(self) -> None:
         _LISTENING.discard(self.fd)
@@ -217,13 +216,7 @@ class RendezvousServer:
 
     def _reject(self, error: Exception) -> None:
         with self._lock:
-            self.rejected += 1
-            self._untaken += 1
-        now = time.monotonic()
-        if now - self._logged_s >= LOG_EVERY_S:
-            log.warning("rendezvous: dropped %d request(s) since the last line, %d in all; the last: %s",
-                        self.rejected - self._logged, self.rejected, error)
-            self._logged_s, self._logged = now, self.rejected
+            self.rejections.reject(REQUESTS, error)
 
 
 def _listen(host: str) -> tuple[int, int]:

@@ -13,7 +13,9 @@ With several trainers (num_trainers > 1), each actor sends to one of them (srl.g
 on that trainer's own stream; the epochs checked are that trainer's.
 
 On a transport that shares no memory (tcp), a sample message carries the segment's arrays and
-the trainer copies them into its own slot (srl.streams.carry); a release carries nothing.
+the trainer copies them into its own slot (srl.streams.carry); a release carries nothing. Each
+side takes only messages that name one of its slots (srl.streams.schema): others are dropped
+and counted.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from srl.streams.carry import carry_in, carry_out, slot_at
+from srl.streams.carry import carry_out, every_array, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
+from srl.streams.schema import EPOCH, INDEX, Schema, checked
 from srl.streams.transport import Receiver, Transport
 
 SAMPLES_NAME = "trainer.samples"  # the stream of trainer 0 (and of a replay buffer)
@@ -42,6 +45,19 @@ def trainer_name(trainer: int) -> str:
 
 def released_name(actor: int) -> str:
     return f"actor.{actor}.released"
+
+
+def sample_schema(slots: dict[tuple[int, int, int], Segment]) -> Schema:
+    """(actor, split, slot, epoch, trainer_epoch) of a slot of this trainer's actors."""
+    actors = frozenset(a for a, _, _ in slots)
+    fields = {"actor": actors, "split": INDEX, "slot": INDEX, "epoch": EPOCH, "trainer_epoch": EPOCH}
+    return Schema(fields, slot_at(slots, 0, 1, 2), every_array)
+
+
+def release_schema(slots: dict[tuple[int, int], Segment]) -> Schema:
+    """(split, slot, epoch, trainer_epoch) of a slot of this actor; nothing carried."""
+    fields = {"split": INDEX, "slot": INDEX, "epoch": EPOCH, "trainer_epoch": EPOCH}
+    return Schema(fields, slot_at(slots, 0, 1))
 
 
 @dataclass(frozen=True)
@@ -69,7 +85,8 @@ class SampleProducer:
         self.slots = slots  # (split, slot) -> segment arrays
         # header (actor, split, slot): the slot is slots[(split, slot)] here
         self._out = carry_out(transport, transport.sender(samples_name(trainer)), slot_at(slots, 1, 2))
-        self._released = transport.receiver(released_name(actor))
+        name = released_name(actor)
+        self._released = checked(transport, transport.receiver(name), name, release_schema(slots))
         self._free: dict[int, deque[int]] = {}
         for split, slot in slots:
             self._free.setdefault(split, deque()).append(slot)
@@ -95,8 +112,8 @@ class SampleProducer:
         the slots left are the ones it never took (`reclaimed`, lost with it). No release of a
         later trainer can be among them: nothing was sent to it before we saw its epoch."""
         for message in self._released.recv_all():
-            s, k, *epochs = message.header
-            if (tuple(epochs) or (0, 0)) == (self.epoch, self.trainer_epoch) and (s, k) in self._sent:
+            s, k, epoch, trainer_epoch = message.header
+            if (epoch, trainer_epoch) == (self.epoch, self.trainer_epoch) and (s, k) in self._sent:
                 self._sent.discard((s, k))
                 self._free[s].append(k)
         trainer_epoch = self._incarnations.of(self.trainer)
@@ -123,7 +140,8 @@ class SampleConsumer:
         trainer: int = 0,
     ) -> None:
         self.slots = slots  # (actor, split, slot) -> segment arrays of this trainer's actors
-        self._in = carry_in(transport, transport.receiver(samples_name(trainer)), slot_at(slots, 0, 1, 2))
+        name = samples_name(trainer)
+        self._in = checked(transport, transport.receiver(name), name, sample_schema(slots))
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
         self._incarnations = incarnations
@@ -135,7 +153,7 @@ class SampleConsumer:
         self.receivers: list[Receiver] = [self._in]
 
     def poll(self, limit: int) -> list[SegmentRef]:
-        refs = [SegmentRef(*m.header[:5]) for m in self._in.recv_all(limit)]
+        refs = [SegmentRef(*m.header) for m in self._in.recv_all(limit)]
         for r in refs:  # a later epoch than ours: its actor restarted (tcp: our copy may lag)
             self._incarnations.observe(f"actor:{r.actor}", r.epoch)
         fresh = [r for r in refs if r.trainer_epoch == self.epoch and self.current(r)]

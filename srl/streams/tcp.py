@@ -5,9 +5,10 @@ the streams send a slot's arrays as raw frames with the message that hands it ov
 `Transport.shares_memory`). Every message is signed with its stream's key and sealed with its
 sender's sequence number (srl.streams.wire); a receiver drops and counts what fails `wire.decode`
 or is a copy of what it took already (`wire.Freshness`), so neither garbage on a port nor a
-recorded message sent again is ever delivered. The drops are counted per stream
-(`TcpTransport.take_rejected`, reported to the controller: `rejected_messages`) and logged at
-most once per `LOG_EVERY_S` per stream, with the count since the last line.
+recorded message sent again is ever delivered. The drops are counted per stream and logged,
+rate-limited but never silenced (`Transport.rejections`, srl.streams.rejections), and reported
+to the controller (`rejected_messages`); a signed message of the wrong shape is dropped and
+counted the same way by its stream (srl.streams.schema).
 
 Where each stream listens (its port, and the host others reach it at) comes from a `Wire`,
 made by the launcher (srl.streams.tcp_setup) and handed to every worker with the secret.
@@ -15,9 +16,6 @@ made by the launcher (srl.streams.tcp_setup) and handed to every worker with the
 
 from __future__ import annotations
 
-import logging
-import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,12 +25,11 @@ import zmq
 from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
 from srl.streams.local import close_sockets, wait_on_sockets
+from srl.streams.rejections import Rejections
 from srl.streams.transport import Message, Receiver, Sender, Transport
 from srl.streams.wire import Freshness, Limits, Sealer, WireError, decode, encode
 
-log = logging.getLogger(__name__)
 WILDCARDS = ("0.0.0.0", "::", "*")
-LOG_EVERY_S = 10.0  # a flood of rejected messages is one log line per stream this often, never silent
 # publishers whose subscribers need only the newest message (srl.streams.params: intermediate
 # versions may be skipped): a subscriber that does not read holds one message, not a queue
 NEWEST_ONLY = ("params.out",)
@@ -70,12 +67,11 @@ def _bracket(host: str) -> str:
 
 
 class _SignedReceiver(Receiver):
-    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejected: Counter, not_before_ns: int) -> None:
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejections: Rejections, not_before_ns: int) -> None:
         self.socket, self.wire, self.name = socket, wire, name
         self.freshness = Freshness(wire.limits.max_age_s, not_before_ns)
-        self.rejected = 0  # messages dropped: malformed, not signed by the run, or replayed
-        self._counts = rejected  # the transport's, per stream
-        self._logged_s, self._logged = -LOG_EVERY_S, 0
+        self.rejected = 0  # messages dropped here: malformed, not signed by the run, or replayed
+        self._rejections = rejections  # the transport's, per stream
 
     def recv_all(self, limit: int = 1 << 30) -> list[Message]:
         out: list[Message] = []
@@ -94,13 +90,7 @@ class _SignedReceiver(Receiver):
 
     def _reject(self, error: Exception) -> None:
         self.rejected += 1
-        self._counts[self.name] += 1
-        now = time.monotonic()
-        if now - self._logged_s >= LOG_EVERY_S:
-            since = self.rejected - self._logged
-            log.warning("stream %s: dropped %d message(s) since the last line, %d in all; the last: %s",
-                        self.name, since, self.rejected, error)
-            self._logged_s, self._logged = now, self.rejected
+        self._rejections.reject(self.name, error)
 
     def _parts(self, frame: zmq.Frame) -> list[memoryview]:
         """The parts packed in one frame (srl.streams.framing). srl never sends multipart
@@ -137,7 +127,6 @@ class TcpTransport(Transport):
         self._blocks: dict[str, bytearray] = {}
         self._pollers: dict[tuple[int, ...], zmq.Poller] = {}
         self._max_message_bytes = wire.limits.max_message_bytes
-        self._rejected: Counter = Counter()  # stream -> messages dropped since take_rejected
 
     def _socket(self, kind: int) -> zmq.Socket:
         socket = self.context.socket(kind)
@@ -153,7 +142,7 @@ class TcpTransport(Transport):
         return socket
 
     def receiver(self, name: str) -> Receiver:
-        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name, self._rejected, self.restarted_ns)
+        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name, self.rejections, self.restarted_ns)
 
     def sender(self, name: str) -> Sender:
         socket = self._socket(zmq.PUSH)
@@ -176,19 +165,13 @@ class TcpTransport(Transport):
         socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self.wire.connect_address(name))
-        return _SignedReceiver(socket, self.wire, name, self._rejected, self.restarted_ns)
+        return _SignedReceiver(socket, self.wire, name, self.rejections, self.restarted_ns)
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         """This process's own copy of block `name`: filled by the messages that carry it."""
         if name not in self._blocks:
             self._blocks[name] = bytearray(layout.nbytes)
         return layout.views(self._blocks[name])
-
-    def take_rejected(self) -> dict[str, int]:
-        """Messages dropped per stream since the last call (reported to the controller)."""
-        out = dict(self._rejected)
-        self._rejected.clear()
-        return out
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         wait_on_sockets(self._pollers, receivers, timeout_s)

@@ -19,6 +19,7 @@ subscriber that joins late misses earlier messages (ask again, see srl.streams.p
 
 from __future__ import annotations
 
+import functools
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from srl.streams.layout import Layout
+from srl.streams.rejections import Rejections
 
 
 @dataclass
@@ -89,10 +91,15 @@ class Transport(ABC):
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         """Block until one of `receivers` has a message or `timeout_s` passes (no spinning)."""
 
+    @functools.cached_property
+    def rejections(self) -> Rejections:
+        """Where this process's receivers count what they drop: unsigned or replayed messages
+        (srl.streams.tcp) and, on every backend, malformed ones (srl.streams.schema)."""
+        return Rejections()
+
     def take_rejected(self) -> dict[str, int]:
-        """Messages this process's receivers dropped, per stream, since the last call (only a
-        backend that takes messages from the network drops any: srl.streams.tcp)."""
-        return {}
+        """Messages this process's receivers dropped, per stream, since the last call."""
+        return self.rejections.take()
 
     def close(self) -> None:
         """Close sockets and detach from shared memory."""

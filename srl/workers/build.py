@@ -18,7 +18,7 @@ from srl.streams.control import Role
 from srl.streams.gradients import GradientGroup
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import InferenceClient, InferenceServer, Slot
-from srl.streams.params import ParamPublisher, ParamSubscriber
+from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
 from srl.streams.samples import SampleConsumer, SampleProducer, Segment
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel
@@ -85,7 +85,8 @@ def _acting(graph: Graph, transport: Transport, clock: TimeBreakdown | None = No
     from srl.workers.build_replay import make_exploration
 
     seed = c.seed if c.deterministic else None
-    return Acting(_policy(graph), ParamSubscriber(transport), sampling_seed=seed, clock=clock,
+    policy = _policy(graph)
+    return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
                   exploration=make_exploration(graph))
 
 
@@ -163,15 +164,16 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
     if spec.role == Role.TRAINER:
         return _make_trainer(graph, spec, transport)
     if spec.role == Role.PARAMS:
-        return ParamServiceKernel(transport)
+        return ParamServiceKernel(transport, tensor_bytes(_policy(graph)))  # takes only this policy's weights
     if spec.role == Role.EVAL:
         from srl.workers.evaluator import EvaluatorKernel
 
         # env ids past every training env's, so its episodes are not theirs
         env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
                               c.num_actor_workers * c.envs_per_actor, wrappers=c.env_wrappers)
+        policy = _policy(graph)
         return EvaluatorKernel(
-            _policy(graph), ParamSubscriber(transport), env, seed=c.seed * 1_000_003 + 999_983,
+            policy, ParamSubscriber(transport, policy), env, seed=c.seed * 1_000_003 + 999_983,
             episodes=c.eval_episodes, interval_s=c.eval_interval_s,
         )
     if spec.role == Role.POD:

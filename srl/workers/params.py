@@ -7,13 +7,19 @@ place that a remote subscriber (another node) needs to reach.
 
 from __future__ import annotations
 
-from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ordering
+from collections.abc import Sequence
+
+from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ordering, service_schema
+from srl.streams.schema import checked
 from srl.streams.transport import Message, Receiver, Transport
 
 
 class ParamServiceKernel:
-    def __init__(self, transport: Transport) -> None:
-        self._in = transport.receiver(SERVICE_IN)
+    def __init__(self, transport: Transport, tensor_bytes: Sequence[int]) -> None:
+        """`tensor_bytes`: the size of each of the policy's tensors (srl.streams.params.tensor_bytes):
+        a publish of anything else is dropped, so it is never stored or served."""
+        publishes = transport.receiver(SERVICE_IN)
+        self._in = checked(transport, publishes, SERVICE_IN, service_schema(tensor_bytes))
         self._out = transport.publisher(SERVICE_OUT)
         self.latest: Message | None = None
         self.published = 0
