@@ -98,6 +98,7 @@ class Supervisor:
     def drain(self) -> None:
         """Feed every waiting report to the monitor; keep error reports for the failure's detail."""
         self.monitor.on_rejected(self.transport.take_rejected())
+        self.monitor.on_dropped(self.transport.take_dropped())
         for message in self.inbox.recv_all():
             try:
                 kind, role, index, payload = decode_report(message)

@@ -94,5 +94,10 @@ class Transport(ABC):
         backend that takes messages from the network drops any: srl.streams.tcp)."""
         return {}
 
+    def take_dropped(self) -> dict[str, int]:
+        """Messages dropped at a queue's bound, per stream, since the last call: sends that found
+        their queue full too long, and (tcp) what a receiver's senders skipped (srl.streams.queues)."""
+        return {}
+
     def close(self) -> None:
         """Close sockets and detach from shared memory."""
