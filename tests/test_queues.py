@@ -163,10 +163,10 @@ def test_segments_in_flight_past_the_budget_are_refused_before_launch():
         load_config("cartpole-ppo", ["max_queued_bytes_per_peer=1000"])
 
 
-def wide_run(run_dir: Path, transport: str):
+def wide_run(run_dir: Path, transport: str, seconds: float):
     return load_config("cartpole-ppo", [
         f"run_dir={run_dir}", "launcher=local", f"transport={transport}", *WIDE, "seed=1",
-        "time_limit_s=40", "target_return=null", "total_env_steps=100000000", "display=off",
+        f"time_limit_s={seconds}", "target_return=null", "total_env_steps=100000000", "display=off",
         "learning_curve=false", "max_policy_lag=1000000", "checkpoint_interval_s=1000",
     ])
 
@@ -236,7 +236,7 @@ def test_silent_subscribers_and_a_stopped_parameter_service_hold_a_bounded_memor
     thread = threading.Thread(target=attack, daemon=True)
     thread.start()
     try:
-        assert run_experiment(wide_run(run_dir, "tcp")) == 0
+        assert run_experiment(wide_run(run_dir, "tcp", seconds=40)) == 0
     finally:
         thread.join(timeout=60)
         context.destroy(linger=0)
@@ -262,7 +262,7 @@ def test_a_silent_subscriber_holds_a_bounded_memory_of_the_parameter_service_ove
     thread = threading.Thread(target=attack, daemon=True)
     thread.start()
     try:
-        assert run_experiment(wide_run(run_dir, "shm")) == 0
+        assert run_experiment(wide_run(run_dir, "shm", seconds=30)) == 0
     finally:
         thread.join(timeout=60)
         context.destroy(linger=0)
