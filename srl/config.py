@@ -294,6 +294,13 @@ class ExperimentConfig(BaseModel):
         "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
         "launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
+    max_queued_bytes_per_peer: int = Field(
+        64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
+        "queues (per connection, launcher=local or ray): each socket queues this over its stream's largest message, "
+        "at least one. At the bound a send waits up to 1 s, then drops the message; a publisher drops a slow "
+        "subscriber's; parameters keep only the newest; every drop counts in dropped_messages. The messages that "
+        "the slots put in flight (segments, inference, batches) must fit: checked before launch (docs/security.md)."
+    )
     learning_curve: bool = Field(
         True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
         "(needs matplotlib, the [plot] extra; skipped with a note without it)."

@@ -423,7 +423,7 @@ def test_monitor_metrics(clock):
         "episodes": 2, "policy_version": 7, "policy_lag_mean": 0.5, "updates": 2, "segments_dropped": 3,
         "segments_lost": 0, "env_steps_lost": 0, "updates_lost": 0, "restarts": 0, "losses/pi": 0.25,
         "trained_env_steps": 480, "nonfinite_episodes_skipped": 0, "nonfinite_updates_skipped": 0,
-        "rejected_messages": 0,
+        "rejected_messages": 0, "dropped_messages": 0,
     }  # fmt: skip
     clock.now += 1
     assert m.metrics()["env_steps_per_s"] == 0.0

@@ -53,7 +53,9 @@ class LoopbackPorts(dict):
 
 
 def loopback_wire() -> Wire:
-    return Wire(secrets.token_bytes(32), LoopbackPorts())
+    # a run's wire sizes each stream's queues by its largest message (tests/test_queues.py); these
+    # streams carry any message the default limits allow, so they get a budget that queues dozens
+    return Wire(secrets.token_bytes(32), LoopbackPorts(), max_queued_bytes=1 << 40)
 
 
 class World:
@@ -351,7 +353,9 @@ def test_params_late_joiner_and_monotonic_versions(world):
     until(lambda: subscriber.version == 1, pump)
     assert mine.weight.eq(1.0).all() and mine.bias.eq(-1.0).all()
     publisher.publish(3, linear(3.0))
-    publisher.publish(2, linear(2.0))  # arrives after 3: the service keeps 3
+    # another sender's older version, after 3: the service keeps 3 (one sender's queue keeps only
+    # its last message, which for a trainer is its newest: srl.streams.queues.NEWEST_ONLY)
+    ParamPublisher(world()).publish(2, linear(2.0))
     until(lambda: subscriber.version == 3, pump)
     for _ in range(20):
         pump()

@@ -96,7 +96,8 @@ def run_workers(
             graph = dataclasses.replace(graph, trainer_group=group_store.address)
         for spec in graph.workers:
             workers.start(spec, graph)
-        transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire)
+        budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
+        transport = LocalTransport(run_id, ipc_dir, budget) if wire is None else TcpTransport(wire)
         inbox = transport.receiver(CONTROLLER_IN)
         stopper = transport.publisher(CONTROL_OUT)
         supervisor = Supervisor(graph, monitor, transport, inbox, workers, incarnations(graph, transport),

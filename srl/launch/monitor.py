@@ -24,7 +24,7 @@ from typing import Any
 from srl.config import ExperimentConfig
 from srl.monitor.episodes import ReturnWindow
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
-from srl.streams.control import REJECTED_KEY, Role
+from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Role
 
 PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s")
 
@@ -58,6 +58,7 @@ class RunMonitor:
         self.nonfinite_episodes_skipped = 0  # episodes actors dropped for a NaN / inf (srl.workers.nonfinite)
         self.nonfinite_updates_skipped = 0  # updates undone for one
         self.rejected: dict[str, int] = {}  # stream -> messages dropped by its receivers (srl.streams.tcp)
+        self.dropped: dict[str, int] = {}  # stream -> messages dropped at a queue's bound (srl.streams.queues)
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -67,6 +68,7 @@ class RunMonitor:
         self.last_report_s[worker] = now
         self.segments_lost += payload.get("segments_lost", 0)
         self.on_rejected(payload.get(REJECTED_KEY) or {})
+        self.on_dropped(payload.get(DROPPED_KEY) or {})
         for key in PER_WORKER_TIMES:
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
@@ -95,9 +97,11 @@ class RunMonitor:
     def on_rejected(self, counts: dict[str, int]) -> None:
         """Messages dropped since the last count, per stream: a worker's (in its report) or the
         controller's own receivers'."""
-        for stream, count in counts.items():
-            if isinstance(stream, str) and isinstance(count, int) and count > 0:
-                self.rejected[stream] = self.rejected.get(stream, 0) + count
+        _add_counts(self.rejected, counts)
+
+    def on_dropped(self, counts: dict[str, int]) -> None:
+        """Messages dropped at a queue's bound since the last count, per stream (as on_rejected)."""
+        _add_counts(self.dropped, counts)
 
     def metrics(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -122,6 +126,7 @@ class RunMonitor:
             "nonfinite_episodes_skipped": self.nonfinite_episodes_skipped,
             "nonfinite_updates_skipped": self.nonfinite_updates_skipped,
             "rejected_messages": sum(self.rejected.values()),
+            "dropped_messages": sum(self.dropped.values()),
             **losses,
             **self._eval_metrics(),
         }
@@ -199,3 +204,9 @@ class RunMonitor:
         now = time.monotonic()
         limit = self.config.heartbeat_timeout_s
         return [w for w in workers if now - self.last_report_s.get(w, self.started_s) > limit]
+
+
+def _add_counts(totals: dict[str, int], counts: dict[str, int]) -> None:
+    for stream, count in counts.items():
+        if isinstance(stream, str) and isinstance(count, int) and count > 0:
+            totals[stream] = totals.get(stream, 0) + count

@@ -124,6 +124,8 @@ class RunOutputs:
             "segments_lost": monitor.segments_lost,
             "rejected_messages": sum(monitor.rejected.values()),
             "rejected_messages_by_stream": dict(sorted(monitor.rejected.items())),
+            "dropped_messages": sum(monitor.dropped.values()),  # at a queue's bound (srl.streams.queues)
+            "dropped_messages_by_stream": dict(sorted(monitor.dropped.items())),
             "env_steps_lost": round(monitor.env_steps_lost),
             "policy_version": monitor.final.get("policy_version"),
             "params_sha256": monitor.final.get("params_sha256"),

@@ -87,7 +87,8 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     _untracked_shared_memory()
     _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    transport = LocalTransport(run_id, ipc_dir) if wire is None else tcp_transport(wire, host, graph.restarted_ns)
+    budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
+    transport = LocalTransport(run_id, ipc_dir, budget) if wire is None else tcp_transport(wire, host, graph.restarted_ns)
     link = make_link(graph, spec, transport)
     kernel = None
     try:

@@ -19,6 +19,7 @@ from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.rundir import claim_run_dir
 from srl.machine import check_machine, raise_open_files_limit
 from srl.storage import WriteFailed
+from srl.streams.tcp_setup import check_queues
 
 LAUNCHERS = ("inline", "local", "ray")
 
@@ -30,6 +31,7 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     torch.set_num_threads(1)  # before any torch op here: forked workers must not inherit thread pools
     graph = build_graph(config)  # every check that can fail does so before anything starts
     check_machine(graph)  # ... and what this machine cannot hold: CPUs, open files, shared memory, memory
+    check_queues(graph)  # ... and the messages in flight that the queues' byte budget cannot hold
     raise_open_files_limit(graph)
     claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
     outputs = None

@@ -18,7 +18,7 @@ from typing import Any
 
 from srl.faults import RunHalted
 from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
-from srl.streams.control import REJECTED_KEY, Kind
+from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind
 
 REPORT_INTERVAL_S = 0.5
 IDLE_WAIT_S = 0.1
@@ -51,9 +51,10 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
 
 
 def _rejected(transport: Any) -> dict[str, Any]:
-    """The messages this worker's receivers dropped since its last report, for the run's count."""
-    counts = transport.take_rejected()
-    return {REJECTED_KEY: counts} if counts else {}
+    """The messages this worker's receivers refused, and those it dropped at a queue's bound, since
+    its last report, for the run's counts."""
+    counts = {REJECTED_KEY: transport.take_rejected(), DROPPED_KEY: transport.take_dropped()}
+    return {key: value for key, value in counts.items() if value}
 
 
 def kernel_clock(kernel: Any) -> TimeBreakdown:
@@ -100,7 +101,8 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    transport = LocalTransport(run_id, ipc_dir) if wire is None else TcpTransport(wire, graph.restarted_ns)
+    budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
+    transport = LocalTransport(run_id, ipc_dir, budget) if wire is None else TcpTransport(wire, graph.restarted_ns)
     link = make_link(graph, spec, transport)
     kernel, code = None, 0
     try:

@@ -111,6 +111,7 @@ class Supervisor:
         message this process dropped."""
         messages = self.inbox.recv_all()
         self.monitor.on_rejected(self.transport.take_rejected())
+        self.monitor.on_dropped(self.transport.take_dropped())
         for service in self.also_rejecting:
             self.monitor.on_rejected(service.take_rejected())
         for message in messages:

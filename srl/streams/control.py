@@ -27,6 +27,9 @@ EPOCHS = 2  # (EPOCHS,) + one frame of int64 epochs: over tcp, where epochs are 
 # a report's {stream: count} of the messages the worker's receivers dropped since its last report
 # (malformed, not signed by the run, replayed: srl.streams.tcp)
 REJECTED_KEY = "rejected_messages"
+# ... and of the messages it dropped at a queue's bound (srl.streams.queues)
+DROPPED_KEY = "dropped_messages"
+MAX_REPORT_BYTES = 4 << 20  # one JSON report; generous, reports are a few KiB
 
 
 class Kind(IntEnum):

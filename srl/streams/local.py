@@ -2,7 +2,8 @@
 
 The launcher creates every shared-memory block (`SharedBlocks`) before any worker starts and
 unlinks them all at exit, whatever way the run ends; workers only attach. Messages carry slot
-indices, so a signal is a 16-64 byte header and the payload never moves.
+indices, so a signal is a 16-64 byte header and the payload never moves; only parameters and
+reports carry frames. Every queue holds at most `max_queued_bytes` per peer (srl.streams.queues).
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ import numpy as np
 import psutil
 import zmq
 
-from srl.streams.framing import pack, unpack
+from srl.streams.control import CONTROLLER_IN, MAX_REPORT_BYTES
+from srl.streams.framing import pack, packed_bytes, unpack
 from srl.streams.layout import Layout
+from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, NEWEST_ONLY, Drops, bound_socket, messages_within
 from srl.streams.transport import Message, Receiver, Sender, Transport, decode_header, encode_header
 
 MAX_PARTS = 1 << 16
+HEADER_MESSAGE_BYTES = packed_bytes(1, 8 * 64)  # a message of one header, the largest (srl.streams.transport)
+# the streams whose messages carry more than a header (parameters keep the newest: NEWEST_ONLY)
+MESSAGE_BYTES = {CONTROLLER_IN: packed_bytes(2, 8 * 64 + MAX_REPORT_BYTES)}
 
 
 def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
@@ -50,12 +56,12 @@ class _ZmqReceiver(Receiver):
 
 
 class _ZmqSender(Sender):
-    def __init__(self, socket: zmq.Socket) -> None:
-        self.socket = socket
+    def __init__(self, socket: zmq.Socket, name: str, drops: Drops) -> None:
+        self.socket, self.name, self.drops = socket, name, drops
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
         # one frame (srl.streams.framing); pack copies, so the caller may overwrite its arrays at once
-        self.socket.send(pack([encode_header(header), *(_frame(f) for f in frames)]), copy=False)
+        self.drops.send(self.socket, pack([encode_header(header), *(_frame(f) for f in frames)]), self.name)
 
 
 def shm_name(run_id: str, block: str) -> str:
@@ -87,9 +93,11 @@ class SharedBlocks:
 
 
 class LocalTransport(Transport):
-    def __init__(self, run_id: str, ipc_dir: Path) -> None:
+    def __init__(self, run_id: str, ipc_dir: Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         self.run_id = run_id
         self.ipc_dir = ipc_dir
+        self.max_queued_bytes = max_queued_bytes
+        self._drops = Drops()
         self.context = zmq.Context()
         self._sockets: list[zmq.Socket] = []
         self._shms: list[shared_memory.SharedMemory] = []
@@ -99,33 +107,34 @@ class LocalTransport(Transport):
     def _address(self, name: str) -> str:
         return f"ipc://{self.ipc_dir / name}"
 
-    def _socket(self, kind: int) -> zmq.Socket:
+    def _socket(self, kind: int, name: str) -> zmq.Socket:
         socket = self.context.socket(kind)
         socket.setsockopt(zmq.LINGER, 0)
+        largest = MESSAGE_BYTES.get(name, HEADER_MESSAGE_BYTES)
+        messages = None if name in NEWEST_ONLY else messages_within(self.max_queued_bytes, largest)
+        bound_socket(socket, messages)  # the kernel's buffers: the OS default for ipc
         self._sockets.append(socket)
         return socket
 
     def receiver(self, name: str) -> Receiver:
-        socket = self._socket(zmq.PULL)
-        socket.setsockopt(zmq.RCVHWM, 0)
+        socket = self._socket(zmq.PULL, name)
         socket.bind(self._address(name))
         return _ZmqReceiver(socket)
 
     def sender(self, name: str) -> Sender:
-        socket = self._socket(zmq.PUSH)
-        socket.setsockopt(zmq.SNDHWM, 0)  # bounded by the slots in flight, never by the socket
+        socket = self._socket(zmq.PUSH, name)
         socket.connect(self._address(name))
-        return _ZmqSender(socket)
+        return _ZmqSender(socket, name, self._drops)
 
     def publisher(self, name: str) -> Sender:
         if name not in self._publishers:
-            socket = self._socket(zmq.PUB)
+            socket = self._socket(zmq.PUB, name)
             socket.bind(self._address(name))
-            self._publishers[name] = _ZmqSender(socket)
+            self._publishers[name] = _ZmqSender(socket, name, self._drops)
         return self._publishers[name]
 
     def subscriber(self, name: str) -> Receiver:
-        socket = self._socket(zmq.SUB)
+        socket = self._socket(zmq.SUB, name)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self._address(name))
         return _ZmqReceiver(socket)
@@ -137,6 +146,9 @@ class LocalTransport(Transport):
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         wait_on_sockets(self._pollers, receivers, timeout_s)
+
+    def take_dropped(self) -> dict[str, int]:
+        return self._drops.take()
 
     def close(self) -> None:
         close_sockets(self._sockets, self.context)

@@ -11,7 +11,11 @@ to the controller (`rejected_messages`); a signed message of the wrong shape is 
 counted the same way by its stream (srl.streams.schema).
 
 Where each stream listens (its port, and the host others reach it at) comes from a `Wire`,
-made by the launcher (srl.streams.tcp_setup) and handed to every worker with the secret.
+made by the launcher (srl.streams.tcp_setup) and handed to every worker with the secret, with
+each stream's largest message: a receiver refuses a larger one (ZeroMQ drops the peer that sends
+it), and every queue holds at most `max_queued_bytes` per peer (srl.streams.queues). A receiver
+counts the messages a sender's sequence skipped (dropped on the way, at a publisher's bound, say)
+as dropped, but on NEWEST_ONLY streams, where skipping old versions is the point.
 """
 
 from __future__ import annotations
@@ -25,14 +29,19 @@ import zmq
 from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
 from srl.streams.local import close_sockets, wait_on_sockets
+from srl.streams.queues import (
+    DEFAULT_MAX_QUEUED_BYTES,
+    KERNEL_BUFFER_BYTES,
+    NEWEST_ONLY,
+    Drops,
+    bound_socket,
+    messages_within,
+)
 from srl.streams.rejections import Rejections
 from srl.streams.transport import Message, Receiver, Sender, Transport
 from srl.streams.wire import Freshness, Limits, Sealer, WireError, decode, encode
 
 WILDCARDS = ("0.0.0.0", "::", "*")
-# publishers whose subscribers need only the newest message (srl.streams.params: intermediate
-# versions may be skipped): a subscriber that does not read holds one message, not a queue
-NEWEST_ONLY = ("params.out",)
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,12 @@ class Wire:
     bind_host: str = "127.0.0.1"  # the interface owners bind; loopback unless the run says otherwise
     hosts: Mapping[str, str] = field(default_factory=dict)  # stream name -> host others connect to
     limits: Limits = Limits()
+    max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per peer of a stream (srl.streams.queues)
+    # stream name -> its largest packed message (srl.streams.tcp_setup); others: limits.max_message_bytes
+    message_bytes: Mapping[str, int] = field(default_factory=dict)
+
+    def largest_message(self, name: str) -> int:
+        return self.message_bytes.get(name, self.limits.max_message_bytes)
 
     def port(self, name: str) -> int:
         try:
@@ -67,8 +82,9 @@ def _bracket(host: str) -> str:
 
 
 class _SignedReceiver(Receiver):
-    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejections: Rejections, not_before_ns: int) -> None:
-        self.socket, self.wire, self.name = socket, wire, name
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, rejections: Rejections, drops: Drops,
+                 not_before_ns: int) -> None:  # fmt: skip
+        self.socket, self.wire, self.name, self.drops = socket, wire, name, drops
         self.freshness = Freshness(wire.limits.max_age_s, not_before_ns)
         self.rejected = 0  # messages dropped here: malformed, not signed by the run, or replayed
         self._rejections = rejections  # the transport's, per stream
@@ -82,10 +98,14 @@ class _SignedReceiver(Receiver):
                 break
             try:
                 sealed = decode(self.wire.secret, self.name, self._parts(frame), self.wire.limits)
+                last = self.freshness.last_seq.get(sealed.sender_id)
                 self.freshness.check(sealed)
                 out.append(sealed.message)
             except (FramingError, WireError) as error:
                 self._reject(error)
+                continue
+            if last is not None and sealed.seq > last + 1 and self.name not in NEWEST_ONLY:
+                self.drops.add(self.name, sealed.seq - last - 1, "a sender's messages skipped on the way")
         return out
 
     def _reject(self, error: Exception) -> None:
@@ -103,14 +123,19 @@ class _SignedReceiver(Receiver):
 
 
 class _SignedSender(Sender):
-    def __init__(self, socket: zmq.Socket, wire: Wire, name: str) -> None:
-        self.socket, self.wire, self.name = socket, wire, name
+    def __init__(self, socket: zmq.Socket, wire: Wire, name: str, drops: Drops) -> None:
+        self.socket, self.wire, self.name, self.drops = socket, wire, name, drops
         self.sealer = Sealer()  # made in the process that sends: a forked copy must not send
+        self.largest = wire.largest_message(name)
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
-        # copy=True: zmq owns the bytes when send returns; the caller may reuse its arrays at once
-        parts = encode(self.wire.secret, self.name, header, frames, self.sealer.next())
-        self.socket.send(pack(parts), copy=False)
+        # pack copies: zmq owns the bytes when send returns; the caller may reuse its arrays at once
+        data = pack(encode(self.wire.secret, self.name, header, frames, self.sealer.next()))
+        if len(data) > self.largest:  # its receivers would drop the connection, without a word
+            raise WireError(f"stream {self.name!r}: a message of {len(data)} bytes, larger than the "
+                            f"{self.largest} its receivers take (srl.streams.tcp_setup.stream_message_bytes)")
+        if not self.drops.send(self.socket, data, self.name):
+            self.sealer.seq -= 1  # never sent: its number goes to the next, so no receiver counts a gap too
 
 
 class TcpTransport(Transport):
@@ -126,52 +151,52 @@ class TcpTransport(Transport):
         self._publishers: dict[str, _SignedSender] = {}
         self._blocks: dict[str, bytearray] = {}
         self._pollers: dict[tuple[int, ...], zmq.Poller] = {}
-        self._max_message_bytes = wire.limits.max_message_bytes
+        self._drops = Drops()
 
-    def _socket(self, kind: int) -> zmq.Socket:
+    def _socket(self, kind: int, name: str) -> zmq.Socket:
         socket = self.context.socket(kind)
         socket.setsockopt(zmq.LINGER, 0)
+        largest = self.wire.largest_message(name)
+        # zmq drops the connection of a peer that sends a bigger message, before buffering it
+        socket.setsockopt(zmq.MAXMSGSIZE, largest)
+        budget = self.wire.max_queued_bytes
+        newest_only = name in NEWEST_ONLY and kind in (zmq.PUB, zmq.PUSH)  # see srl.streams.queues
+        messages = None if newest_only else messages_within(budget, largest)
+        bound_socket(socket, messages, min(budget, KERNEL_BUFFER_BYTES))
         self._sockets.append(socket)
         return socket
 
-    def _listen(self, kind: int, name: str) -> zmq.Socket:
-        socket = self._socket(kind)
-        # zmq drops the connection of a peer that sends a bigger frame, before buffering it
-        socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
-        socket.bind(self.wire.bind_address(name))
-        return socket
-
     def receiver(self, name: str) -> Receiver:
-        return _SignedReceiver(self._listen(zmq.PULL, name), self.wire, name, self.rejections, self.restarted_ns)
+        socket = self._socket(zmq.PULL, name)
+        socket.bind(self.wire.bind_address(name))
+        return _SignedReceiver(socket, self.wire, name, self.rejections, self._drops, self.restarted_ns)
 
     def sender(self, name: str) -> Sender:
-        socket = self._socket(zmq.PUSH)
-        socket.setsockopt(zmq.SNDHWM, 0)  # bounded by the slots in flight, as on shm
+        socket = self._socket(zmq.PUSH, name)
         socket.connect(self.wire.connect_address(name))
-        return _SignedSender(socket, self.wire, name)
+        return _SignedSender(socket, self.wire, name, self._drops)
 
     def publisher(self, name: str) -> Sender:
         if name not in self._publishers:
-            socket = self._socket(zmq.PUB)
-            if name in NEWEST_ONLY:  # one packed frame a message, so conflating keeps it whole
-                socket.setsockopt(zmq.CONFLATE, 1)
-            socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
+            socket = self._socket(zmq.PUB, name)
             socket.bind(self.wire.bind_address(name))
-            self._publishers[name] = _SignedSender(socket, self.wire, name)
+            self._publishers[name] = _SignedSender(socket, self.wire, name, self._drops)
         return self._publishers[name]
 
     def subscriber(self, name: str) -> Receiver:
-        socket = self._socket(zmq.SUB)
-        socket.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
+        socket = self._socket(zmq.SUB, name)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self.wire.connect_address(name))
-        return _SignedReceiver(socket, self.wire, name, self.rejections, self.restarted_ns)
+        return _SignedReceiver(socket, self.wire, name, self.rejections, self._drops, self.restarted_ns)
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         """This process's own copy of block `name`: filled by the messages that carry it."""
         if name not in self._blocks:
             self._blocks[name] = bytearray(layout.nbytes)
         return layout.views(self._blocks[name])
+
+    def take_dropped(self) -> dict[str, int]:
+        return self._drops.take()
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         wait_on_sockets(self._pollers, receivers, timeout_s)

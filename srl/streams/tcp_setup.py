@@ -1,4 +1,5 @@
-"""The launcher's side of the tcp backend: a port for every stream, a secret, and the limits.
+"""The launcher's side of the tcp backend: a port for every stream, a secret, the limits, and
+each stream's largest message, which sizes its queues (srl.streams.queues).
 
 The secret is made here, in the launcher's memory, and reaches workers only as an argument
 (fork, or a cluster engine's task arguments): it is never written to the run directory.
@@ -12,17 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from srl.config import ConfigError
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
-from srl.streams.control import CONTROL_OUT, CONTROLLER_IN
+from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, MAX_REPORT_BYTES
 from srl.streams.inference import replies_name, requests_name
 from srl.streams.params import SERVICE_IN, SERVICE_OUT
+from srl.streams.queues import messages_within
 from srl.streams.samples import released_name, samples_name
 from srl.streams.tcp import WILDCARDS, Wire
-from srl.streams.wire import Limits
+from srl.streams.wire import Limits, message_bytes
 
 SECRET_BYTES = 32
-CONTROL_FRAME_BYTES = 4 << 20  # one JSON report; generous, reports are a few KiB
-
 
 CONTROLLER = "controller"
 
@@ -71,14 +72,75 @@ def run_limits(graph: Any, policy: Any) -> Limits:
         batch_columns = len(graph.batch_fields())
     tensors = list(policy.state_dict().values())
     largest = max(
-        [s.nbytes for s in arrays] + [t.numel() * t.element_size() for t in tensors] + [CONTROL_FRAME_BYTES]
+        [s.nbytes for s in arrays] + [t.numel() * t.element_size() for t in tensors] + [MAX_REPORT_BYTES]
     )
     per_slot = max(len(graph.segment_fields()), len(graph.slot_fields()) + 1, batch_columns)
     return Limits(max_frames=max(per_slot, len(tensors), 1), max_frame_bytes=int(np.int64(largest)))
+
+
+def _slot_bytes(arrays: dict[str, Any], prefix: str) -> int:
+    """A message carrying (some of) one slot's arrays: those named `prefix`..."""
+    return message_bytes([spec.nbytes for name, spec in arrays.items() if name.startswith(prefix)])
+
+
+def slot_message_bytes(graph: Any) -> dict[str, int]:
+    """The largest message of each stream that hands over slots: a segment (samples), an inference
+    slot (requests carry its observations, replies the rest), a replay batch (and its priorities
+    back), or a header alone (an actor's released segments)."""
+    c = graph.config
+    if c.pod:
+        return {}
+    actor = graph.actor_layout().arrays
+    segment, infer = _slot_bytes(actor, "sample.0.0."), _slot_bytes(actor, "infer.0.")
+    sizes = {samples_name(t): segment for t in range(c.num_trainers)}
+    sizes.update({requests_name(p): infer for p in range(c.num_policy_workers)})
+    for a in range(c.num_actor_workers):
+        sizes.update({replies_name(a): infer, released_name(a): message_bytes([])})
+    if c.replay is not None:
+        sizes[BATCHES_NAME] = sizes[RELEASED_NAME] = _slot_bytes(graph.buffer_layout().arrays, "batch.0.")
+    return sizes
+
+
+def stream_message_bytes(graph: Any, policy: Any) -> dict[str, int]:
+    """Every stream's largest message: what its receivers take (a larger one is refused) and what
+    sizes its queues. Parameters carry the policy's tensors; control messages one report."""
+    tensors = message_bytes([t.numel() * t.element_size() for t in policy.state_dict().values()])
+    report = message_bytes([MAX_REPORT_BYTES])
+    sizes = {CONTROLLER_IN: report, CONTROL_OUT: report, SERVICE_IN: tensors, SERVICE_OUT: tensors}
+    return {**sizes, **slot_message_bytes(graph)}
+
+
+def check_queues(graph: Any) -> None:
+    """transport=tcp: a stream whose messages are all needed has as many in flight to one peer as
+    its slots allow; the byte budget must hold them, or a send would block at the bound (and drop
+    after srl.streams.queues.SEND_TIMEOUT_S). On shm these messages are headers, which the smallest
+    budget holds by the ten thousand."""
+    c = graph.config
+    if c.transport != "tcp" or c.launcher == "inline" or c.pod:
+        return
+    in_flight = {samples_name(t): c.ring_splits * c.segment_slots for t in range(c.num_trainers)}
+    if c.inference == "policy_worker":
+        in_flight.update({requests_name(p): c.ring_splits for p in range(c.num_policy_workers)})
+        in_flight.update({replies_name(a): c.ring_splits for a in range(c.num_actor_workers)})
+    if c.replay is not None:
+        in_flight[BATCHES_NAME] = in_flight[RELEASED_NAME] = c.replay.batch_slots
+    sizes = slot_message_bytes(graph)
+    budget = c.max_queued_bytes_per_peer
+    for name, count in in_flight.items():
+        if count > messages_within(budget, sizes[name]):
+            raise ConfigError(
+                f"field 'max_queued_bytes_per_peer': {budget} bytes per peer hold "
+                f"{messages_within(budget, sizes[name])} message(s) of stream {name!r} ({sizes[name]} bytes "
+                f"each), and its slots put up to {count} in flight to one peer; set it to at least "
+                f"{count * sizes[name]}, or use fewer or smaller slots"
+            )
 
 
 def make_wire(graph: Any, policy: Any) -> Wire:
     host = graph.config.bind_host
     names = stream_names(graph.config)
     ports = dict(zip(names, free_ports(host, len(names))))
-    return Wire(secrets.token_bytes(SECRET_BYTES), ports, host, limits=run_limits(graph, policy))
+    return Wire(
+        secrets.token_bytes(SECRET_BYTES), ports, host, limits=run_limits(graph, policy),
+        max_queued_bytes=graph.config.max_queued_bytes_per_peer, message_bytes=stream_message_bytes(graph, policy),
+    )

@@ -101,5 +101,10 @@ class Transport(ABC):
         """Messages this process's receivers dropped, per stream, since the last call."""
         return self.rejections.take()
 
+    def take_dropped(self) -> dict[str, int]:
+        """Messages dropped at a queue's bound, per stream, since the last call: sends that found
+        their queue full too long, and (tcp) what a receiver's senders skipped (srl.streams.queues)."""
+        return {}
+
     def close(self) -> None:
         """Close sockets and detach from shared memory."""

@@ -67,6 +67,11 @@ class Limits:
         return packed_bytes(self.max_frames + 3, fixed + self.max_frames * self.max_frame_bytes)
 
 
+def message_bytes(frame_bytes: Sequence[int]) -> int:
+    """The size of a packed message (any header) whose frames have these sizes."""
+    return packed_bytes(len(frame_bytes) + 3, MAC_BYTES + _SEAL.size + MAX_HEADER_BYTES + sum(frame_bytes))
+
+
 def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
     if isinstance(frame, np.ndarray):
         return memoryview(np.ascontiguousarray(frame)).cast("B")
