@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Container
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -703,9 +704,19 @@ def malformed_for(name: str, rng) -> list[tuple[tuple[int, ...], list[bytes]]]:
     return near + [((-1,) * int(rng.integers(1, 12)), frames()) for _ in range(20 - len(near))]
 
 
-def _inject(wire, streams: list[str], sent: Counter, done: threading.Event, stop: threading.Event) -> None:
-    """A sender with the run's key: each stream's malformed messages, queued until its owner binds."""
+def _stepping(metrics: Path) -> bool:
+    lines = metrics.read_text().splitlines() if metrics.exists() else []
+    return bool(lines) and json.loads(lines[-1])["env_steps"] > 0
+
+
+def _inject(wire, streams: list[str], sent: Counter, done: threading.Event, stop: threading.Event,
+            metrics: Path) -> None:  # fmt: skip
+    """A sender with the run's key: each stream's malformed messages, once the workers report (so
+    every stream's owner has bound), a few milliseconds apart: srl's sender on params.in keeps
+    only its newest message while one waits."""
     rng = np.random.default_rng(0)
+    while not stop.is_set() and not _stepping(metrics):
+        time.sleep(0.05)
     transport = TcpTransport(wire)
     try:
         for name in streams:
@@ -713,6 +724,7 @@ def _inject(wire, streams: list[str], sent: Counter, done: threading.Event, stop
             for header, frames in malformed_for(name, rng):
                 sender.send(header, frames)
                 sent[name] += 1
+                time.sleep(0.005)
         done.set()
         stop.wait(120)
     finally:
@@ -736,13 +748,14 @@ def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stre
 
     def wire_and_inject(graph):
         wire = make(graph)
-        threads.append(threading.Thread(target=_inject, args=(wire, streams, sent, done, stop), daemon=True))
+        threads.append(threading.Thread(target=_inject, args=(wire, streams, sent, done, stop, run_dir / "metrics.jsonl"),
+                                       daemon=True))  # fmt: skip
         threads[0].start()
         return wire
 
     monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_inject)
-    overrides = ["transport=tcp", "inference=policy_worker", "total_env_steps=20000", "target_return=null",
-                 f"run_dir={run_dir}", "display=off", "heartbeat_timeout_s=30"]  # fmt: skip
+    overrides = ["transport=tcp", "inference=policy_worker", "total_env_steps=60000", "target_return=null",
+                 f"run_dir={run_dir}", "display=off", "heartbeat_timeout_s=30", "log_interval_s=0.5"]  # fmt: skip
     try:
         assert main(["run", "cartpole-ppo", *overrides]) == 0
     finally:
