@@ -85,6 +85,7 @@ class Attacker:
     def __init__(self, args: argparse.Namespace, run_dir: Path, captured: Path) -> None:
         self.args, self.run_dir, self.captured = args, run_dir, captured
         self.kills: Counter[str] = Counter()
+        self.killed_pids: set[int] = set()
         self.replayed: Counter[str] = Counter()
         self.malformed: Counter[str] = Counter()
         self.faults_done_s: float | None = None  # time_s (the run's clock) when the last fault was sent
@@ -145,8 +146,10 @@ class Attacker:
             alive = self._workers()
             role = min((r for r in roles if alive.get(r)), key=lambda r: self.kills[r], default=None)
             if role is not None and self.kills[role] < self.args.kills_per_role:
-                rng.choice(alive[role]).send_signal(signal.SIGKILL)
+                victim = rng.choice(alive[role])
+                victim.send_signal(signal.SIGKILL)
                 self.kills[role] += 1
+                self.killed_pids.add(victim.pid)
             time.sleep(self.args.kill_interval_s)
         return roles
 
@@ -293,10 +296,13 @@ def _figures(attacker: Attacker, config, run_dir: Path, exit_code: int) -> dict:
                    - (summary["segments_dropped"] + summary["segments_lost"]) * segment_steps
                    - summary["updates_lost"] * config.batch_segments * segment_steps)  # fmt: skip
     in_flight = (config.segment_slots * config.num_actor_workers + config.batch_segments) * segment_steps
-    poisoned = len(list(PoisonedCartPole.tried.iterdir()))
+    poisoners = [int(p.name.split("-")[0]) for p in PoisonedCartPole.tried.iterdir()]
+    poisoned = len(poisoners)
+    # an actor killed before its next report takes its skipped episodes with it
+    unreported = sum(pid in attacker.killed_pids for pid in poisoners)
     counted = (sum(summary["restarts"].values()) == sum(attacker.kills.values())
                and summary["rejected_messages"] - attacker.rejected_before == sent
-               and summary["nonfinite_episodes_skipped"] >= 0.95 * poisoned
+               and poisoned - unreported <= summary["nonfinite_episodes_skipped"] <= poisoned
                and -summary["env_steps_lost"] <= unaccounted <= in_flight)  # fmt: skip
     return {
         "exit_code": exit_code, "ended_cleanly": exit_code == 130 and summary["stop_reason"] == "interrupted", "stop_reason": summary["stop_reason"], "note": attacker.note,
@@ -304,7 +310,7 @@ def _figures(attacker: Attacker, config, run_dir: Path, exit_code: int) -> dict:
         "replayed": dict(attacker.replayed), "malformed": dict(attacker.malformed),
         "rejected_messages": summary["rejected_messages"], "rejected_before_replays": attacker.rejected_before,
         "rejected_messages_by_stream": summary["rejected_messages_by_stream"],
-        "poisoned_steps_tried": poisoned, "nonfinite_episodes_skipped": summary["nonfinite_episodes_skipped"],
+        "poisoned_steps_tried": poisoned, "poisoned_by_killed_actors": unreported, "nonfinite_episodes_skipped": summary["nonfinite_episodes_skipped"],
         "target_reached": attacker.reached_s is not None,
         "faults_done_s": attacker.faults_done_s, "target_reached_s": attacker.reached_s,
         "env_steps": summary["env_steps"], "trained_env_steps": rows[-1]["trained_env_steps"],
