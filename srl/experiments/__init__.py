@@ -341,4 +341,4 @@ def pong_ppo() -> dict[str, Any]:
 
 
 # last: they register experiments built from the helpers above (mpe-mappo, tictactoe-ppo, the recurrent ones)
-from srl.experiments import multiagent, recurrent  # noqa: E402,F401
+from srl.experiments import minigrid, multiagent, recurrent  # noqa: E402,F401
