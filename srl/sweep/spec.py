@@ -174,10 +174,16 @@ def _format(error: ValidationError) -> str:
     return "invalid sweep file: " + "; ".join(lines)
 
 
+def pruner_class(name: str) -> Any:
+    """The Optuna pruner a sweep file's `pruner` names."""
+    import optuna
+
+    return {"median": optuna.pruners.MedianPruner, "percentile": optuna.pruners.PercentilePruner,
+            "threshold": optuna.pruners.ThresholdPruner}[name]
+
+
 def _check_pruner(spec: SweepSpec, where: str) -> None:
     """The pruner's arguments are its Optuna class's (threshold: lower/upper on the mean return)."""
-    from srl.sweep.study import pruner_class
-
     name, args = spec.pruner_args()
     if name == "none":
         if args:

@@ -14,19 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from srl.config import ConfigError
-from srl.sweep.spec import SweepSpec
+from srl.sweep.spec import SweepSpec, pruner_class
 
 STUDY_FILE = "study.db"
 STUDY_NAME = "srl-sweep"
 INTERRUPTED = "interrupted"  # user attr of a trial the sweep did not see end
 _IDENTITY = ("experiment", "overrides", "objective", "direction", "space")  # what a resumed study must share
-
-
-def pruner_class(name: str) -> Any:
-    import optuna
-
-    return {"median": optuna.pruners.MedianPruner, "percentile": optuna.pruners.PercentilePruner,
-            "threshold": optuna.pruners.ThresholdPruner}[name]
 
 
 def make_pruner(spec: SweepSpec) -> Any:
