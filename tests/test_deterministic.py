@@ -151,7 +151,6 @@ def test_a_deterministic_pod_stops_after_the_same_update_in_every_run(tmp_path):
 
 
 def test_a_deterministic_run_on_ray_stops_where_the_local_run_stops(tmp_path):
-    pytest.importorskip("ray")
     local = summary_of(tmp_path / "local", *README, "total_env_steps=6000")
     on_ray = summary_of(tmp_path / "ray", *README, "total_env_steps=6000", "launcher=ray", "heartbeat_timeout_s=120")
     assert same_stop(local, on_ray)["updates"] == 6

@@ -77,7 +77,8 @@ def saved_run(run_dir, experiment="cartpole-ppo", overrides=()):
 
 
 def test_eval_video_writes_every_step_of_the_episodes(tmp_path):
-    imageio = pytest.importorskip("imageio.v2")
+    import imageio.v2 as imageio
+
     run_dir = saved_run(tmp_path / "run")
     video = tmp_path / "out" / "episodes.mp4"
     result = evaluate_run(run_dir, episodes=2, seed=0, video=video)
@@ -91,7 +92,6 @@ def test_eval_video_writes_every_step_of_the_episodes(tmp_path):
 
 
 def test_eval_video_errors_are_clear(tmp_path, monkeypatch):
-    pytest.importorskip("imageio_ffmpeg")  # the env check comes after the extra's
     run_dir = saved_run(tmp_path / "run")
     with pytest.raises(ConfigError, match=r"must end in \.mp4"):
         evaluate_run(run_dir, episodes=1, seed=0, video=tmp_path / "x.avi")
@@ -105,7 +105,6 @@ def test_eval_video_errors_are_clear(tmp_path, monkeypatch):
 
 
 def test_srl_eval_video_cli(tmp_path, capsys):
-    pytest.importorskip("imageio_ffmpeg")
     run_dir = saved_run(tmp_path / "run")
     video = tmp_path / "v.mp4"
     assert main(["eval", str(run_dir), "--episodes", "1", "--video", str(video)]) == 0
@@ -137,7 +136,6 @@ def test_a_runs_install_hint_prints_verbatim(run_dir, monkeypatch, capsys):
 def test_srl_eval_video_of_an_env_that_does_not_render_is_one_line(tmp_path, capsys, env_id, why):
     """A Gymnasium env without rgb_array rendering: `srl eval --video` says so in one line (exit 2),
     naming the env and what to do, instead of a traceback from inside Gymnasium."""
-    pytest.importorskip("imageio_ffmpeg")  # the env check comes after the extra's
     overrides = [f"env={env_id}", "modules=render_envs", "env_backend=loop"]
     run_dir = saved_run(tmp_path / "run", overrides=overrides)
     assert main(["eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "v.mp4")]) == 2

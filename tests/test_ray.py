@@ -19,13 +19,12 @@ import threading
 import time
 
 import pytest
+import ray
 from test_custom_docs import doc_module_code, srl_env, srl_script
 from test_faults import kill_now
 from test_shutdown import spawn, srl_command
 
 from srl.config import ConfigError, build_config
-
-ray = pytest.importorskip("ray")
 
 SLOW_START = ["heartbeat_timeout_s=120"]  # a Ray worker process may take a while to start on a busy machine
 

@@ -17,6 +17,8 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 
 def test_a_module_skipped_for_a_missing_package_fails(suite: pytest.Pytester) -> None:
+    # the package is missing on purpose, in a throwaway suite of pytester's: the guard must turn
+    # that suite's skip into an error (this test itself never skips)
     suite.makepyfile(
         test_needs_pkg='import pytest\npytest.importorskip("srl_no_such_package")\n\ndef test_x():\n    pass\n'
     )
