@@ -29,7 +29,25 @@ def _check(space: gym.Space, action) -> None:
         raise ValueError(f"action {action!r} ({getattr(action, 'dtype', type(action))}) is not in {space}")
 
 
-class MatchTargets(gym.Env):
+class _Matching(gym.Env):
+    """Episodes of `episode_steps` steps; each step's reward is the fraction of action entries
+    equal to `target()`, the target of the numbers `_observe` drew."""
+
+    episode_steps: int
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        _check(self.action_space, action)
+        reward = float(np.mean(action == self.target()))
+        self.t += 1
+        return self._observe(), reward, False, self.t >= self.episode_steps, {}
+
+
+class MatchTargets(_Matching):
     def __init__(self, nvec=(3, 4, 2), start=None, episode_steps: int = 10) -> None:
         self.nvec = np.asarray(nvec, np.int64)
         self.start = np.zeros_like(self.nvec) if start is None else np.asarray(start, np.int64)
@@ -44,19 +62,8 @@ class MatchTargets(gym.Env):
     def target(self) -> np.ndarray:
         return self.start + np.minimum((self.numbers * self.nvec).astype(np.int64), self.nvec - 1)
 
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._observe(), {}
 
-    def step(self, action):
-        _check(self.action_space, action)
-        reward = float(np.mean(action == self.target()))
-        self.t += 1
-        return self._observe(), reward, False, self.t >= self.episode_steps, {}
-
-
-class MatchBits(gym.Env):
+class MatchBits(_Matching):
     def __init__(self, bits: int = 4, episode_steps: int = 10) -> None:
         self.action_space = gym.spaces.MultiBinary(bits)
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (bits,), np.float32)
@@ -66,16 +73,8 @@ class MatchBits(gym.Env):
         self.numbers = self.np_random.uniform(-1, 1, self.bits).astype(np.float32)
         return self.numbers
 
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._observe(), {}
-
-    def step(self, action):
-        _check(self.action_space, action)
-        reward = float(np.mean(action == (self.numbers > 0)))
-        self.t += 1
-        return self._observe(), reward, False, self.t >= self.episode_steps, {}
+    def target(self) -> np.ndarray:
+        return self.numbers > 0
 
 
 if MATCH_TARGETS not in gym.envs.registry:

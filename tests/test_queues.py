@@ -214,6 +214,17 @@ def silent_subscribers(context: zmq.Context, addresses: list[str]) -> list[zmq.S
     return subs  # held by the caller: a socket collected as garbage is closed
 
 
+def run_beside(attack, config, context: zmq.Context) -> None:
+    """The run, to its end (exit 0), with `attack` in a thread beside it; then the attacker's sockets go."""
+    thread = threading.Thread(target=attack, daemon=True)
+    thread.start()
+    try:
+        assert run_experiment(config) == 0
+    finally:
+        thread.join(timeout=60)
+        context.destroy(linger=0)
+
+
 def test_silent_subscribers_and_a_stopped_parameter_service_hold_a_bounded_memory_over_tcp(run_dir, monkeypatch):
     found: dict = {}
     make = local_launcher._tcp_wire
@@ -236,13 +247,7 @@ def test_silent_subscribers_and_a_stopped_parameter_service_hold_a_bounded_memor
             params.send_signal(signal.SIGCONT)
         measured["subscribed"] = bool(subs[0].poll(0))  # it was sent parameters: it did subscribe
 
-    thread = threading.Thread(target=attack, daemon=True)
-    thread.start()
-    try:
-        assert run_experiment(wide_run(run_dir, "tcp", seconds=40)) == 0
-    finally:
-        thread.join(timeout=60)
-        context.destroy(linger=0)
+    run_beside(attack, wide_run(run_dir, "tcp", seconds=40), context)
     assert measured.get("subscribed"), f"the run ended before the watch did, or no parameters came: {measured}"
     assert measured["params"] < GROWTH_BOUND_MIB, measured
     assert measured["trainer"] < GROWTH_BOUND_MIB, measured
@@ -262,12 +267,6 @@ def test_a_silent_subscriber_holds_a_bounded_memory_of_the_parameter_service_ove
         measured["params"] = growth_mib(params, WATCH_S)
         measured["subscribed"] = bool(subs[0].poll(0))  # it was sent parameters: it did subscribe
 
-    thread = threading.Thread(target=attack, daemon=True)
-    thread.start()
-    try:
-        assert run_experiment(wide_run(run_dir, "shm", seconds=30)) == 0
-    finally:
-        thread.join(timeout=60)
-        context.destroy(linger=0)
+    run_beside(attack, wide_run(run_dir, "shm", seconds=30), context)
     assert measured.get("subscribed"), f"the run ended before the watch did, or no parameters came: {measured}"
     assert measured["params"] < GROWTH_BOUND_MIB, measured
