@@ -196,6 +196,9 @@ def test_episode_tally_ends_episodes_in_step_then_row_order():
     returns, lengths = tally.steps(rewards, dones)
     assert returns == [3.0, 4.0] and lengths == [1, 1]
     assert tally.running_return.tolist() == [3.0, 6.0, 6.0, 8.0]
+    single = EpisodeTally(rows=3)
+    assert single.step(np.ones(3, np.float32), np.array([False, True, False])) == ([1.0], [1])
+    assert single.step(np.ones(3, np.float32), np.array([True, True, True])) == ([2.0, 1.0, 2.0], [2, 1, 2])
 
 
 def lock_step_trainer(tmp_path, stop):

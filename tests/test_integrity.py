@@ -162,6 +162,10 @@ def test_mending_a_step_cuts_every_agent_of_the_bad_env_and_keeps_a_whole_episod
     assert reward.tolist() == [1.0, 0.0, 1.0, 1.0] and truncated.tolist() == [True, True, False, False]
     assert terminated.tolist() == [False, False, True, True] and env.reset == [0, 1] and (obs == 7).all()
     assert guard.bad_rows(np.zeros((4, 3), np.float32), np.ones(4, np.float32)) is None
+    huge = np.full((4, 3), 3e38, np.float32)  # finite, but their sum is not: looked at, and fine
+    assert guard.bad_rows(huge, np.ones(4, np.float32)) is None
+    huge[1, 0] = -np.inf
+    assert guard.bad_rows(huge, np.ones(4, np.float32)).tolist() == [True, True, False, False]
     with pytest.raises(Exception, match=r"'two-agents' returned a non-finite reward \(inf\) at env index 4"):
         EnvGuard("error", "two-agents", 4, 2, 0).mend(env, rows, np.array([1, np.inf, 1, 1], np.float32),
                                                       terminated, truncated, obs)

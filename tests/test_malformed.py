@@ -545,6 +545,7 @@ WRONG = {  # values of the wrong type, or out of bounds, for a field the control
     "env_steps": ["12", -1, 2**64, 1.5, None, [3]],
     "episode_returns": ["1.0", [1.0, "x"], None, [2**64], 1.0],
     "episode_lengths": [[-1], [1.5], ["7"], 7],
+    "episodes": [-1, "3", 0],  # 0: fewer than the returns it carries
     "segments_lost": [-3, "x"],
     "env_time_s": [-1.0, "x", 1e300],
     "time_breakdown": [5, {"env": "x"}, [1.0]],
@@ -563,7 +564,9 @@ def bad_reports() -> list[st.SearchStrategy]:
     missing = st.sampled_from(list(good)).map(lambda key: report({k: v for k, v in good.items() if k != key}))
     wrong = st.sampled_from([(k, v) for k, vs in WRONG.items() for v in vs]).map(
         lambda kv: report({**good, kv[0]: kv[1]}))
-    unpaired = st.just(report({"env_steps": 1, "episode_returns": [1.0], "episode_lengths": []}))
+    unpaired = st.sampled_from([  # lists that differ in length; more than the last 100 (all a report carries)
+        report({"env_steps": 1, "episode_returns": [1.0], "episode_lengths": []}),
+        report({**actor_report(1, [1.0] * 101), "episodes": 500})])
     not_json = st.sampled_from(NOT_JSON).map(lambda raw: ((Kind.FINAL, Role.ACTOR, 0), [raw]))
     error_payloads = [{"write_failed": 5}, {"write_failed": [28, "full"]}, {"traceback": 5}, {"halt": [1]}]
     errors = st.sampled_from(error_payloads).map(lambda p: report(p, Kind.ERROR, (Role.TRAINER, 0)))

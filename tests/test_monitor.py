@@ -59,6 +59,24 @@ def test_return_window_matches_naive_mean_over_many_adds():
     assert w.count == len(all_returns)
 
 
+def test_a_report_carries_the_last_window_of_its_episodes_and_counts_them_all():
+    from srl.monitor.episodes import WINDOW, episodes_report
+
+    returns = [float(i) for i in range(3 * WINDOW + 7)]
+    report = episodes_report(returns, [1] * len(returns))
+    assert report["episodes"] == len(returns) and report["episode_returns"] == returns[-WINDOW:]
+    whole, truncated = ReturnWindow(WINDOW), ReturnWindow(WINDOW)
+    for chunk in (returns[:50], returns[50:]):  # two reports: the same window either way
+        whole.add(chunk, [1] * len(chunk))
+        part = episodes_report(chunk, [1] * len(chunk))
+        truncated.add(part["episode_returns"], part["episode_lengths"], part["episodes"])
+    assert (truncated.count, truncated.mean_return) == (whole.count, whole.mean_return)
+    with pytest.raises(ValueError, match="fewer than the window"):  # a bigger window would miss some
+        ReturnWindow(2 * WINDOW).add(part["episode_returns"], part["episode_lengths"], part["episodes"])
+    with pytest.raises(ValueError):
+        ReturnWindow().add([1.0, 2.0], [1, 1], count=1)
+
+
 def test_return_window_rejects_mismatch_and_bad_size():
     with pytest.raises(ValueError):
         ReturnWindow(size=0)

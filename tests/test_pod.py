@@ -122,7 +122,7 @@ def test_report_feeds_the_run_monitor_as_actor_and_trainer():
     assert len(final["params_sha256"]) == 64
     assert final["params_sha256"] == checkpoint.params_sha256(run.kernel.policy)
     monitor = RunMonitor(build_config({"experiment": "pod", "total_env_steps": 10_000}))
-    payload = {**final, "env_steps": 1024, "episode_returns": [10.0, 20.0], "episode_lengths": [10, 20]}
+    payload = {**final, "env_steps": 1024, "episodes": 2, "episode_returns": [10.0, 20.0], "episode_lengths": [10, 20]}
     monitor.on_report(Role.ACTOR, 0, payload)
     monitor.on_report(Role.TRAINER, 0, payload, final=True)
     metrics = monitor.metrics()

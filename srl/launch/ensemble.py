@@ -29,7 +29,7 @@ from srl.launch.members import InlineMember, ProcessMember
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.signals import interrupt_on_sigterm
-from srl.monitor.episodes import ReturnWindow
+from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.streams.control import Role
 from srl.workers.tournament import Entry, Tournament
 
@@ -54,7 +54,7 @@ class PopulationManager:
         (self.run_dir / leaderboard.FOLDER).mkdir(parents=True, exist_ok=True)
         self.tournament = make_tournament(graph)
         self.started_s = started_s
-        self.windows = [ReturnWindow(100) for _ in handles]
+        self.windows = [ReturnWindow(WINDOW) for _ in handles]
         self.adoptions = [0] * len(handles)  # adopt commands sent to each member
         self.changed = True
         leaderboard.write(self.run_dir, self.tournament.table())
@@ -65,7 +65,7 @@ class PopulationManager:
             raise WorkerFailed(f"pod:{k}", payload.get("halt") or payload.get("traceback", ""))
         if kind in ("report", "final"):
             self.monitor.on_report(Role.POD, k, payload, final=kind == "final")
-            self.windows[k].add(payload["episode_returns"], payload["episode_lengths"])
+            self.windows[k].add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
         elif kind == "eval":
             self.on_eval(k, payload)
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from srl.config import ExperimentConfig
-from srl.monitor.episodes import ReturnWindow
+from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Role
 
@@ -36,7 +36,7 @@ class RunMonitor:
         self.launched_s = time.time() if launched_s is None else launched_s  # the command's start
         self.env_steps = start_env_steps
         self.start_env_steps = start_env_steps  # a resumed run's earlier steps: not this launch's rate
-        self.episodes = ReturnWindow(100)
+        self.episodes = ReturnWindow(WINDOW)
         self.trainer: dict[str, Any] = {}
         self.updates = 0
         self.segments_dropped = 0
@@ -76,7 +76,7 @@ class RunMonitor:
             self.time_breakdown.add(worker, payload[REPORT_KEY])
         if role in (Role.ACTOR, Role.POD):
             self.env_steps += payload["env_steps"]
-            self.episodes.add(payload["episode_returns"], payload["episode_lengths"])
+            self.episodes.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
             self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
@@ -153,7 +153,7 @@ class RunMonitor:
                 self._target_reached()
             return self.trainer_stop
         mean = self.episodes.mean_return
-        if c.target_return is not None and mean is not None and self.episodes.count >= 100 and mean >= c.target_return:
+        if c.target_return is not None and mean is not None and self.episodes.count >= WINDOW and mean >= c.target_return:
             self._target_reached()
             return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
         if c.max_updates is not None and self.updates >= c.max_updates:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from srl.launch.monitor import PER_WORKER_TIMES
+from srl.monitor.episodes import WINDOW
 from srl.monitor.timing import REPORT_KEY
 from srl.streams.control import REJECTED_KEY, Kind, Role
 from srl.streams.schema import Malformed
@@ -66,6 +67,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "env_steps": _count,
     "episode_returns": _list_of(_real),
     "episode_lengths": _list_of(_count),
+    "episodes": _count,  # how many finished; the lists carry the last of them (srl.monitor.episodes)
     "eval_episode_returns": _list_of(_real),
     "eval_policy_version": _int64,
     "policy_version": _or_none(_int64),
@@ -105,6 +107,8 @@ def payload_problem(kind: Kind, role: Role, payload: dict[str, Any]) -> str | No
     returns, lengths = payload.get("episode_returns", []), payload.get("episode_lengths", [])
     if len(returns) != len(lengths):
         return "episode_returns and episode_lengths differ in length"
+    if payload.get("episodes", len(returns)) < len(returns) or len(returns) > WINDOW:
+        return f"more episode returns than episodes or than a report carries ({WINDOW})"
     return None
 
 

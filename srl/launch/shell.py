@@ -22,6 +22,10 @@ from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind
 
 REPORT_INTERVAL_S = 0.5
 IDLE_WAIT_S = 0.1
+# A busy kernel looks for the stop (and epochs) once a millisecond, not on every poll: an actor
+# polls thousands of times a second, and each look asks the socket (~1 us). An idle one looks
+# each time it wakes.
+STOP_CHECK_S = 0.001
 # Tests of deterministic mode set this to perturb every worker's timing with random pauses.
 JITTER_MAX_S = float(os.environ.get("SRL_TEST_JITTER_MAX_S", "0"))
 
@@ -31,16 +35,21 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
     receivers = kernel.receivers + link.receivers
     clock = kernel_clock(kernel)
     kernel.start()
-    last_report = time.monotonic()
+    last_report = next_stop_check = time.monotonic()
     jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
-    while not link.poll_stop():
+    while True:
+        now = time.monotonic()
+        if now >= next_stop_check:
+            if link.poll_stop():
+                break
+            next_stop_check = now + STOP_CHECK_S
         if jitter is not None:
             time.sleep(jitter.uniform(0, JITTER_MAX_S))
         if not kernel.poll():
             clock.switch(WAITING)
             transport.wait(receivers, IDLE_WAIT_S)
             clock.switch(OTHER)
-        now = time.monotonic()
+            next_stop_check = now  # woken: perhaps by the stop
         if now - last_report >= REPORT_INTERVAL_S:
             link.send(Kind.REPORT, {**kernel.report(), REPORT_KEY: clock.take(), **_rejected(transport)})
             last_report = now

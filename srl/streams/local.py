@@ -38,12 +38,13 @@ def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
 class _ZmqReceiver(Receiver):
     def __init__(self, socket: zmq.Socket) -> None:
         self.socket = socket
+        self._get = socket.get  # (getsockopt adds a Python call to it: ~0.7 us, 3 sockets an actor step)
 
     def recv_all(self, limit: int = 1 << 30) -> list[Message]:
         out: list[Message] = []
         # Asking the socket first is a few times cheaper than a recv that raises zmq.Again, and
         # most calls on the sampling hot path (stop, parameters, releases) find nothing.
-        if not self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if not self._get(zmq.EVENTS) & zmq.POLLIN:
             return out
         while len(out) < limit:
             try:

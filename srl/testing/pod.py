@@ -93,7 +93,7 @@ def train_pod(
             r = kernel.report()
             env_steps += r["env_steps"]
             updates += r["updates"]
-            episodes.add(r["episode_returns"], r["episode_lengths"])
+            episodes.add(r["episode_returns"], r["episode_lengths"], r["episodes"])
             mean = episodes.mean_return
             history.append((env_steps, time.perf_counter() - started, mean))
             if on_poll is not None:

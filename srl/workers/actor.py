@@ -21,7 +21,7 @@ import numpy as np
 
 from srl.api.env import VectorEnv
 from srl.data import columns as C
-from srl.monitor.episodes import EpisodeTally
+from srl.monitor.episodes import EpisodeTally, episodes_report
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
@@ -63,6 +63,9 @@ class ActorKernel:
         self.segments_sent = [0] * len(envs)
         self.requests_made = [0] * len(envs)
         self.slot_columns = [k for k in infer_slots[0] if k != "version"]
+        # per group: its slot's "obs" array, or a dict of one array per leaf (srl.spaces); the
+        # slots' arrays never change, so this is looked up once
+        self.obs = [obs_of(slot) for slot in infer_slots]
         splits = len(envs)
         self.t = [0] * splits  # next row to record, per group
         self.current: list[int | None] = [None] * splits  # segment slot being filled, per group
@@ -81,7 +84,7 @@ class ActorKernel:
 
     def start(self) -> None:
         for s, env in enumerate(self.envs):
-            assign(obs_of(self.infer_slots[s]), env.reset(seed=self.seeds[s]))
+            assign(self.obs[s], env.reset(seed=self.seeds[s]))
             if C.FIRST in self.infer_slots[s]:  # recurrent policies start every state afresh
                 self.infer_slots[s][C.FIRST][:] = True
             if not self._next_segment(s):
@@ -92,13 +95,14 @@ class ActorKernel:
         did = False
         previous = self.clock.switch(SEND_RECV)
         self.samples.collect_releases()  # never leave one on the socket we wait on (see there)
-        self.clock.switch(previous)
-        for s in list(self.blocked):
-            if self._next_segment(s):
-                self._step(s)
-                did = True
-        previous = self.clock.switch(SEND_RECV)  # inline inference switches to INFERENCE inside
-        ready = self.inference.ready()
+        if self.blocked:
+            self.clock.switch(previous)
+            for s in list(self.blocked):
+                if self._next_segment(s):
+                    self._step(s)
+                    did = True
+            self.clock.switch(SEND_RECV)
+        ready = self.inference.ready()  # inline inference switches to INFERENCE inside
         self.clock.switch(previous)
         for s in ready:
             self._on_action(s)
@@ -153,7 +157,7 @@ class ActorKernel:
         reward[:] = out.reward
         terminated[:] = out.terminated
         truncated[:] = out.truncated
-        obs = obs_of(slot)  # the "obs" array, or a dict of one array per leaf (srl.spaces)
+        obs = self.obs[s]
         assign(obs, out.obs)
         dropped = self._mend_nonfinite(s, env, reward, terminated, truncated, obs)
         done = terminated | truncated
@@ -201,8 +205,7 @@ class ActorKernel:
     def report(self) -> dict:
         out = {
             "env_steps": self.env_steps,
-            "episode_returns": self.finished_returns,
-            "episode_lengths": self.finished_lengths,
+            **episodes_report(self.finished_returns, self.finished_lengths),
             "env_time_s": round(self.env_time_s, 4),
             "nonfinite_episodes_skipped": self.nonfinite_episodes,
             "segments_lost": self.samples.reclaimed,  # sent to a trainer that died holding them

@@ -3,8 +3,8 @@
 One NaN observation spreads: the batch's loss is NaN, Adam writes NaN into every weight, every
 later action and checkpoint is NaN. So values are checked where they enter:
 
-* `EnvGuard` (actors): each step's observations and rewards, two `np.isfinite(...).all()` over
-  the group's batch arrays per step. On a bad value, `nonfinite_env=error` ends the run naming
+* `EnvGuard` (actors): each step's observations and rewards, by one sum over each of the group's
+  batch arrays per step (a NaN or an infinity makes its sum one; only then are the values looked at). On a bad value, `nonfinite_env=error` ends the run naming
   the env, env index and field; `skip_episode` mends the step before anything records it
   (below), restarts that env, and drops its episode from the returns.
 * `UpdateGuard` (trainers, pods): an update that leaves a NaN or an infinity in the policy or the
@@ -21,6 +21,7 @@ No value the env returned non-finite reaches a segment.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -42,15 +43,25 @@ class EnvGuard:
         assert mode in (ERROR, SKIP_EPISODE), mode
         self.mode, self.env_name, self.first_env_index = mode, env_name, first_env_index
         self.agents, self.actor = agents, actor
+        self._obs: Obs | None = None  # the observation arrays last checked (an actor's slot: always the same)
+        self._floats: list[np.ndarray] = []  # and their floating leaves
 
     def bad_rows(self, obs: Obs, reward: np.ndarray) -> np.ndarray | None:
         """Rows of the envs (all their agents) with a non-finite value; None if there is none.
         Integer observations (images, discrete) cannot hold one and are not scanned; a Dict or
         Tuple observation is scanned leaf by leaf (srl.spaces)."""
-        floats = _float_leaves(obs)
-        if np.isfinite(reward).all() and all(np.isfinite(leaf).all() for leaf in floats):
+        if obs is not self._obs:
+            self._obs, self._floats = obs, _float_leaves(obs)
+        # a sum is finite only if every value is (NaN and inf spread; +inf + -inf is NaN); finite
+        # values whose sum overflows are told apart below
+        total = float(_SUM(reward, None))
+        for leaf in self._floats:
+            total += float(_SUM(leaf, None))
+        if math.isfinite(total):
             return None
         bad = ~np.isfinite(reward) | _bad_obs_rows(obs)
+        if not bad.any():
+            return None
         return np.repeat(bad.reshape(-1, self.agents).any(axis=1), self.agents)
 
     def mend(
@@ -99,6 +110,9 @@ class EnvGuard:
             value = float(flat[~np.isfinite(flat)][0])
         index = self.first_env_index + row // self.agents
         return f"env {self.env_name!r} returned a non-finite {field} ({value}) at env index {index} (actor {self.actor})"
+
+
+_SUM = np.add.reduce  # (the ufunc itself: ndarray.sum adds two Python calls)
 
 
 def _float_leaves(obs: Obs) -> list[np.ndarray]:

@@ -44,6 +44,7 @@ from srl.data import columns as C
 from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.faults import RunHalted
 from srl.graph import space_spec
+from srl.monitor.episodes import episodes_report
 from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
 
@@ -281,8 +282,7 @@ class PodKernel:
         actor's report and of the trainer's report together."""
         out = {
             "env_steps": self.env_steps,
-            "episode_returns": self.finished_returns,
-            "episode_lengths": self.finished_lengths,
+            **episodes_report(self.finished_returns, self.finished_lengths),
             "env_time_s": round(self.env_time_s, 4),
             "infer_time_s": round(self.infer_time_s, 4),
             "train_time_s": round(self.train_time_s, 4),
