@@ -13,6 +13,12 @@ imported from its tree (PYTHONPATH), with `time_limit_s=--seconds`.
 Standard output gets ONE JSON line: per env, each side's env steps/s of every repeat and their
 median, and `after_over_before`: the median of the pairs' ratios (a ratio per pair cancels the
 drift that hits both runs of a pair), with its min and max.
+
+With `--cpu-short S`, each side of a repeat also runs for S seconds, and the line gets
+`cpu_after_over_before`: the ratio of env steps per CPU-second of all the run's processes,
+(steps of the long run - steps of the short one) / (their CPU seconds' difference), which leaves
+out start-up. On a machine that other work shares, this moves far less than steps per
+wall-second (a process waiting for a core spends no CPU time): the figure to trust there.
 """
 
 from __future__ import annotations
@@ -24,36 +30,59 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 RUN = "import json, sys; from srl.bench import bench_sampling; print(json.dumps(bench_sampling(sys.argv[1], sys.argv[2:])))"
 
 
-def sampling_rate(tree: Path, env_id: str, overrides: list[str], seconds: float) -> float:
+def sampling_run(tree: Path, env_id: str, overrides: list[str], seconds: float) -> tuple[dict, float]:
+    """The bench's figures, and the CPU seconds of all its processes (the workers are its children)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     args = [sys.executable, "-c", RUN, env_id, f"time_limit_s={seconds}", "display=off", *overrides]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tree, timeout=seconds + 300)
-    if proc.returncode != 0:
-        raise RuntimeError(f"srl from {tree} failed on {env_id}:\n{proc.stderr[-3000:]}")
-    figures = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(figures["env_steps_per_s"])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=tree, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(f"srl from {tree} failed on {env_id}:\n{err.read()[-3000:]}")
+        figures = json.loads(out.read().strip().splitlines()[-1])
+    return figures, usage.ru_utime + usage.ru_stime
+
+
+def cpu_rate(tree: Path, env_id: str, args: argparse.Namespace, long: tuple[dict, float]) -> float:
+    """Env steps per CPU-second, start-up left out (see the module doc)."""
+    short = sampling_run(tree, env_id, args.srl, args.cpu_short)
+    return (long[0]["env_steps"] - short[0]["env_steps"]) / (long[1] - short[1])
 
 
 def compare(args: argparse.Namespace, env_id: str) -> dict:
     sides = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     rates: dict[str, list[float]] = {"before": [], "after": []}
+    cpu: dict[str, list[float]] = {"before": [], "after": []}
     for repeat in range(args.repeats):
         order = ["before", "after"] if repeat % 2 == 0 else ["after", "before"]
         for side in order:
-            rates[side].append(sampling_rate(sides[side], env_id, args.srl, args.seconds))
+            run = sampling_run(sides[side], env_id, args.srl, args.seconds)
+            rates[side].append(float(run[0]["env_steps_per_s"]))
+            if args.cpu_short is not None:
+                cpu[side].append(cpu_rate(sides[side], env_id, args, run))
             print(f"{env_id} repeat {repeat} {side}: {rates[side][-1]:.0f} env steps/s", file=sys.stderr)
     ratios = [a / b for a, b in zip(rates["after"], rates["before"])]
+    cpu_figures = {}
+    if args.cpu_short is not None:
+        cpu_figures = {
+            "cpu_rates": {side: [round(x) for x in v] for side, v in cpu.items()},
+            "cpu_after_over_before": round(statistics.median(a / b for a, b in zip(cpu["after"], cpu["before"])), 4),
+        }
     return {
         "before": {"tree": str(sides["before"]), "rates": rates["before"], "median": statistics.median(rates["before"])},
         "after": {"tree": str(sides["after"]), "rates": rates["after"], "median": statistics.median(rates["after"])},
         "after_over_before": round(statistics.median(ratios), 4),
         "ratio_min": round(min(ratios), 4),
         "ratio_max": round(max(ratios), 4),
+        **cpu_figures,
     }
 
 
@@ -65,6 +94,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0, help="time_limit_s of each run")
     parser.add_argument("--srl", nargs="*", default=[], help="key=value overrides for both sides")
+    parser.add_argument("--cpu-short", type=float, default=None,
+                        help="also measure env steps per CPU-second, against runs of this many seconds")
     args = parser.parse_args()
     results = {env_id: compare(args, env_id) for env_id in args.envs}
     print(json.dumps({
