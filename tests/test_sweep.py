@@ -4,6 +4,7 @@ once, resuming from study.db (an interrupted trial retried), pruning, and Ctrl-C
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -197,3 +198,27 @@ def test_a_study_of_another_space_is_refused(tmp_path):
         open_study(tmp_path, other, "cartpole-ppo", [])
     with pytest.raises(ConfigError, match="made with overrides="):
         open_study(tmp_path, spec, "cartpole-ppo", ["total_env_steps=5"])
+
+
+def test_a_ray_sweep_runs_every_trial_on_one_cluster_two_at_once(tmp_path, capsys):
+    """launcher=ray: the sweep starts one local Ray instance; both trials join it (their configs
+    name its address, their placement.json its node) and run at once; best.yaml leaves it out."""
+    ray_tiny = ["launcher=ray", "num_actor_workers=1", *TINY[1:]]
+    path = sweep_file(tmp_path, trials=2, parallel=2, overrides=ray_tiny, space={"algo.epochs": {"int": [2, 6]}})
+    sweep_dir = tmp_path / "sweep"
+    assert run_sweep("cartpole-ppo", path, str(sweep_dir)) == 0
+    out = capsys.readouterr().out
+    assert "2 at once, on the Ray cluster at " in out
+    address = out.split("on the Ray cluster at ")[1].split(")")[0]
+    trials = load_study(sweep_dir).trials
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 2
+    nodes = set()
+    for t in trials:
+        run_dir = Path(t.user_attrs["run_dir"])
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["ray_address"] == address
+        nodes |= {where["node_id"] for where in json.loads((run_dir / "placement.json").read_text()).values()}
+    assert len(nodes) == 1  # one cluster: this machine's one node
+    assert load_config(str(sweep_dir / "best.yaml")).ray_address is None
+    started = [line for line in out.splitlines() if " started: " in line]
+    first_done = next(i for i, line in enumerate(out.splitlines()) if " done: " in line)
+    assert len(started) == 2 and all(out.splitlines().index(s) < first_done for s in started)  # at once

@@ -247,20 +247,28 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
         shipped = _user_modules(config)  # the nodes have srl installed, not these: Ray uploads them
         ray.init(address=config.ray_address, runtime_env={"py_modules": shipped} if shipped else None)
         return True
+    start_local_ray(max(os.cpu_count() or 1, math.ceil(cpus_of(config, graph))))  # like local processes: may oversubscribe
+    return True
+
+
+def cpus_of(config: ExperimentConfig, graph: Graph) -> float:
+    """The CPUs a run's workers ask Ray for."""
+    return sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
+
+
+def start_local_ray(num_cpus: int) -> None:
+    """A new Ray instance on this machine, whose workers import srl and the user's modules from
+    where this process does (Ray also puts this process's current directory on their sys.path)."""
     import srl
 
-    # the workers import srl and the user's modules from where this process does (Ray also puts
-    # this process's current directory on their sys.path)
     inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     paths = [str(Path(srl.__file__).resolve().parent.parent), *inherited]
-    cpus = sum(resources_of(config, spec.role).num_cpus for spec in graph.workers)
-    ray.init(
+    _ray().init(
         address="local",  # a new instance even where `ray start` left one running (Ray would join it)
-        num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)),  # like local processes: may oversubscribe
+        num_cpus=num_cpus,
         include_dashboard=False,
         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}},
     )
-    return True
 
 
 def _user_modules(config: ExperimentConfig) -> list[ModuleType]:

@@ -12,6 +12,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,8 @@ class Plan:
     report_every_env_steps: int
     unreached_s: float
     baseline: dict[str, Any]  # the experiment's own values of the space's keys
+    config: ExperimentConfig  # the experiment's, with the file's and the command line's overrides
+    ray_address: str | None = None  # launcher=ray: the cluster every trial joins (srl.sweep.cluster)
 
 
 @dataclass
@@ -59,7 +63,7 @@ def default_sweep_dir(experiment: str, sweep_file: str) -> Path:
 
 def default_parallel(config: ExperimentConfig, trials: int) -> int:
     """As many trials as this machine's CPUs hold, one CPU per worker process of a trial (one for
-    an inline run); one on ray, where each trial would otherwise start a Ray of its own."""
+    an inline run); on ray, the cluster decides (srl.sweep.cluster)."""
     from srl.graph import build_graph
     from srl.machine import cpu_count
 
@@ -85,7 +89,7 @@ def plan_sweep(experiment: str, sweep_file: str, sweep_dir: str | None, extra: l
     every = spec.report_every_env_steps or max(1, config.total_env_steps // 20)
     return Plan(spec, experiment, list(extra), Path(sweep_dir) if sweep_dir else default_sweep_dir(experiment, sweep_file),
                 spec.parallel or default_parallel(config, spec.trials), every, unreached,
-                {key: config_value(config, key) for key in spec.space})
+                {key: config_value(config, key) for key in spec.space}, config)
 
 
 def run_sweep(experiment: str, sweep_file: str, sweep_dir: str | None = None, extra: list[str] | None = None) -> int:
@@ -101,9 +105,10 @@ def run_sweep(experiment: str, sweep_file: str, sweep_dir: str | None = None, ex
         if plan.spec.baseline and not study.trials:
             study.enqueue_trial(as_params(plan.spec, plan.baseline), user_attrs={"baseline": True})
         done = counted(study)
-        print(f"srl sweep {experiment}: {plan.sweep_dir} ({done} of {plan.spec.trials} trials done, "
-              f"{plan.parallel} at once)", flush=True)
-        code = _schedule(plan, study)
+        with _cluster(plan) as where:
+            print(f"srl sweep {experiment}: {plan.sweep_dir} ({done} of {plan.spec.trials} trials done, "
+                  f"{plan.parallel} at once{where})", flush=True)
+            code = _schedule(plan, study)
         _write_results(plan, study)
         return code
     finally:
@@ -111,6 +116,20 @@ def run_sweep(experiment: str, sweep_file: str, sweep_dir: str | None = None, ex
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, sigint)
         os.close(lock)
+
+
+@contextmanager
+def _cluster(plan: Plan) -> Iterator[str]:
+    """With launcher=ray, the trials' cluster (srl.sweep.cluster) while the trials run; yields
+    where they run, for the first line."""
+    if plan.config.launcher != "ray":
+        yield ""
+        return
+    from srl.sweep.cluster import trial_cluster
+
+    with trial_cluster(plan.config, plan.spec.parallel, plan.spec.trials) as cluster:
+        plan.ray_address, plan.parallel = cluster.address, cluster.parallel
+        yield f", on the Ray cluster at {cluster.address}"
 
 
 def _lock(sweep_dir: Path) -> int:
@@ -162,6 +181,8 @@ def _start(plan: Plan, study: Any) -> Running:
     trial.set_user_attr("seed", seed)
     trial.set_user_attr("values", values)
     overrides = [*plan.spec.overrides, *plan.extra, *(override_text(k, v) for k, v in values.items()), f"seed={seed}"]
+    if plan.ray_address is not None:  # not in best.yaml: the cluster is the sweep's
+        overrides.append(f"ray_address={plan.ray_address}")
     shown = " ".join(override_text(k, v) for k, v in values.items())
     baseline = " (the experiment's own values)" if trial.user_attrs.get("baseline") else ""
     print(f"trial {trial.number} started: {shown} seed={seed}{baseline}", flush=True)
