@@ -1,4 +1,4 @@
-"""The `srl` command: run, sweep, eval, graph, list."""
+"""The `srl` command: run, show, sweep, eval, graph, list."""
 
 from __future__ import annotations
 
@@ -17,6 +17,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args.experiment, args.overrides)
     return run_experiment(config, started_s=_STARTED_S)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from srl.config import load_config, show_config
+
+    print(show_config(load_config(args.experiment, args.overrides), changed_only=args.changed), end="")
+    return 0
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -120,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("experiment", help=EXPERIMENT_HELP)
     run.add_argument("overrides", nargs="*", help="config overrides, e.g. seed=3 launcher=inline algo.lr=3e-4")
     run.set_defaults(fn=_cmd_run)
+    show = sub.add_parser("show", help="print the config a run would use: srl show EXPERIMENT|FILE.yaml [key=value ...]")
+    show.add_argument("experiment", help=EXPERIMENT_HELP)
+    show.add_argument("overrides", nargs="*")
+    show.add_argument("--changed", action="store_true", help="only the values that differ from the defaults")
+    show.set_defaults(fn=_cmd_show)
     sweep = sub.add_parser("sweep", help="search hyperparameters with Optuna: srl sweep EXPERIMENT SWEEP.yaml "
                            "[key=value ...] (docs/sweeps.md)")
     sweep.add_argument("experiment", help=EXPERIMENT_HELP)

@@ -502,6 +502,20 @@ class ExperimentConfig(BaseModel):
         write_text_atomic(path, yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
+def show_config(config: ExperimentConfig, changed_only: bool = False) -> str:
+    """The config as YAML, as a run writes it to config.yaml (every value, defaults included); with
+    `changed_only`, only the values that differ from the fields' defaults (the algorithm's
+    settings against its own config's)."""
+    values = config.model_dump(mode="json")
+    if changed_only:
+        defaults = ExperimentConfig(experiment=config.experiment).model_dump(mode="json")
+        algo_defaults = type(config.algo_config)().model_dump(mode="json")
+        algo = {k: v for k, v in values["algo"].items() if algo_defaults.get(k) != v}
+        values = {k: v for k, v in values.items() if k not in ("algo", "run_dir") and defaults.get(k) != v}
+        values = {**values, **({"algo": algo} if algo else {})}
+    return yaml.safe_dump(values, sort_keys=False)
+
+
 _WORDS = {"on", "off", "yes", "no", "y", "n"}
 
 

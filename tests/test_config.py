@@ -153,3 +153,19 @@ def test_processes_that_train_may_get_their_own_torch_threads():
     assert (split.threads_for(trains=True), split.threads_for(trains=False)) == (2, 1)
     assert [role for role in Role if role.trains] == [Role.TRAINER, Role.POD]
     assert "'trainer_torch_threads'" in error_of("trainer_torch_threads=0")
+
+
+def test_srl_show_prints_the_config_a_run_would_use(capsys):
+    from srl.cli import main
+
+    assert main(["show", "cartpole-ppo", "seed=3", "algo.lr=0.002"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    expected = load_config("cartpole-ppo", ["seed=3", "algo.lr=0.002"]).model_dump(mode="json")
+    assert {k: v for k, v in shown.items() if k != "run_dir"} == {k: v for k, v in expected.items() if k != "run_dir"}
+    assert main(["show", "cartpole-ppo", "seed=3", "algo.lr=0.002", "--changed"]) == 0
+    changed = yaml.safe_load(capsys.readouterr().out)
+    assert changed["seed"] == 3 and changed["algo"]["lr"] == 0.002 and changed["algo"]["clip_value"] is False
+    assert "run_dir" not in changed and "env" not in changed  # CartPole-v1 is the default env
+    assert "clip_coef" not in changed["algo"]  # 0.2: PPO's default
+    assert main(["show", "cartpole-ppo", "algo.lr=-1"]) == 2  # a bad value: the field named, as for run
+    assert "algo.lr" in capsys.readouterr().err
