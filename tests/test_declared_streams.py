@@ -75,8 +75,9 @@ def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkey
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 @pytest.mark.parametrize(
     "experiment,overrides",
-    [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA)],
-    ids=["policy-workers", "trainers", "replay"],
+    [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
+     ("cartpole-pod", [])],
+    ids=["policy-workers", "trainers", "replay", "pod"],
 )
 def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport, run_dir, monkeypatch):
     want, got = run_and_compare(experiment, [*overrides, f"transport={transport}"], run_dir, monkeypatch)

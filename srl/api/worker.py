@@ -1,15 +1,7 @@
 """A worker kind of your own: a kernel class with the streams it takes and gives, registered by
-name and placed by the config's `extra_workers` like the built-in workers (docs/custom.md).
-
-    @register_worker("reward-stats", inputs=("samples",))
-    class RewardStats(Worker):
-        def poll(self) -> bool: ...
-
-Inputs: "samples", a copy of every segment a trainer (or the replay buffer) takes, whose
-`poll()` returns them as dicts column -> array [T + 1, rows, ...] (srl.streams.samples.SampleTap;
-a worker that falls behind misses some), or the name of another placed kind's output. Outputs:
-streams of your own, each read by exactly one placed worker: `send(header, [frame])` (a few ints
-and at most one bytes frame of `max_message_bytes`) on one side, `recv_all()` on the other.
+name (`register_worker`) and placed by the config's `extra_workers` like the built-in workers;
+docs/custom.md, "A worker of your own". Inputs: "samples" (srl.streams.samples.SampleTap: copies
+of the segments the trainers take) or another placed kind's output; outputs: raw senders.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     lives = incarnations(graph, transport)
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
     group = None
-    if c.num_trainers > 1:
+    if graph.of_kind("gradients"):
         if graph.trainer_group is None:
             raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launcher=local or ray)")
         device = next(policy.parameters()).device
