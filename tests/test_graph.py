@@ -8,9 +8,20 @@ import sys
 
 import pytest
 
+from srl.api import Worker, register_worker
 from srl.config import ConfigError, load_config
 from srl.graph import CONTROLLER, Delivery, StreamSpec, build_graph, check_streams
 from srl.streams.queues import NEWEST_ONLY
+
+
+@register_worker("graph-test-giver", outputs=("notes",))
+class Giver(Worker):
+    pass
+
+
+@register_worker("graph-test-taker", inputs=("notes", "samples"))
+class Taker(Worker):
+    pass
 
 
 def graph_of(*overrides: str):
@@ -52,6 +63,22 @@ def test_a_stream_without_consumer_or_with_unknown_workers_is_an_error():
     graph.streams[-1] = dataclasses.replace(orphan, consumers=("policy:7",))
     with pytest.raises(ConfigError, match="do not exist"):
         check_streams(graph)
+
+
+def test_extra_workers_come_with_their_streams_and_are_refused_naming_the_field():
+    graph = graph_of("extra_workers=[{kind: graph-test-giver, count: 2}, {kind: graph-test-taker}]")
+    streams = {s.name: s for s in graph.streams}
+    assert [(w.name, w.kind) for w in graph.workers if w.kind] == [
+        ("custom:0", "graph-test-giver"), ("custom:1", "graph-test-giver"), ("custom:2", "graph-test-taker")]
+    assert streams["user.notes"].owner == "custom:2" and streams["user.notes"].producers == ("custom:0", "custom:1")
+    tap = streams["trainer.samples.tap"]  # the trainer publishes a copy of what it takes
+    assert (tap.owner, tap.consumers, tap.frames) == ("trainer:0", ("custom:2",), streams["trainer.samples"].frames)
+    with pytest.raises(ConfigError, match=r"'extra_workers\[0\].kind': unknown worker kind 'nope'; registered: .*graph-test-giver"):
+        graph_of("extra_workers=[{kind: nope}]")
+    with pytest.raises(ConfigError, match=r"'extra_workers': worker kind 'graph-test-taker' takes \['notes'\], which no"):
+        graph_of("extra_workers=[{kind: graph-test-taker}]")
+    with pytest.raises(ConfigError, match="'extra_workers': output 'notes' needs exactly one placed worker .* got 0"):
+        graph_of("extra_workers=[{kind: graph-test-giver}]")
 
 
 def test_impossible_batch_and_mismatched_spaces_fail_before_launch():
