@@ -126,6 +126,15 @@ class EnvWrapper(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments after the env.")
 
 
+class ExtraWorker(BaseModel):
+    """One `extra_workers` entry: `count` workers of a registered kind (srl.api.register_worker)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(description="A registered worker kind (srl.api.register_worker).")
+    count: int = Field(1, ge=1, le=64, description="How many workers of this kind.")
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
 
@@ -325,6 +334,10 @@ class ExperimentConfig(BaseModel):
         "env with the newest parameters (eval/episode_return_mean); 0 = no evaluator."
     )
     eval_interval_s: float = Field(10.0, gt=0, description="Seconds between the end of one evaluation round and the next.")
+    extra_workers: list[ExtraWorker] = Field(
+        default_factory=list, description="Workers of your own kinds beside the built-in ones, each with the "
+        "streams its kind declares (docs/custom.md): [{kind: reward-stats, count: 1}]."
+    )
 
     replay: ReplayConfig | None = Field(
         None, description="A buffer worker between actors and trainer, with this replay memory "
@@ -686,6 +699,9 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
         from srl.envs import wrappers_need_gymnasium
 
         raise ConfigError(f"field 'env_wrappers': {wrappers_need_gymnasium(config.env)}")
+    for i, extra in enumerate(config.extra_workers):
+        if extra.kind not in registry.workers:
+            raise ConfigError(f"field 'extra_workers[{i}].kind': {_unknown(registry.workers, extra.kind)}")
     for field, table in (("env", None), ("policy", registry.policies)):
         if table is not None and getattr(config, field) not in table:
             raise ConfigError(f"field {field!r}: {_unknown(table, getattr(config, field))}")

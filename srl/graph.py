@@ -1,17 +1,23 @@
 """Build and check the dataflow of an experiment before any process starts; draw it.
 
-    actor i --inference slot (actor i, split s)--> policy worker (i mod P) --> actor i
-    actor i --segment slot (actor i, split s, k)--> trainer (i mod N) --params--> parameter service
+    actor a --policy.{p}.requests--> policy worker p (= a mod P) --actor.{a}.replies--> actor a
+    actor a --trainer.samples (trainer t = a mod N: trainer.{t}.samples)--> trainer t --actor.{a}.released--> actor a
+    actor a --trainer.samples--> buffer --trainer.batches--> trainer --buffer.released--> buffer   (replay)
     trainer t <--gradients (torch.distributed all-reduce)--> trainer u   (num_trainers = N > 1)
-    parameter service --params--> policy workers (or actors, with inference=inline)
-    every worker --reports--> controller --stop--> every worker
+    trainer 0 --params.in--> parameter service --params.out--> policy workers (actors with inference=inline), eval
+    every worker --controller.in--> controller --control.out--> every worker
+    a samples stream's consumer --<samples stream>.tap--> extra workers that take "samples" (srl.api.worker)
 
-`build_graph` is the one place that turns a config into workers and streams; launchers only
-decide where each worker runs (placement), never what it is connected to.
+`build_graph` is the one place that turns a config into workers and streams: each `StreamSpec`
+is a stream as it runs (its transport name, the worker that binds it, who writes and reads it,
+its largest message and its delivery). The builder (srl.workers.build), the tcp set-up
+(srl.streams.tcp_setup), the launchers (which only decide where each worker runs) and `srl graph`
+read it; tests/test_declared_streams.py checks that real runs open exactly these streams.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,32 +28,18 @@ from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
+from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
 from srl.spaces import UnsupportedSpace, is_composite, obs_fields
+from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
+from srl.streams.gradients import GRADIENTS
+from srl.streams.inference import replies_name, requests_name
 from srl.streams.layout import ArraySpec, Layout
+from srl.streams.params import SERVICE, SERVICE_IN, SERVICE_OUT, tensor_bytes
+from srl.streams.samples import released_name, samples_name
 
 if TYPE_CHECKING:
     from srl.streams.gradients import GroupAddress
-
-
-@dataclass(frozen=True)
-class StreamSpec:
-    """A declared stream: who writes it, who reads it, what travels (for checks and drawing)."""
-
-    name: str
-    producers: tuple[str, ...]
-    consumers: tuple[str, ...]
-    payload: str
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    role: Role
-    index: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.role.title}:{self.index}"
 
 
 def space_spec(space: gym.Space) -> FieldSpec:
@@ -190,10 +182,27 @@ class Graph:
         acting = policy_name(c, self.observation_space)
         if acting != c.policy:
             lines.append(f"  policy {acting} (for {c.policy}, which reads one Box)")
-        lines.append("  workers: " + " ".join(w.name for w in self.workers) + " controller")
+        lines.append("  workers: " + " ".join(w.name + (f" ({w.kind})" if w.kind else "") for w in self.workers)
+                     + " controller")
         for st in self.streams:
-            lines.append(f"  stream {st.name}: {', '.join(st.producers)} -> {', '.join(st.consumers)}  [{st.payload}]")
+            lines.append(f"  stream {st.name}: {', '.join(st.producers)} -> {', '.join(st.consumers)}  "
+                         f"[{st.payload}; bound by {st.owner}; {st.delivery.value}]")
         return "\n".join(lines)
+
+    def of_kind(self, kind: str) -> list[StreamSpec]:
+        return [s for s in self.streams if s.kind == kind]
+
+    def tap_of(self, worker: str) -> str | None:
+        """The tap `worker` publishes its samples' copies on, where extra workers take them."""
+        return next((s.name for s in self.of_kind("tap") if s.owner == worker), None)
+
+    def message_bytes(self, shares_memory: bool) -> dict[str, int]:
+        """Each stream's largest packed message (srl.streams.wire); where memory is shared, slot
+        streams carry only headers, so only the others are listed."""
+        from srl.streams.wire import message_bytes
+
+        return {s.name: message_bytes(s.frames) for s in self.streams
+                if s.via == "transport" and not (shares_memory and s.in_flight)}
 
 
 def actor_block(actor: int) -> str:
@@ -245,8 +254,8 @@ def build_graph(config: ExperimentConfig) -> Graph:
     workers.append(WorkerSpec(Role.PARAMS, 0))
     if config.eval_episodes:
         workers.append(WorkerSpec(Role.EVAL, 0))
-    graph.workers = workers
-    graph.streams = declare_streams(graph)
+    graph.workers = workers + extra_workers(config)
+    graph.streams = declare_streams(graph, tuple(tensor_bytes(policy)))
     check_streams(graph)
     _check_batch(graph)
     return graph
@@ -278,25 +287,30 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
 
 
 def _pod_graph(graph: Graph) -> Graph:
-    """A pod: one worker, nothing streamed but its reports."""
+    """A pod: one worker, nothing streamed but its reports; an ensemble's members talk to the
+    population manager over a pipe each (srl.launch.members)."""
     from srl.envs.batched import BATCHED_ENVS
 
-    if graph.config.env not in BATCHED_ENVS:
-        raise ConfigError(
-            f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {graph.config.env!r}"
-        )
-    if graph.config.eval_episodes:
+    c = graph.config
+    if c.env not in BATCHED_ENVS:
+        raise ConfigError(f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {c.env!r}")
+    if c.eval_episodes:
         raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
-    if graph.config.nonfinite_env == "skip_episode":  # a pod checks each rollout whole (srl.workers.pod)
+    if c.nonfinite_env == "skip_episode":  # a pod checks each rollout whole (srl.workers.pod)
         raise ConfigError("field 'nonfinite_env': a pod cannot restart one env of its batch; with pod=true use 'error'")
-    pods = [WorkerSpec(Role.POD, k) for k in range(graph.config.ensemble.population)]
-    graph.workers = pods
-    names = tuple(w.name for w in pods)
-    graph.streams = [StreamSpec("control", names, ("controller",), "reports, heartbeats")]
-    if len(pods) > 1:  # the tournament: evaluations up, copies of leaders down
-        _check_ensemble(graph.config)
-        graph.streams.append(StreamSpec("evals", names, ("controller",), "eval return, checkpoint"))
-        graph.streams.append(StreamSpec("adopt", ("controller",), names, "checkpoint, perturbed hparams"))
+    if c.extra_workers:
+        raise ConfigError("field 'extra_workers': they take the dataflow's streams, which pod=true has not")
+    graph.workers = [WorkerSpec(Role.POD, k) for k in range(c.ensemble.population)]
+    names = tuple(w.name for w in graph.workers)
+    if len(names) == 1:
+        graph.streams = control_streams(names)
+    else:  # the tournament: evaluations up, copies of leaders down
+        _check_ensemble(c)
+        pipes = [("control", names, (CONTROLLER,), "reports, heartbeats"),
+                 ("evals", names, (CONTROLLER,), "eval return, checkpoint"),
+                 ("adopt", (CONTROLLER,), names, "checkpoint, perturbed hparams")]
+        graph.streams = [StreamSpec(name, "control", CONTROLLER, producers, consumers, Delivery.PIPE, what, via="pipe")
+                         for name, producers, consumers, what in pipes]
     _check_batch(graph)
     return graph
 
@@ -316,48 +330,67 @@ def _check_ensemble(config: ExperimentConfig) -> None:
         )
 
 
-def declare_streams(graph: Graph) -> list[StreamSpec]:
-    """The streams the workers of `graph` are wired with (srl.workers.build follows the same rules)."""
-    c = graph.config
-    actors = [f"actor:{a}" for a in range(c.num_actor_workers)]
-    rows = f"{graph.rows_per_split} rows"
+def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:
+    """Every stream a run of `graph` opens, under the name it opens it (the stream modules' names),
+    wired by the graph's rules (`policy_worker_of`, `trainer_of`). `tensors`: the policy's."""
+    c, T, rows = graph.config, graph.config.sample_length, f"{graph.rows_per_split} rows"
+    actor = graph.actor_layout().arrays
+    infer, segment = _frames(actor, "infer.0."), _frames(actor, "sample.0.0.")
+    segments_out = c.ring_splits * c.segment_slots  # an actor's segment slots: all may be out at once
     streams = []
     if c.inference == "policy_worker":
         for p in range(c.num_policy_workers):
-            mine = tuple(f"actor:{a}" for a in graph.actors_of(p))
-            streams.append(StreamSpec(f"inference.{p}", mine, (f"policy:{p}",), f"obs -> action ({rows})"))
-    T = c.sample_length
-    if c.replay is None and c.num_trainers == 1:
-        streams.append(StreamSpec("samples", tuple(actors), ("trainer:0",), f"segments of {T + 1} x {rows}"))
-    elif c.replay is None:  # each trainer its share of the actors
-        trainers = tuple(f"trainer:{t}" for t in range(c.num_trainers))
-        for t, trainer in enumerate(trainers):
-            mine = tuple(f"actor:{a}" for a in graph.actors_of_trainer(t))
-            streams.append(StreamSpec(f"samples.{t}", mine, (trainer,), f"segments of {T + 1} x {rows}"))
-        streams.append(StreamSpec("gradients", trainers, trainers, "all-reduce (torch.distributed) per step"))
-    else:
-        streams.append(StreamSpec("samples", tuple(actors), ("buffer:0",), f"segments of {T + 1} x {rows}"))
-        # like segments, a batch slot comes back on release, here carrying the new priorities
-        streams.append(StreamSpec("batches", ("buffer:0",), ("trainer:0",),
-                                  f"replay batches of {c.replay.batch_size}; |TD| back on release"))
-    subscribers = tuple(actors) if c.inference == "inline" else tuple(f"policy:{p}" for p in range(c.num_policy_workers))
-    if c.eval_episodes:
-        subscribers += ("eval:0",)
-    streams.append(StreamSpec("params.in", ("trainer:0",), ("params:0",), "versioned weights"))
-    streams.append(StreamSpec("params.out", ("params:0",), subscribers, "versioned weights"))
-    everyone = tuple(w.name for w in graph.workers)
-    streams.append(StreamSpec("control", everyone, ("controller",), "reports, heartbeats"))
-    return streams
+            mine, server = graph.actors_of(p), f"policy:{p}"
+            streams.append(StreamSpec(requests_name(p), "requests", server, _actors(mine), (server,), Delivery.SLOTS,
+                                      f"obs ({rows})", infer, c.ring_splits))
+            streams += [StreamSpec(replies_name(a), "replies", f"actor:{a}", (server,), (f"actor:{a}",),
+                                   Delivery.SLOTS, "actions, policy outputs", infer, c.ring_splits) for a in mine]
+    takers = ["buffer:0"] if c.replay is not None else [f"trainer:{t}" for t in range(c.num_trainers)]
+    for t, taker in enumerate(takers):
+        mine = graph.actors_of_trainer(t)
+        streams.append(StreamSpec(samples_name(t), "samples", taker, _actors(mine), (taker,), Delivery.SLOTS,
+                                  f"segments of {T + 1} x {rows}", segment, segments_out))
+        streams += [StreamSpec(released_name(a), "released", f"actor:{a}", (taker,), (f"actor:{a}",),
+                               Delivery.SLOTS, "segment slots back", (), segments_out) for a in mine]
+    if c.replay is not None:  # like segments, a batch slot comes back on release, here carrying the new priorities
+        batch, n = _frames(graph.buffer_layout().arrays, "batch.0."), c.replay.batch_slots
+        streams.append(StreamSpec(BATCHES_NAME, "batches", "trainer:0", ("buffer:0",), ("trainer:0",), Delivery.SLOTS,
+                                  f"replay batches of {c.replay.batch_size}", batch, n))
+        streams.append(StreamSpec(RELEASED_NAME, "released", "buffer:0", ("trainer:0",), ("buffer:0",),
+                                  Delivery.SLOTS, "batch slots back with |TD|", batch, n))
+    if c.num_trainers > 1:  # the controller serves the group's rendezvous (srl.streams.gradients)
+        trainers = tuple(takers)
+        streams.append(StreamSpec(GRADIENTS, "gradients", CONTROLLER, trainers, trainers, Delivery.COLLECTIVE,
+                                  "gradients, averaged each update", via="torch.distributed"))
+    subscribers = tuple(w.name for w in graph.workers if w.role in (Role.POLICY, Role.EVAL))
+    if c.inference == "inline":
+        subscribers = _actors(range(c.num_actor_workers)) + subscribers
+    # trainer 0 publishes (it leads a group); subscribers ask the service for weights on it too
+    streams.append(StreamSpec(SERVICE_IN, "params", SERVICE, ("trainer:0", *subscribers), (SERVICE,),
+                              Delivery.NEWEST, "versioned weights", tensors))
+    streams.append(StreamSpec(SERVICE_OUT, "params", SERVICE, (SERVICE,), subscribers, Delivery.NEWEST,
+                              "versioned weights", tensors))
+    streams += custom_streams(graph.workers, streams)
+    return streams + control_streams(tuple(w.name for w in graph.workers))
+
+
+def _actors(indices: Iterable[int]) -> tuple[str, ...]:
+    return tuple(f"actor:{a}" for a in indices)
+
+
+def _frames(arrays: dict[str, ArraySpec], prefix: str) -> tuple[int, ...]:
+    """The byte sizes of one slot's arrays: the frames of a message that carries it whole."""
+    return tuple(spec.nbytes for name, spec in arrays.items() if name.startswith(prefix))
 
 
 def check_streams(graph: Graph) -> None:
     """Every stream has a producer and a consumer, and names only workers that exist."""
-    known = {w.name for w in graph.workers} | {"controller"}
+    known = {w.name for w in graph.workers} | {CONTROLLER}
     for st in graph.streams:
         if not st.producers or not st.consumers:
             side = "producer" if not st.producers else "consumer"
             raise ConfigError(f"stream {st.name!r} has no {side}: check the worker counts")
-        unknown = sorted(set(st.producers + st.consumers) - known)
+        unknown = sorted(set(st.workers) - known)
         if unknown:
             raise ConfigError(f"stream {st.name!r} names workers that do not exist: {unknown}")
 

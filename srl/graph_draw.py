@@ -15,6 +15,7 @@ COLUMNS["buffer"] = 1.0  # below the policy workers, between the actors and the 
 COLORS = {"actor": "#cfe2f3", "policy": "#d9ead3", "trainer": "#fce5cd", "params": "#fff2cc", "controller": "#eeeeee"}
 COLUMNS["eval"], COLORS["eval"] = 0.0, "#ead1dc"
 COLORS["buffer"] = "#ead1dc"
+COLUMNS["custom"], COLORS["custom"] = 2.0, "#d0e0e3"  # extra workers (srl.api.worker), below the trainers
 FORMATS = (".png", ".svg", ".pdf")
 
 
@@ -26,7 +27,8 @@ def _positions(graph: Graph) -> dict[str, tuple[float, float]]:
     tall = max(len(v) for v in by_role.values())
     pos = {}
     for role, members in by_role.items():
-        top = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5, "buffer": tall + 0.25}.get(
+        top = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5, "buffer": tall + 0.25,
+               "custom": tall + 1.5}.get(
             role, (tall - len(members)) / 2
         )
         for i, name in enumerate(members):
@@ -47,8 +49,9 @@ def draw(graph: Graph, path: Path) -> None:
     pos = _positions(graph)
     height = max(y for _, y in pos.values()) - min(y for _, y in pos.values()) + 2
     fig, ax = plt.subplots(figsize=(9, max(3.5, 0.8 * height)))
+    labelled = set()  # one label per kind of stream: a kind's streams run between like workers
     for stream in graph.streams:
-        control = stream.name == "control"
+        control = stream.kind == "control"
         for src in stream.producers:
             for dst in stream.consumers:
                 ax.annotate(
@@ -56,7 +59,8 @@ def draw(graph: Graph, path: Path) -> None:
                     arrowprops=dict(arrowstyle="->", color="#bbbbbb" if control else "#444444",
                                     lw=0.6 if control else 1.2, shrinkA=22, shrinkB=22, connectionstyle="arc3,rad=0.08"),
                 )
-        if not control:
+        if not control and stream.kind not in labelled:
+            labelled.add(stream.kind)
             (x0, y0), (x1, y1) = pos[stream.producers[-1]], pos[stream.consumers[0]]
             at = 0.75 if x1 - x0 > 1.5 else 0.5  # long arrows pass behind the middle column's boxes
             ax.text(x0 + at * (x1 - x0), y0 + at * (y1 - y0) + 0.18, f"{stream.name}\n{stream.payload}",

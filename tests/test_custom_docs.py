@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -166,3 +167,21 @@ def test_the_dict_observation_section_learns_as_written(tmp_path):
     summary = json.loads((Path(run_dir) / "summary.json").read_text())
     assert summary["stop_reason"].startswith("target_return"), summary
     assert summary["episode_return_mean"] >= 8.5, summary
+
+
+def test_the_worker_of_your_own_runs_as_written_on_local_and_tcp(tmp_path):
+    """The extra-worker section: the reward-stats worker placed beside the built-in ones, on shared
+    memory and over tcp, writing one line per segment the trainer took (the sign game pays 0 or 1)."""
+    (tmp_path / "my_rl.py").write_text(doc_module_code())
+    graph, *runs = doc_commands("A worker of your own")
+    described = run_srl(graph, tmp_path).stdout
+    assert "custom:0 (reward-stats)" in described and "stream trainer.samples.tap: trainer:0 -> custom:0" in described
+    assert [argv[:2] for argv in runs] == [["srl", "run"]] * 2 and "transport=tcp" in runs[1], runs
+    for run in runs:
+        before = set(glob.glob(str(tmp_path / "runs" / "sign-a2c-*")))
+        run_srl(run, tmp_path)
+        [run_dir] = set(glob.glob(str(tmp_path / "runs" / "sign-a2c-*"))) - before
+        means = [float(line) for line in (Path(run_dir) / "reward_stats_0.csv").read_text().splitlines()]
+        # 10k env steps are 250 segments of 10 steps x 4 envs; a copy may be missed, not many
+        assert len(means) >= 100 and all(0 <= m <= 1 for m in means), (run, len(means), means[:5])
+        assert np.mean(means[-50:]) > np.mean(means[:50]) + 0.1, (run, means)  # A2C learns the game

@@ -8,8 +8,20 @@ import sys
 
 import pytest
 
+from srl.api import Worker, register_worker
 from srl.config import ConfigError, load_config
-from srl.graph import StreamSpec, build_graph, check_streams
+from srl.graph import CONTROLLER, Delivery, StreamSpec, build_graph, check_streams
+from srl.streams.queues import NEWEST_ONLY
+
+
+@register_worker("graph-test-giver", outputs=("notes",))
+class Giver(Worker):
+    pass
+
+
+@register_worker("graph-test-taker", inputs=("notes", "samples"))
+class Taker(Worker):
+    pass
 
 
 def graph_of(*overrides: str):
@@ -19,22 +31,54 @@ def graph_of(*overrides: str):
 def test_streams_follow_the_worker_counts():
     graph = graph_of("inference=policy_worker", "num_actor_workers=3", "num_policy_workers=2")
     streams = {s.name: s for s in graph.streams}
-    assert streams["inference.0"].producers == ("actor:0", "actor:2")
-    assert streams["inference.1"].consumers == ("policy:1",)
-    assert streams["samples"].producers == ("actor:0", "actor:1", "actor:2")
+    assert streams["policy.0.requests"].producers == ("actor:0", "actor:2")
+    assert streams["policy.1.requests"].consumers == ("policy:1",) == (streams["policy.1.requests"].owner,)
+    assert streams["actor.2.replies"].producers == ("policy:0",) and streams["actor.2.replies"].owner == "actor:2"
+    assert streams["trainer.samples"].producers == ("actor:0", "actor:1", "actor:2")
     assert streams["params.out"].consumers == ("policy:0", "policy:1")
+    assert streams["trainer.samples"].delivery == Delivery.SLOTS
+    # the transports keep only the newest message on the streams the graph says deliver the latest value
+    assert {s.name for s in graph.streams if s.delivery == Delivery.NEWEST} == set(NEWEST_ONLY)
     inline = {s.name: s for s in graph_of("inference=inline", "num_actor_workers=2").streams}
-    assert "inference.0" not in inline and inline["params.out"].consumers == ("actor:0", "actor:1")
+    assert not any("requests" in name or "replies" in name for name in inline)
+    assert inline["params.out"].consumers == ("actor:0", "actor:1")
+
+
+def test_several_trainers_each_bind_their_samples_and_meet_at_the_controller():
+    graph = graph_of("num_trainers=2", "num_actor_workers=4", "inference=policy_worker", "num_policy_workers=2")
+    streams = {s.name: s for s in graph.streams}
+    assert streams["trainer.samples"].owner == "trainer:0" and streams["trainer.1.samples"].owner == "trainer:1"
+    assert streams["trainer.1.samples"].producers == ("actor:1", "actor:3")
+    assert streams["actor.3.released"].producers == ("trainer:1",)
+    assert streams["gradients"].owner == CONTROLLER and streams["gradients"].via == "torch.distributed"
+    assert {s.owner for s in graph.streams} == {w.name for w in graph.workers} | {CONTROLLER}
 
 
 def test_a_stream_without_consumer_or_with_unknown_workers_is_an_error():
     graph = graph_of()
-    graph.streams.append(StreamSpec("orphan", ("actor:0",), (), "nothing"))
+    orphan = StreamSpec("orphan", "user", "actor:0", ("actor:0",), (), Delivery.BOUNDED, "nothing")
+    graph.streams.append(orphan)
     with pytest.raises(ConfigError, match="'orphan' has no consumer"):
         check_streams(graph)
-    graph.streams[-1] = dataclasses.replace(graph.streams[-1], consumers=("policy:7",))
+    graph.streams[-1] = dataclasses.replace(orphan, consumers=("policy:7",))
     with pytest.raises(ConfigError, match="do not exist"):
         check_streams(graph)
+
+
+def test_extra_workers_come_with_their_streams_and_are_refused_naming_the_field():
+    graph = graph_of("extra_workers=[{kind: graph-test-giver, count: 2}, {kind: graph-test-taker}]")
+    streams = {s.name: s for s in graph.streams}
+    assert [(w.name, w.kind) for w in graph.workers if w.kind] == [
+        ("custom:0", "graph-test-giver"), ("custom:1", "graph-test-giver"), ("custom:2", "graph-test-taker")]
+    assert streams["user.notes"].owner == "custom:2" and streams["user.notes"].producers == ("custom:0", "custom:1")
+    tap = streams["trainer.samples.tap"]  # the trainer publishes a copy of what it takes
+    assert (tap.owner, tap.consumers, tap.frames) == ("trainer:0", ("custom:2",), streams["trainer.samples"].frames)
+    with pytest.raises(ConfigError, match=r"'extra_workers\[0\].kind': unknown worker kind 'nope'; registered: .*graph-test-giver"):
+        graph_of("extra_workers=[{kind: nope}]")
+    with pytest.raises(ConfigError, match=r"'extra_workers': worker kind 'graph-test-taker' takes \['notes'\], which no"):
+        graph_of("extra_workers=[{kind: graph-test-taker}]")
+    with pytest.raises(ConfigError, match="'extra_workers': output 'notes' needs exactly one placed worker .* got 0"):
+        graph_of("extra_workers=[{kind: graph-test-giver}]")
 
 
 def test_impossible_batch_and_mismatched_spaces_fail_before_launch():
@@ -61,4 +105,5 @@ def test_srl_graph_draws_by_extension(tmp_path, suffix):
 
 def test_srl_graph_prints_without_out():
     proc = subprocess.run([sys.executable, "-m", "srl.cli", "graph", "cartpole-ppo"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "stream samples: actor:0 -> trainer:0" in proc.stdout
+    assert proc.returncode == 0 and "stream trainer.samples: actor:0 -> trainer:0" in proc.stdout, proc.stdout
+    assert "bound by trainer:0; lossless, in order (slots)" in proc.stdout

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from test_declared_streams import EXTRA
 from test_tcp import gather, make_wire
 
 from srl.config import ConfigError, load_config
@@ -78,10 +79,15 @@ def test_tcp_sockets_queue_the_budget_over_their_stream_s_largest_message(monkey
 
 
 def test_shm_sockets_queue_the_budget_in_headers_reports_and_the_newest_parameters(tmp_path):
-    transport = LocalTransport("q", tmp_path, max_queued_bytes=16 * MIB)
+    """Sized by the graph's messages: a slot stream's are headers on shm, a tap's whole segments."""
+    graph = build_graph(load_config("cartpole-ppo", EXTRA))
+    sizes = graph.message_bytes(shares_memory=True)
+    transport = LocalTransport("q", tmp_path, 16 * MIB, sizes)
     try:
         assert options(transport.receiver("trainer.samples").socket)["RCVHWM"] == 16 * MIB // HEADER_MESSAGE_BYTES
         assert options(transport.sender("controller.in").socket)["SNDHWM"] == 3  # reports of up to 4 MiB
+        tap = options(transport.publisher("trainer.samples.tap").socket)["SNDHWM"]
+        assert tap == 16 * MIB // sizes["trainer.samples.tap"] and 10 < tap < 16 * MIB // HEADER_MESSAGE_BYTES
         assert options(transport.publisher("params.out").socket)["CONFLATE"] == 1
         assert options(transport.subscriber("params.out").socket)["CONFLATE"] == 1
     finally:

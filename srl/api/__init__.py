@@ -8,7 +8,9 @@ from srl.api.registry import (
     register_env,
     register_experiment,
     register_policy,
+    register_worker,
 )
+from srl.api.worker import Worker
 
 __all__ = [
     "Algorithm",
@@ -19,8 +21,10 @@ __all__ = [
     "Policy",
     "VectorEnv",
     "VectorStep",
+    "Worker",
     "register_algorithm",
     "register_env",
     "register_experiment",
     "register_policy",
+    "register_worker",
 ]

@@ -45,7 +45,7 @@ class Registry(Generic[T]):
             close = difflib.get_close_matches(name, self._entries, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; registered: {', '.join(sorted(self._entries))}.{hint}"
+                f"unknown {self.kind} {name!r}; registered: {', '.join(sorted(self._entries)) or 'none'}.{hint}"
             )
         return self._entries[name]
 
@@ -62,10 +62,19 @@ class AlgorithmEntry:
     config_cls: type  # subclass of srl.api.algorithm.AlgorithmConfig
 
 
+@dataclass(frozen=True)
+class WorkerEntry:
+    kernel_cls: type  # a srl.api.worker.Worker
+    inputs: tuple[str, ...]  # "samples", or another kind's output
+    outputs: tuple[str, ...]  # streams of its own, each read by one placed worker
+    max_message_bytes: int  # of an output's messages (its frame)
+
+
 envs: Registry[Callable[..., Any]] = Registry("environment")
 policies: Registry[Callable[..., Any]] = Registry("policy")
 algorithms: Registry[AlgorithmEntry] = Registry("algorithm")
 experiments: Registry[Callable[[], dict[str, Any]]] = Registry("experiment")
+workers: Registry[WorkerEntry] = Registry("worker kind")
 
 
 def register_env(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -86,3 +95,16 @@ def register_algorithm(name: str, algorithm_cls: type, config_cls: type) -> None
 def register_experiment(name: str) -> Callable[[Callable[[], dict[str, Any]]], Callable[[], dict[str, Any]]]:
     """Decorate a function returning an experiment's config as a dict (overrides apply on top)."""
     return lambda fn: experiments.add(name, fn)
+
+
+def register_worker(
+    kind: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (), max_message_bytes: int = 1 << 16
+) -> Callable[[type], type]:
+    """Decorate a `srl.api.worker.Worker` subclass: the kind `extra_workers` places, with the
+    streams it takes (`inputs`) and gives (`outputs`)."""
+
+    def add(cls: type) -> type:
+        workers.add(kind, WorkerEntry(cls, tuple(inputs), tuple(outputs), max_message_bytes))
+        return cls
+
+    return add

@@ -154,8 +154,8 @@ def _run(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_handle: Ca
     handles: list[Any] = []
     restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does
     try:
-        for k in range(config.ensemble.population):
-            handles.append(make_handle(k))
+        for spec in graph.workers:  # the pods the graph declares
+            handles.append(make_handle(spec.index))
         outputs.start()
         manager = PopulationManager(graph, monitor, handles, outputs.started_s)
         try:

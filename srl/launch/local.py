@@ -18,16 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from srl.graph import Graph, WorkerSpec
+from srl.graph import CONTROLLER, Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
-from srl.launch.shell import worker_main
+from srl.launch.shell import open_transport, record_opened, worker_main
 from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
 from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
-from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
-from srl.streams.tcp import WILDCARDS, TcpTransport
+from srl.streams.gradients import GRADIENTS
+from srl.streams.local import SharedBlocks, make_ipc_dir
+from srl.streams.tcp import WILDCARDS
 from srl.workers.build import incarnations
 
 STOP_GRACE_S = 10.0
@@ -96,8 +97,7 @@ def run_workers(
             graph = dataclasses.replace(graph, trainer_group=group_store.address)
         for spec in graph.workers:
             workers.start(spec, graph)
-        budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
-        transport = LocalTransport(run_id, ipc_dir, budget) if wire is None else TcpTransport(wire)
+        transport = open_transport(graph, run_id, ipc_dir, wire)
         inbox = transport.receiver(CONTROLLER_IN)
         stopper = transport.publisher(CONTROL_OUT)
         supervisor = Supervisor(graph, monitor, transport, inbox, workers, incarnations(graph, transport),
@@ -120,6 +120,8 @@ def run_workers(
         if workers is not None:
             workers.close()  # whatever happened above, nothing outlives the run
         if transport is not None:
+            rendezvous = {(GRADIENTS, "bind")} if group_store is not None else set()
+            record_opened(graph, CONTROLLER, transport.opened | rendezvous)
             transport.close()
         if group_store is not None:
             group_store.close()
@@ -128,10 +130,11 @@ def run_workers(
 
 
 def _trainer_group(graph: Graph, host: str | None):
-    """num_trainers > 1: the store where the trainers form their group, served from here on a
-    port the OS picks, listening on `host` (this machine's IP for a cluster) or else on the run's
-    bind_host (loopback by default; trainers reach a wildcard at loopback)."""
-    if graph.config.num_trainers == 1:
+    """A gradients stream (num_trainers > 1): the store where the trainers form their group,
+    served from here on a port the OS picks, listening on `host` (this machine's IP for a
+    cluster) or else on the run's bind_host (loopback by default; trainers reach a wildcard at
+    loopback)."""
+    if not graph.of_kind("gradients"):
         return None
     from srl.streams.gradients import TrainerGroupStore
 
@@ -145,14 +148,9 @@ def _tcp_wire(graph: Graph):
     """transport=tcp: every stream on loopback (or bind_host) ports, signed with a fresh secret."""
     if graph.config.transport != "tcp":
         return None
-    import torch
-
-    from srl.graph import make_policy
     from srl.streams.tcp_setup import make_wire
 
-    with torch.random.fork_rng():  # the policy is built only to size the limits: leave torch's RNG as it was
-        policy = make_policy(graph.config, graph.observation_space, graph.action_space)
-    return make_wire(graph, policy)
+    return make_wire(graph)
 
 
 def _stop_workers(stopper, supervisor: Supervisor, workers: Any, grace_s: float = STOP_GRACE_S) -> None:

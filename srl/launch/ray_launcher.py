@@ -13,7 +13,7 @@ With transport=shm a worker on the controller's host uses shared memory and ipc 
 the local launcher, whatever Ray node it belongs to (several nodes may share a host); a worker
 placed on another host fails at start with an error saying so. With transport=tcp workers may run
 on any node: every actor is created first, Ray says which node each landed on, each stream gets
-a free port on the node of the worker that binds it (srl.streams.tcp_setup.stream_owners), and
+a free port on the node of the worker that binds it (its owner in srl.graph), and
 the resulting addresses, with the run's secret, travel to the workers as task arguments (no
 shared filesystem; the secret is never written to disk).
 
@@ -71,10 +71,9 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     import torch
 
     import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
-    from srl.launch.ray_streams import tcp_transport
-    from srl.launch.shell import error_report, make_link, run_kernel_loop
+    from srl.launch.ray_streams import node_wire
+    from srl.launch.shell import error_report, make_link, open_transport, record_opened, run_kernel_loop
     from srl.streams.control import Kind
-    from srl.streams.local import LocalTransport
     from srl.workers.build import make_kernel
 
     host = _ray().util.get_node_ip_address()
@@ -87,8 +86,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
     _untracked_shared_memory()
     _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
-    transport = LocalTransport(run_id, ipc_dir, budget) if wire is None else tcp_transport(wire, host, graph.restarted_ns)
+    transport = open_transport(graph, run_id, ipc_dir, None if wire is None else node_wire(wire, host))
     link = make_link(graph, spec, transport)
     kernel = None
     try:
@@ -102,6 +100,7 @@ def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller
             if kernel is not None:
                 kernel.close()
         finally:
+            record_opened(graph, spec.name, transport.opened)
             transport.close()
 
 
@@ -176,7 +175,7 @@ class RayWorkers:
             self.waiting[spec.name] = self._new_actor(graph, spec)
         try:
             await_placement(self.ray, self.placement)  # place_streams asks each actor where it is
-            return place_streams(self.ray, graph.config, self.waiting, self.host, wire)
+            return place_streams(self.ray, graph, self.waiting, self.host, wire)
         except BaseException:
             self.close()  # the launcher has no handle on these workers yet
             raise

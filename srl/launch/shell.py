@@ -7,6 +7,7 @@ spins: with nothing to do it blocks on the kernel's sockets and the stop signal.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -96,22 +97,41 @@ def make_link(graph: Any, spec: Any, transport: Any) -> Any:
     return WorkerLink(transport, spec.role, spec.index, epochs)
 
 
+def open_transport(graph: Any, run_id: str, ipc_dir: Path, wire: Any = None) -> Any:
+    """This process's transport: shared memory and ipc, or tcp where the launcher made a `wire`
+    (ports and secret, srl.streams.tcp.Wire); each stream's queue sized by the graph's messages."""
+    from srl.streams.local import LocalTransport
+    from srl.streams.tcp import TcpTransport
+
+    if wire is not None:
+        return TcpTransport(wire, graph.restarted_ns)
+    budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
+    return LocalTransport(run_id, ipc_dir, budget, graph.message_bytes(shares_memory=True))
+
+
+def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:
+    """With SRL_RECORD_STREAMS=1 (tests/test_declared_streams.py), the streams a process opened go
+    to streams/<who>.json in the run directory, to be compared with what the graph declares."""
+    if os.environ.get("SRL_RECORD_STREAMS") != "1":
+        return
+    folder = Path(str(graph.config.run_dir)) / "streams"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{who}.json").write_text(json.dumps(sorted(opened)))
+
+
 def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int, wire: Any = None) -> None:
     """Entry point of a worker process (forked by the local launcher); `wire` (tcp ports and
     secret, srl.streams.tcp.Wire) selects the tcp backend."""
     import setproctitle
     import torch
 
-    from srl.streams.local import LocalTransport
-    from srl.streams.tcp import TcpTransport
     from srl.workers.build import make_kernel
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
     torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
-    transport = LocalTransport(run_id, ipc_dir, budget) if wire is None else TcpTransport(wire, graph.restarted_ns)
+    transport = open_transport(graph, run_id, ipc_dir, wire)
     link = make_link(graph, spec, transport)
     kernel, code = None, 0
     try:
@@ -125,6 +145,7 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
             if kernel is not None:
                 kernel.close()
         finally:
+            record_opened(graph, spec.name, transport.opened)
             transport.close()
             if wire is None and os.getppid() != parent_pid:  # the controller was killed: no one else
                 shutil.rmtree(ipc_dir, ignore_errors=True)  # will remove its sockets' directory

@@ -161,7 +161,7 @@ class Supervisor:
     def _restart_group(self, name: str) -> list[str]:
         """The workers that restart with `name`: every trainer of a group, else itself."""
         spec = self.specs[name]
-        if spec.role != Role.TRAINER or self.graph.config.num_trainers == 1:
+        if spec.role != Role.TRAINER or not self.graph.of_kind("gradients"):
             return [name]
         return [n for n, s in self.specs.items() if s.role == Role.TRAINER]
 

@@ -46,6 +46,7 @@ class Role(IntEnum):
     POD = 4  # env, policy and trainer in one process (srl.workers.pod)
     BUFFER = 5  # replay memory between actors and trainer (srl.workers.buffer)
     EVAL = 6  # deterministic evaluation episodes (srl.workers.evaluator)
+    CUSTOM = 7  # a worker kind of the user's, placed by `extra_workers` (srl.api.worker)
 
     @property
     def trains(self) -> bool:
@@ -54,7 +55,7 @@ class Role(IntEnum):
 
     @property
     def title(self) -> str:
-        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer", 6: "eval"}[int(self)]
+        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer", 6: "eval", 7: "custom"}[int(self)]
 
 
 def command_schema(epochs: np.ndarray | None) -> Kinds:

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from srl.streams.rendezvous import RendezvousClient, RendezvousServer
 
 SECRET_BYTES = 32
+GRADIENTS = "gradients"  # the stream srl.graph declares for the group (not a Transport stream)
 
 @dataclass(frozen=True)
 class GroupAddress:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from multiprocessing import shared_memory
 from pathlib import Path
 
@@ -19,7 +19,6 @@ import numpy as np
 import psutil
 import zmq
 
-from srl.streams.control import CONTROLLER_IN, MAX_REPORT_BYTES
 from srl.streams.framing import pack, packed_bytes, unpack
 from srl.streams.layout import Layout
 from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, NEWEST_ONLY, Drops, bound_socket, messages_within
@@ -27,8 +26,6 @@ from srl.streams.transport import Message, Receiver, Sender, Transport, decode_h
 
 MAX_PARTS = 1 << 16
 HEADER_MESSAGE_BYTES = packed_bytes(1, 8 * 64)  # a message of one header, the largest (srl.streams.transport)
-# the streams whose messages carry more than a header (parameters keep the newest: NEWEST_ONLY)
-MESSAGE_BYTES = {CONTROLLER_IN: packed_bytes(2, 8 * 64 + MAX_REPORT_BYTES)}
 
 
 def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
@@ -94,10 +91,13 @@ class SharedBlocks:
 
 
 class LocalTransport(Transport):
-    def __init__(self, run_id: str, ipc_dir: Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
+    def __init__(self, run_id: str, ipc_dir: Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+                 message_bytes: Mapping[str, int] | None = None) -> None:  # fmt: skip
         self.run_id = run_id
         self.ipc_dir = ipc_dir
-        self.max_queued_bytes = max_queued_bytes
+        # the streams whose messages carry more than a header (srl.graph.Graph.message_bytes); the
+        # others are sized as headers, and parameters keep the newest (NEWEST_ONLY)
+        self.max_queued_bytes, self.message_bytes = max_queued_bytes, message_bytes or {}
         self._drops = Drops()
         self.context = zmq.Context()
         self._sockets: list[zmq.Socket] = []
@@ -111,7 +111,8 @@ class LocalTransport(Transport):
     def _socket(self, kind: int, name: str) -> zmq.Socket:
         socket = self.context.socket(kind)
         socket.setsockopt(zmq.LINGER, 0)
-        largest = MESSAGE_BYTES.get(name, HEADER_MESSAGE_BYTES)
+        self.opened.add((name, "bind" if kind in (zmq.PULL, zmq.PUB) else "connect"))
+        largest = self.message_bytes.get(name, HEADER_MESSAGE_BYTES)
         messages = None if name in NEWEST_ONLY else messages_within(self.max_queued_bytes, largest)
         bound_socket(socket, messages)  # the kernel's buffers: the OS default for ipc
         self._sockets.append(socket)

@@ -16,6 +16,9 @@ On a transport that shares no memory (tcp), a sample message carries the segment
 the trainer copies them into its own slot (srl.streams.carry); a release carries nothing. Each
 side takes only messages that name one of its slots (srl.streams.schema): others are dropped
 and counted.
+
+A tap (`tap_name`): where the config places workers that take "samples" (srl.api.worker), each
+segment's consumer publishes a copy of it before releasing it; a `SampleTap` subscribes.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 from srl.streams.carry import carry_out, every_array, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
+from srl.streams.layout import ArraySpec
 from srl.streams.schema import EPOCH, INDEX, Schema, checked
 from srl.streams.transport import Receiver, Transport
 
@@ -45,6 +49,11 @@ def trainer_name(trainer: int) -> str:
 
 def released_name(actor: int) -> str:
     return f"actor.{actor}.released"
+
+
+def tap_name(samples: str) -> str:
+    """Where the consumer of stream `samples` publishes a copy of each segment it took."""
+    return f"{samples}.tap"
 
 
 def sample_schema(slots: dict[tuple[int, int, int], Segment]) -> Schema:
@@ -138,10 +147,12 @@ class SampleConsumer:
         slots: dict[tuple[int, int, int], Segment],
         incarnations: Incarnations = NO_RESTARTS,
         trainer: int = 0,
+        tap: str | None = None,
     ) -> None:
         self.slots = slots  # (actor, split, slot) -> segment arrays of this trainer's actors
         name = samples_name(trainer)
         self._in = checked(transport, transport.receiver(name), name, sample_schema(slots))
+        self._tap = None if tap is None else transport.publisher(tap)
         actors = sorted({a for a, _, _ in slots})
         self._release = {a: transport.sender(released_name(a)) for a in actors}
         self._incarnations = incarnations
@@ -169,4 +180,23 @@ class SampleConsumer:
         return self.slots[(ref.actor, ref.split, ref.slot)]
 
     def release(self, ref: SegmentRef) -> None:
+        if self._tap is not None:  # the copy goes first: the actor may write into the slot once released
+            self._tap.send((ref.actor,), list(self.segment(ref).values()))
         self._release[ref.actor].send((ref.split, ref.slot, ref.epoch, self.epoch))
+
+
+class SampleTap:
+    """Copies of the segments their consumers took, from the taps named (srl.api.worker "samples")."""
+
+    def __init__(self, transport: Transport, names: list[str], arrays: dict[str, ArraySpec]) -> None:
+        schema = Schema({"actor": INDEX}, frame_bytes=[spec.nbytes for spec in arrays.values()])
+        self.receivers: list[Receiver] = [checked(transport, transport.subscriber(n), n, schema) for n in names]
+        self.arrays = arrays  # column -> its shape [T + 1, rows, ...] and dtype, in the frames' order
+
+    def poll(self) -> list[Segment]:
+        """Every copy waiting now, as column -> array (read-only)."""
+        return [
+            {name: np.frombuffer(frame, spec.dtype).reshape(spec.shape) for (name, spec), frame in
+             zip(self.arrays.items(), message.frames)}
+            for receiver in self.receivers for message in receiver.recv_all()
+        ]  # fmt: skip

@@ -136,7 +136,7 @@ class _SignedSender(Sender):
         data = pack(encode(self.wire.secret, self.name, header, frames, self.sealer.next()))
         if len(data) > self.largest:  # its receivers would drop the connection, without a word
             raise WireError(f"stream {self.name!r}: a message of {len(data)} bytes, larger than the "
-                            f"{self.largest} its receivers take (srl.streams.tcp_setup.stream_message_bytes)")
+                            f"{self.largest} its receivers take (srl.graph.Graph.message_bytes)")
         if not self.drops.send(self.socket, data, self.name):
             self.sealer.seq -= 1  # never sent: its number goes to the next, so no receiver counts a gap too
 
@@ -159,6 +159,7 @@ class TcpTransport(Transport):
     def _socket(self, kind: int, name: str) -> zmq.Socket:
         socket = self.context.socket(kind)
         socket.setsockopt(zmq.LINGER, 0)
+        self.opened.add((name, "bind" if kind in (zmq.PULL, zmq.PUB) else "connect"))
         largest = self.wire.largest_message(name)
         # zmq drops the connection of a peer that sends a bigger message, before buffering it
         socket.setsockopt(zmq.MAXMSGSIZE, largest)

@@ -97,6 +97,12 @@ class Transport(ABC):
         (srl.streams.tcp) and, on every backend, malformed ones (srl.streams.schema)."""
         return Rejections()
 
+    @functools.cached_property
+    def opened(self) -> set[tuple[str, str]]:
+        """(stream, "bind" or "connect") for each endpoint this process opened: what srl.graph
+        declares for it (tests/test_declared_streams.py compares them, srl.launch.shell.record_opened)."""
+        return set()
+
     def take_rejected(self) -> dict[str, int]:
         """Messages this process's receivers dropped, per stream, since the last call."""
         return self.rejections.take()

@@ -15,7 +15,7 @@ from srl.envs import make_vector_env, single_env_kwargs
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
-from srl.streams.gradients import GradientGroup
+from srl.streams.gradients import GRADIENTS, GradientGroup
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import InferenceClient, InferenceServer, Slot
 from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
@@ -103,18 +103,19 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     lives = incarnations(graph, transport)
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
     group = None
-    if c.num_trainers > 1:
+    if graph.of_kind("gradients"):
         if graph.trainer_group is None:
             raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launcher=local or ray)")
         device = next(policy.parameters()).device
         # epochs of a group's trainers move together (restarted as one): the group's generation
         group = GradientGroup(graph.trainer_group, spec.index, lives.of(spec.name), device, c.heartbeat_timeout_s)
+        transport.opened.add((GRADIENTS, "connect"))  # joined at the controller's rendezvous
     leader = group is None or group.leader
     publisher = ParamPublisher(transport, generation=lives.of(spec.name), incarnations=lives) if leader else None
     return TrainerKernel(
         policy,
         algorithm,
-        SampleConsumer(transport, segments, lives, trainer=spec.index),
+        SampleConsumer(transport, segments, lives, trainer=spec.index, tap=graph.tap_of(spec.name)),
         publisher,
         fields=graph.segment_fields(),
         sample_length=c.sample_length,
@@ -176,6 +177,10 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
             policy, ParamSubscriber(transport, policy), env, seed=c.seed * 1_000_003 + 999_983,
             episodes=c.eval_episodes, interval_s=c.eval_interval_s,
         )
+    if spec.role == Role.CUSTOM:
+        from srl.workers.custom import make_custom
+
+        return make_custom(graph, spec, transport)
     if spec.role == Role.POD:
         from srl.workers.pod import make_pod
 

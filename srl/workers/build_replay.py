@@ -33,7 +33,7 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
     assert replay is not None
     segments = {}
     layout = graph.actor_layout()
-    for a in range(c.num_actor_workers):
+    for a in graph.actors_of_trainer(0):  # every actor: one buffer serves one trainer
         arrays = transport.arrays(actor_block(a), layout)
         for s in range(c.ring_splits):
             for k in range(c.segment_slots):
@@ -47,7 +47,7 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
     memory = ReplayMemory(fields, replay.capacity, replay.prioritized, replay.alpha, replay.beta,
                           replay.priority_eps, seed=c.seed)
     return BufferKernel(
-        SampleConsumer(transport, segments), BatchServer(transport, _batch_slots(graph, transport)), memory,
+        SampleConsumer(transport, segments, tap=graph.tap_of("buffer:0")), BatchServer(transport, _batch_slots(graph, transport)), memory,
         gamma=replay.gamma, n_step=replay.n_step, warmup=replay.warmup, replay_ratio=replay.replay_ratio,
         items=segment_sequences if recurrent else None, steps_per_item=c.sample_length if recurrent else 1,
         num_agents=len(graph.agents), run_dir=Path(str(c.run_dir)), checkpoint_interval_s=c.checkpoint_interval_s,

@@ -1,0 +1,96 @@
+"""Real runs open exactly the streams srl.graph declares: the same names, bound by the declared
+owner, connected to by every other worker the stream names, and nothing else (every process
+records what its transport opened: srl.launch.shell.record_opened)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import srl.streams.samples
+from srl.api import Worker, register_worker
+from srl.config import load_config
+from srl.graph import Graph, build_graph
+from srl.launch.run import run_experiment
+
+STEPS = ["total_env_steps=1500", "target_return=null", "display=off"]
+POLICY_WORKERS = ["inference=policy_worker", "num_actor_workers=2", "num_policy_workers=2", "eval_episodes=1",
+                  "eval_interval_s=0.2"]  # fmt: skip
+TRAINERS = ["inference=inline", "num_actor_workers=2", "num_trainers=2"]
+REPLAY = ["num_actor_workers=2", "replay.warmup=64", "replay.batch_size=32"]
+EXTRA = ["extra_workers=[{kind: segment-counter, count: 2}, {kind: count-sink}]"]
+
+
+@register_worker("segment-counter", inputs=("samples",), outputs=("counts",))
+class SegmentCounter(Worker):
+    """Counts the segments it is given a copy of and sends the count on."""
+
+    def poll(self) -> bool:
+        segments = self.inputs["samples"].poll()
+        if segments:
+            self.outputs["counts"].send((self.index, len(segments)), [np.float32(segments[0]["reward"].sum()).tobytes()])
+        return bool(segments)
+
+
+@register_worker("count-sink", inputs=("counts",))
+class CountSink(Worker):
+    """Adds up the counters' counts; writes the total at the end."""
+
+    def start(self) -> None:
+        self.total = 0
+
+    def poll(self) -> bool:
+        messages = self.inputs["counts"].recv_all()
+        self.total += sum(m.header[1] for m in messages)
+        return bool(messages)
+
+    def close(self) -> None:
+        (self.run_dir / "segments_counted").write_text(str(self.total))
+
+
+def declared(graph: Graph) -> dict[str, set[tuple[str, str]]]:
+    """Each process -> (stream, bind or connect) of every stream the graph names it in."""
+    out = defaultdict(set)
+    for stream in graph.streams:
+        for worker in stream.workers:
+            out[worker].add((stream.name, "bind" if worker == stream.owner else "connect"))
+    return dict(out)
+
+
+def opened(run_dir: Path) -> dict[str, set[tuple[str, str]]]:
+    return {p.stem: {tuple(e) for e in json.loads(p.read_text())} for p in (run_dir / "streams").glob("*.json")}
+
+
+def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkeypatch) -> tuple[dict, dict]:
+    monkeypatch.setenv("SRL_RECORD_STREAMS", "1")  # forked workers inherit it
+    config = load_config(experiment, [*overrides, *STEPS, "launcher=local", f"run_dir={run_dir}"])
+    assert run_experiment(config) == 0
+    return declared(build_graph(config)), opened(run_dir)
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+@pytest.mark.parametrize(
+    "experiment,overrides",
+    [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
+     ("cartpole-pod", [])],
+    ids=["policy-workers", "trainers", "replay", "pod"],
+)
+def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport, run_dir, monkeypatch):
+    want, got = run_and_compare(experiment, [*overrides, f"transport={transport}"], run_dir, monkeypatch)
+    assert got == want, {w: (sorted(got.get(w, set()) ^ want.get(w, set()))) for w in set(got) | set(want)}
+    if EXTRA[0] in overrides:  # the taps and the counters' own stream carried something
+        assert int((run_dir / "segments_counted").read_text()) > 0
+
+
+def test_a_stream_opened_under_an_undeclared_name_is_caught(run_dir, monkeypatch):
+    """The comparison can fail: the actors' release streams renamed where the streams open them
+    (the forked workers inherit the patch), not where the graph declares them."""
+    monkeypatch.setattr(srl.streams.samples, "released_name", lambda actor: f"actor.{actor}.freed")
+    want, got = run_and_compare("cartpole-ppo", [], run_dir, monkeypatch)
+    assert want != got
+    assert ("actor.0.freed", "bind") in got["actor:0"] - want["actor:0"]
+    assert ("actor.0.released", "connect") in want["trainer:0"] - got["trainer:0"]
