@@ -212,6 +212,9 @@ class ActorKernel:
         self.samples.reclaimed = 0
         return out
 
+    def finish(self) -> dict:
+        return self.report()  # nothing kept past the run: the last report is a report
+
     def close(self) -> None:
         for env in self.envs:
             env.close()

@@ -22,6 +22,7 @@ from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
 from srl.streams.samples import SampleConsumer, SampleProducer, Segment
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel
+from srl.workers.kernel import Kernel
 from srl.workers.nonfinite import EnvGuard
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import Acting, LocalInferenceClient, PolicyWorkerKernel
@@ -141,7 +142,7 @@ def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
     return LockStepStop(c.total_env_steps, c.target_return, c.max_updates) if c.deterministic else None
 
 
-def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
+def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     c = graph.config
     if spec.role == Role.ACTOR:
         return make_actor(graph, transport, spec.index)

@@ -55,6 +55,7 @@ class PodMember:
         self.events: list[dict[str, Any]] = []
         self.recent = ReturnWindow(100)  # training episodes: the score when there is no eval env
         self.receivers: list = []  # a member only computes: nothing to wait on
+        self.clock = pod.clock
 
     def start(self) -> None:
         self.pod.start()

@@ -44,6 +44,7 @@ from srl.data import columns as C
 from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.faults import RunHalted
 from srl.graph import space_spec
+from srl.monitor.timing import TimeBreakdown
 from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
 
@@ -146,6 +147,7 @@ class PodKernel:
         self.lag_mean: float | None = None
         self._reset_stats()
         self.started = False
+        self.clock = TimeBreakdown()  # its env/infer/train times are in its reports; the loop labels waiting
 
     def _resume(self) -> None:
         def apply(state: dict[str, Any]) -> None:

@@ -196,5 +196,8 @@ class PolicyWorkerKernel:
     def report(self) -> dict:
         return self.acting.report()
 
+    def finish(self) -> dict:
+        return self.report()  # nothing kept past the run: the last report is a report
+
     def close(self) -> None:
         pass
