@@ -95,8 +95,7 @@ def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: 
             tensors = map_obs(torch.from_numpy, obs)  # one tensor, or one per leaf (srl.spaces)
             action = policy.rollout(tensors, deterministic=deterministic)["action"].numpy()
         step = env.step(action)
-        if hasattr(policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
-            policy.episodes_ended(step.terminated | step.truncated)
+        policy.episodes_ended(step.terminated | step.truncated)  # a recurrent policy starts those rows over
         running += step.reward
         obs = step.obs
         if (step.terminated | step.truncated).any():  # one env: every row ends together

@@ -133,7 +133,7 @@ class PPO(ActorCritic):
         cfg = self.config
         lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
-        recurrent = getattr(self.policy, "recurrent", False)
+        recurrent = self.policy.recurrent
         # the observation's columns: "obs", or one per leaf of a Dict/Tuple space (srl.spaces)
         needed = (*obs_columns(batch), ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE)
         needed += (FIRST, HIDDEN) if recurrent else ()

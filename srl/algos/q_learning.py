@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from srl.algos.adam import Adam
@@ -16,7 +17,11 @@ from srl.api.policy import Policy
 
 class QLearning(Algorithm):
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
+        self.require_kind(policy)  # q_values / q_sequence
+        if not isinstance(policy.action_space, gym.spaces.Discrete):
+            raise TypeError(f"{type(self).__name__} needs a Discrete action space, got {policy.action_space}")
         super().__init__(policy, config, total_env_steps)
+        self.action_start = int(policy.action_space.start)  # action = start + the index of its Q value
         self.target = copy.deepcopy(policy).requires_grad_(False)
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)

@@ -65,9 +65,7 @@ class SAC(Algorithm):
     def __init__(self, policy: Policy, config: SACConfig, total_env_steps: int) -> None:
         if not isinstance(config, SACConfig):
             raise TypeError(f"SAC needs a SACConfig, got {type(config).__name__}")
-        if not hasattr(policy, "sample"):
-            raise TypeError(f"SAC needs a policy with reparameterized `sample` (squashed-gaussian-mlp), "
-                            f"got {type(policy).__name__}")
+        self.require_kind(policy)  # a reparameterised `sample`
         super().__init__(policy, config, total_env_steps)
         obs_dim = int(np.prod(policy.observation_space.shape))
         act_dim = int(np.prod(policy.action_space.shape))

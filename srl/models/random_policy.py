@@ -15,6 +15,7 @@ from srl.spaces import num_rows
 @register_policy("random")
 class RandomPolicy(Policy):
     kind = "random"  # nothing to train: algorithm `none` only
+    numpy_rollout = True  # the sampling benchmark measures the dataflow, not torch's per-call cost
     action_spaces = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary, gym.spaces.Box)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:

@@ -78,8 +78,7 @@ class EvaluatorKernel:
             action = self.policy.rollout(obs, deterministic=True)["action"].numpy()
         step = self.env.step(action)
         self.obs = step.obs
-        if hasattr(self.policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
-            self.policy.episodes_ended(step.terminated | step.truncated)
+        self.policy.episodes_ended(step.terminated | step.truncated)  # a recurrent policy starts those rows over
         self.running += float(step.reward.mean())  # one env: its agents' mean, as `srl eval` reports
         if not (step.terminated | step.truncated).any():
             return False
