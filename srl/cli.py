@@ -12,8 +12,8 @@ import sys  # noqa: E402
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from srl.config import load_config
     from srl.launch.run import run_experiment
+    from srl.load import load_config
 
     config = load_config(args.experiment, args.overrides)
     return run_experiment(config, started_s=_STARTED_S)
@@ -37,8 +37,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from srl.config import load_config
     from srl.graph import build_graph
+    from srl.load import load_config
 
     graph = build_graph(load_config(args.experiment, args.overrides))
     if args.out is None:

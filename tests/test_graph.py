@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.graph import StreamSpec, build_graph, check_streams
+from srl.load import load_config
 
 
 def graph_of(*overrides: str):

@@ -9,8 +9,8 @@ import typing
 
 import pytest
 
-from srl.config import load_config
 from srl.graph import build_graph
+from srl.load import load_config
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport

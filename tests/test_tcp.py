@@ -221,9 +221,9 @@ def test_a_deterministic_run_over_tcp_computes_what_one_process_computes(tmp_pat
 
 def test_every_tcp_stream_is_bound_by_a_worker_of_the_graph_or_the_controller():
     """launcher=ray places each stream's port on its owner's node: the owner must exist."""
-    from srl.config import load_config
     from srl.graph import build_graph
     from srl.launch.ray_streams import bind_host_on
+    from srl.load import load_config
     from srl.streams.samples import samples_name
     from srl.streams.tcp_setup import CONTROLLER, stream_owners
 
@@ -294,8 +294,8 @@ def test_a_replay_run_over_tcp_trains(run_dir):
     no byte is lost or altered on the way is the test above's."""
     import json
 
-    from srl.config import load_config
     from srl.launch.run import run_experiment
+    from srl.load import load_config
 
     overrides = ["transport=tcp", "total_env_steps=3000", "replay.warmup=500", "target_return=null",
                  f"run_dir={run_dir}", "display=off", "learning_curve=false"]

@@ -214,7 +214,7 @@ def config_value(config: Any, key: str) -> Any:
 def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> None:
     """Every key of the space, at its range's ends (every choice), loads as a config with the
     fixed overrides: a bad key or value is a ConfigError naming it before any trial starts."""
-    from srl.config import load_config
+    from srl.load import load_config
 
     fixed = [*spec.overrides, *extra]
     try:
