@@ -62,7 +62,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if set(given) - {"modules"}:
         raise ConfigError(f"'list' takes only modules=... (got {' '.join(args.overrides)})")
     import_modules(given.get("modules") or [])
-    rows = [("experiment", "env", "algorithm")]
+    rows: list[tuple[str, ...]] = [("experiment", "env", "algorithm")]
     defaults = ExperimentConfig.model_fields
     for name in registry.experiments.names():
         values = registry.experiments.get(name)()
@@ -71,7 +71,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")
     print()
-    tables = {"algorithms": registry.algorithms, "policies": registry.policies, "environments": registry.envs}
+    tables: dict[str, registry.Registry] = {  # each of its own entry type
+        "algorithms": registry.algorithms, "policies": registry.policies, "environments": registry.envs,
+    }
     for plural, table in tables.items():
         print(f"{plural}: {', '.join(table.names())}")
     return 0

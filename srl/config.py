@@ -237,7 +237,7 @@ class ExperimentConfig(BaseModel):
         "plain); one line at most per metric report (log_interval_s)."
     )
     tracker: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
-        default_factory=lambda: ["tensorboard"], description="Where metrics, the config and the learning curve go "
+        ["tensorboard"], description="Where metrics, the config and the learning curve go "
         "besides metrics.jsonl: tensorboard (run_dir/tb), wandb ([wandb] extra; WANDB_MODE=offline works without "
         "network), mlflow ([mlflow] extra); a list for several ([tensorboard,wandb]), [] for none."
     )
@@ -609,12 +609,13 @@ def _not_found(name: str, missing: str) -> str:
 
 
 def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
-    lines, unknown = [], {}  # unknown: model -> its unknown fields, listed once with what it allows
+    lines: list[str] = []
+    unknown: dict[type[BaseModel], list[str]] = {}  # model -> its unknown fields, listed once with what it allows
     for err in error.errors():
         field = prefix + ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            inner = {"ray_resources": RayResources, "env_wrappers": EnvWrapper}.get(str(err["loc"][0]), model)
-            unknown.setdefault(inner, []).append(field)
+            nested: dict[str, type[BaseModel]] = {"ray_resources": RayResources, "env_wrappers": EnvWrapper}
+            unknown.setdefault(nested.get(str(err["loc"][0]), model), []).append(field)
         else:
             got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
             lines.append(f"field {field!r}: {err['msg']}{got}")

@@ -87,7 +87,8 @@ def _make_env(name: str, kwargs: dict[str, Any], wrappers: list[EnvWrapper]):
 
 def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: FrameRecorder | None) -> list[float]:
     obs = env.reset(seed=seed)
-    returns, running = [], np.zeros(env.num_rows)
+    returns: list[float] = []
+    running = np.zeros(env.num_rows)
     while len(returns) < episodes:
         if recorder is not None:
             recorder.capture()  # the state the action is chosen in

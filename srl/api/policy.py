@@ -23,18 +23,20 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 import torch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class FieldSpec:
     """Shape (per row, without the batch axis) and dtype of one array field."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+    def __init__(self, shape: tuple[int, ...], dtype: npt.DTypeLike) -> None:
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", np.dtype(dtype))  # np.float32 and "float32" alike
 
 
 class Policy(torch.nn.Module, ABC):
@@ -72,17 +74,37 @@ class Policy(torch.nn.Module, ABC):
         return {}
 
     @abstractmethod
-    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+    def rollout(self, obs: Any, deterministic: bool = False) -> dict[str, torch.Tensor]:
         """Act on obs [B, ...] (or a dict of them, see above): return {"action": [B, ...], **rollout_fields}.
         Called without grad."""
 
     @abstractmethod
-    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+    def analyze(self, obs: Any, action: torch.Tensor) -> dict[str, torch.Tensor]:
         """Training-side view of (obs, action) with grad, e.g. log_prob, entropy, value."""
+
+    # What a kind offers (see `kind` above): the policies of that kind override these; srl calls
+    # them only where the flags say they are there.
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State value of obs [B, ...] -> [B]; actor-critic policies override it."""
         raise NotImplementedError(f"{type(self).__name__} has no value head")
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """kind "q-network": obs [B, ...] -> Q [B, actions] (action = the Discrete space's start + index)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a q-network")
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """kind "squashed-gaussian": (action [B, ...], log_prob [B]), reparameterised (differentiable)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a squashed-gaussian policy")
+
+    def analyze_sequence(self, obs: torch.Tensor, action: torch.Tensor, state: torch.Tensor,
+                         first: torch.Tensor) -> dict[str, torch.Tensor]:
+        """recurrent "actor-critic": `analyze` through a segment [T, B] from its stored state [B, S]."""
+        raise NotImplementedError(f"{type(self).__name__} is not a recurrent actor-critic")
+
+    def q_sequence(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+        """recurrent "q-network": Q [T, B, actions] through a segment from its stored state [B, S]."""
+        raise NotImplementedError(f"{type(self).__name__} is not a recurrent q-network")
 
     def rollout_numpy(self, obs: Any) -> dict[str, np.ndarray]:
         """`rollout` on numpy arrays, without torch; offered by a policy that declares

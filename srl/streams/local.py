@@ -32,7 +32,7 @@ MESSAGE_BYTES = {CONTROLLER_IN: packed_bytes(2, 8 * 64 + MAX_REPORT_BYTES)}
 
 
 def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
-    return memoryview(np.ascontiguousarray(f)).cast("B") if isinstance(f, np.ndarray) else f
+    return np.ascontiguousarray(f).data.cast("B") if isinstance(f, np.ndarray) else f
 
 
 class _ZmqReceiver(Receiver):
@@ -43,7 +43,7 @@ class _ZmqReceiver(Receiver):
         out: list[Message] = []
         # Asking the socket first is a few times cheaper than a recv that raises zmq.Again, and
         # most calls on the sampling hot path (stop, parameters, releases) find nothing.
-        if not self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if not self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # type: ignore[arg-type]  # EVENTS: an int option
             return out
         while len(out) < limit:
             try:
@@ -142,6 +142,7 @@ class LocalTransport(Transport):
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         shm = shared_memory.SharedMemory(shm_name(self.run_id, name))
         self._shms.append(shm)
+        assert shm.buf is not None  # None only once closed
         return layout.views(shm.buf)
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
@@ -177,7 +178,7 @@ _IPC_DIR = re.compile(re.escape(IPC_PREFIX) + r"(\d+)-")
 
 def remove_dead_ipc_dirs(base: Path) -> list[Path]:
     """Remove this user's socket directories under `base` whose controller process is gone."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.iterdir())
     except OSError:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from srl.api import registry
+from srl.api.policy import Policy
 from srl.config import ExperimentConfig
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
@@ -46,7 +47,7 @@ def _slots(arrays: dict[str, Any], split: int) -> int:
     return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
 
 
-def _policy(graph: Graph) -> torch.nn.Module:
+def _policy(graph: Graph) -> Policy:
     torch.manual_seed(graph.config.seed)  # same initial weights in every launcher
     return make_policy(graph.config, graph.observation_space, graph.action_space)
 

@@ -83,7 +83,9 @@ class PodMember:
         stochastic actions, and partly played by the weights before the last updates)."""
         env, policy = self.eval_env, self.pod.policy
         if env is None:
-            return float(self.recent.mean_return)
+            mean = self.recent.mean_return
+            assert mean is not None  # poll evaluates without an eval env only once there are episodes
+            return float(mean)
         with torch.inference_mode():
             obs = env.reset(seed=self.eval_seed)
             returns = torch.zeros(env.num_rows, dtype=torch.float64, device=env.device)

@@ -281,7 +281,7 @@ class PodKernel:
         """Since the last report: env steps, finished episodes, updates, times; and the latest
         update's algorithm stats and policy lag (kept until the next update). The keys of an
         actor's report and of the trainer's report together."""
-        out = {
+        out: dict[str, Any] = {
             "env_steps": self.env_steps,
             "episode_returns": self.finished_returns,
             "episode_lengths": self.finished_lengths,

@@ -107,8 +107,8 @@ class Acting:
             out = self._act_recurrent(obs, slots, requests)
         else:
             with torch.inference_mode():
-                out = self.policy.rollout(map_obs(torch.from_numpy, obs))
-                out = {name: out[name].numpy() for name in self.outputs}
+                tensors = self.policy.rollout(map_obs(torch.from_numpy, obs))
+                out = {name: tensors[name].numpy() for name in self.outputs}
         start = 0
         for slot in slots:
             stop = start + len(slot[C.ACTION])
