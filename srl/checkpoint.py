@@ -211,7 +211,7 @@ def save_replay(run_dir: Path, arrays: dict[str, np.ndarray]) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     path = folder / REPLAY
     with atomic_file(path) as f:  # a file object: np.savez would append ".npz" to a path
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # the keys are array names, never allow_pickle
     return path
 
 

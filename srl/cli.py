@@ -12,15 +12,16 @@ import sys  # noqa: E402
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from srl.config import load_config
     from srl.launch.run import run_experiment
+    from srl.load import load_config
 
     config = load_config(args.experiment, args.overrides)
     return run_experiment(config, started_s=_STARTED_S)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from srl.config import load_config, show_config
+    from srl.config import show_config
+    from srl.load import load_config
 
     print(show_config(load_config(args.experiment, args.overrides), changed_only=args.changed), end="")
     return 0
@@ -44,8 +45,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from srl.config import load_config
     from srl.graph import build_graph
+    from srl.load import load_config
 
     graph = build_graph(load_config(args.experiment, args.overrides))
     if args.out is None:
@@ -69,7 +70,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if set(given) - {"modules"}:
         raise ConfigError(f"'list' takes only modules=... (got {' '.join(args.overrides)})")
     import_modules(given.get("modules") or [])
-    rows = [("experiment", "env", "algorithm")]
+    rows: list[tuple[str, ...]] = [("experiment", "env", "algorithm")]
     defaults = ExperimentConfig.model_fields
     for name in registry.experiments.names():
         values = registry.experiments.get(name)()
@@ -78,7 +79,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")
     print()
-    tables = {"algorithms": registry.algorithms, "policies": registry.policies, "environments": registry.envs}
+    tables: dict[str, registry.Registry] = {  # each of its own entry type
+        "algorithms": registry.algorithms, "policies": registry.policies, "environments": registry.envs,
+    }
     for plural, table in tables.items():
         print(f"{plural}: {', '.join(table.names())}")
     return 0

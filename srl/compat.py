@@ -5,21 +5,25 @@ needs_replay, trains_recurrent, needs_recurrent) and policies what they are (`sr
 kind, action_spaces, recurrent). `check_combination` compares the declarations of the config's
 algorithm and policy with each other, with the env's action space and with `replay`, and names
 every mismatch with the fields involved and what would fit. Without it the trainer would build
-the algorithm, fail on the policy, and be restarted until it gives up. An attribute a policy or
-algorithm leaves undeclared (a user's own) is not checked: its algorithm checks it when built.
+the algorithm, fail on the policy, and be restarted until it gives up. What a policy leaves
+undeclared (a user's own; any policy a factory function builds) is not checked here: its
+algorithm checks what it needs when built (Algorithm.require_kind).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import gymnasium as gym
 
 from srl.api import registry
+from srl.api.algorithm import Algorithm
+from srl.api.policy import Policy
 from srl.config import ConfigError, ExperimentConfig
 
 
-def check_combination(config: ExperimentConfig, action_space: gym.Space, policy: Any) -> None:
+def check_combination(config: ExperimentConfig, action_space: gym.Space,
+                      policy: Policy | Callable[..., Policy]) -> None:
     """Raise one ConfigError listing every mismatch; `policy` is the policy (or its registered
     factory) whose class attributes declare what it is."""
     algo = registry.algorithms.get(config.algorithm).algorithm_cls
@@ -30,7 +34,7 @@ def check_combination(config: ExperimentConfig, action_space: gym.Space, policy:
         raise ConfigError("; ".join(problems))
 
 
-def _space_problems(config: ExperimentConfig, algo: type, space: gym.Space) -> list[str]:
+def _space_problems(config: ExperimentConfig, algo: type[Algorithm], space: gym.Space) -> list[str]:
     problems = []
     if not _fits(space, algo.action_spaces):
         problems.append(
@@ -43,8 +47,10 @@ def _space_problems(config: ExperimentConfig, algo: type, space: gym.Space) -> l
     return problems
 
 
-def _policy_problems(config: ExperimentConfig, algo: type, policy: Any, space: gym.Space, env_fits: bool) -> list[str]:
-    kind, recurrent = getattr(policy, "kind", None), getattr(policy, "recurrent", False)
+def _policy_problems(config: ExperimentConfig, algo: type[Algorithm], policy: Policy | Callable[..., Policy],
+                     space: gym.Space, env_fits: bool) -> list[str]:
+    declared = declared_class(policy)
+    kind, recurrent = declared.kind, declared.recurrent
     name, problems = config.policy, []
     fit = f"policies that fit: {_list(fitting_policies(config.algorithm, space if env_fits else None))}"
     if algo.policy_kind is not None and kind is not None and kind != algo.policy_kind:
@@ -61,7 +67,7 @@ def _policy_problems(config: ExperimentConfig, algo: type, policy: Any, space: g
     elif algo.needs_recurrent and not recurrent and kind is not None:
         problems.append(f"field 'policy': algorithm {config.algorithm!r} needs a recurrent policy ({fit}), "
                         f"{name!r} is feed-forward")
-    spaces = getattr(policy, "action_spaces", ())
+    spaces = declared.action_spaces
     if env_fits and not _fits(space, spaces):  # else the env's problem above says it
         problems.append(
             f"field 'policy': {name!r} acts in {_names(spaces)} action spaces, env {config.env!r} has "
@@ -70,7 +76,7 @@ def _policy_problems(config: ExperimentConfig, algo: type, policy: Any, space: g
     return problems
 
 
-def _replay_problems(config: ExperimentConfig, algo: type) -> list[str]:
+def _replay_problems(config: ExperimentConfig, algo: type[Algorithm]) -> list[str]:
     name = config.algorithm
     if algo.needs_replay and config.pod:
         fit = _list(n for n in registry.algorithms.names() if not _algorithm(n).needs_replay)
@@ -86,18 +92,26 @@ def fitting_policies(algorithm: str, action_space: gym.Space | None = None) -> l
     """Registered policies that declare what `algorithm` needs (and act in `action_space`, if given)."""
     algo, names = _algorithm(algorithm), []
     for name in registry.policies.names():
-        policy = registry.policies.get(name)
-        kind, recurrent = getattr(policy, "kind", None), getattr(policy, "recurrent", False)
+        policy = declared_class(registry.policies.get(name))
+        kind, recurrent = policy.kind, policy.recurrent
         if kind is None or (algo.policy_kind is not None and kind != algo.policy_kind):
             continue
         if (recurrent and not algo.trains_recurrent) or (algo.needs_recurrent and not recurrent):
             continue
-        if action_space is None or _fits(action_space, getattr(policy, "action_spaces", ())):
+        if action_space is None or _fits(action_space, policy.action_spaces):
             names.append(name)
     return names
 
 
-def _algorithm(name: str) -> type:
+def declared_class(policy: Policy | Callable[..., Policy]) -> type[Policy]:
+    """The class whose flags say what `policy` is: a policy's own class, or a registered factory
+    that is a Policy class; a factory function declares nothing (the base class's defaults)."""
+    if isinstance(policy, Policy):
+        return type(policy)
+    return policy if isinstance(policy, type) and issubclass(policy, Policy) else Policy
+
+
+def _algorithm(name: str) -> type[Algorithm]:
     return registry.algorithms.get(name).algorithm_cls
 
 
@@ -113,5 +127,5 @@ def _names(spaces: tuple[type[gym.Space], ...]) -> str:
     return " or ".join(s.__name__ for s in spaces)
 
 
-def _list(names: Any) -> str:
+def _list(names: Iterable[str]) -> str:
     return ", ".join(names) or "none registered"

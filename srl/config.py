@@ -1,8 +1,9 @@
 """The experiment config: typed, each field documented once, validated in one place.
 
-`load_config(name, overrides)` = the registered experiment's dict + `key=value` overrides, checked
-field by field; every problem becomes one `ConfigError` that names the field and what is
-allowed, before any process starts. Cross-field checks that need the environment's spaces
+`build_config(values)` checks an experiment's values (the registered experiment's dict, or an
+experiment file's, with `key=value` overrides: `srl.load.load_config`) field by field; every
+problem becomes one `ConfigError` that names the field and what is allowed, before any process
+starts. Cross-field checks that need the environment's spaces
 (rows per segment, batch sizes) live in `srl.graph`.
 """
 
@@ -12,9 +13,7 @@ import importlib
 import importlib.util
 import ipaddress
 import os
-import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -247,7 +246,7 @@ class ExperimentConfig(BaseModel):
         "plain); one line at most per metric report (log_interval_s)."
     )
     tracker: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
-        default_factory=lambda: ["tensorboard"], description="Where metrics, the config and the learning curve go "
+        ["tensorboard"], description="Where metrics, the config and the learning curve go "
         "besides metrics.jsonl: tensorboard (run_dir/tb), wandb ([wandb] extra; WANDB_MODE=offline works without "
         "network), mlflow ([mlflow] extra); a list for several ([tensorboard,wandb]), [] for none."
     )
@@ -604,13 +603,6 @@ def _chosen(values: dict[str, Any], field: str) -> Any:
     return values.get(field, ExperimentConfig.model_fields[field].default)
 
 
-def _run_name(experiment: str, base: dict[str, Any], env: str) -> str:
-    """The experiment's name, and the env's where an override changed it (cartpole-ppo-Acrobot-v1)."""
-    if env == _chosen(base, "env"):
-        return experiment
-    return f"{experiment}-{re.sub(r'[^A-Za-z0-9._-]+', '-', env).strip('-.')}"  # ALE/Pong-v5 -> ALE-Pong-v5
-
-
 def import_modules(names: list[str] | str) -> None:
     """Import user modules that register their envs, policies, algorithms, experiments.
 
@@ -644,12 +636,13 @@ def _not_found(name: str, missing: str) -> str:
 
 
 def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
-    lines, unknown = [], {}  # unknown: model -> its unknown fields, listed once with what it allows
+    lines: list[str] = []
+    unknown: dict[type[BaseModel], list[str]] = {}  # model -> its unknown fields, listed once with what it allows
     for err in error.errors():
         field = prefix + ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            inner = {"ray_resources": RayResources, "env_wrappers": EnvWrapper}.get(str(err["loc"][0]), model)
-            unknown.setdefault(inner, []).append(field)
+            nested: dict[str, type[BaseModel]] = {"ray_resources": RayResources, "env_wrappers": EnvWrapper}
+            unknown.setdefault(nested.get(str(err["loc"][0]), model), []).append(field)
         else:
             got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
             lines.append(f"field {field!r}: {err['msg']}{got}")
@@ -714,45 +707,6 @@ def _unknown(table: registry.Registry[Any], name: str) -> str:
     except registry.UnknownNameError as e:
         return str(e)
     return ""
-
-
-def load_config(experiment: str, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Built-in or registered experiment by name, or an experiment file (a .yaml path), with
-    `key=value` overrides applied."""
-    import srl.builtins  # noqa: F401
-
-    top = parse_overrides(overrides or [])
-    given = apply_overrides({}, top)
-    import_modules(given.get("modules", []))
-    if given.get("resume"):
-        base = load_saved_config(Path(str(given["resume"])))
-        base["run_dir"] = str(given["resume"])  # a resumed run goes on writing where it was
-    else:
-        base = _experiment_values(experiment)
-    base = drop_stale_settings(base, top)
-    config = build_config(apply_overrides(base, top))
-    if config.run_dir is None:
-        name = _run_name(str(base.get("experiment", experiment)), base, config.env)
-        stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        n = 1  # runs launched in the same second each get their own directory (srl.launch.rundir)
-        while Path(f"{stem}-{n}" if n > 1 else stem).exists():
-            n += 1
-        config.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
-    return config
-
-
-def _experiment_values(experiment: str) -> dict[str, Any]:
-    """The config values of a registered experiment, or of an experiment file (srl.experiment_file)."""
-    from srl.experiment_file import is_experiment_file, load_experiment_file
-
-    if is_experiment_file(experiment):
-        return load_experiment_file(Path(experiment))
-    try:
-        base = registry.experiments.get(experiment)()
-    except registry.UnknownNameError as e:
-        raise ConfigError(str(e)) from None
-    base["experiment"] = experiment
-    return base
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:

@@ -87,7 +87,8 @@ def _make_env(name: str, kwargs: dict[str, Any], wrappers: list[EnvWrapper]):
 
 def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: FrameRecorder | None) -> list[float]:
     obs = env.reset(seed=seed)
-    returns, running = [], np.zeros(env.num_rows)
+    returns: list[float] = []
+    running = np.zeros(env.num_rows)
     while len(returns) < episodes:
         if recorder is not None:
             recorder.capture()  # the state the action is chosen in
@@ -95,8 +96,7 @@ def _play(env, policy, episodes: int, seed: int, deterministic: bool, recorder: 
             tensors = map_obs(torch.from_numpy, obs)  # one tensor, or one per leaf (srl.spaces)
             action = policy.rollout(tensors, deterministic=deterministic)["action"].numpy()
         step = env.step(action)
-        if hasattr(policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
-            policy.episodes_ended(step.terminated | step.truncated)
+        policy.episodes_ended(step.terminated | step.truncated)  # a recurrent policy starts those rows over
         running += step.reward
         obs = step.obs
         if (step.terminated | step.truncated).any():  # one env: every row ends together

@@ -73,6 +73,7 @@ def _construct_replace(loader: _Loader, node: yaml.Node) -> Replace:
         return Replace(loader.construct_mapping(node, deep=True))
     if isinstance(node, yaml.SequenceNode):
         return Replace(loader.construct_sequence(node, deep=True))
+    assert isinstance(node, yaml.ScalarNode)  # the third kind of YAML node
     node = yaml.ScalarNode(loader.resolve(yaml.ScalarNode, node.value, (True, False)), node.value,
                            node.start_mark, node.end_mark, node.style)  # its plain type: !replace null is None
     return Replace(loader.construct_object(node, deep=True))
@@ -175,8 +176,9 @@ def _check_known(path: Path, tree: dict[str, Any], values: dict[str, Any]) -> No
                     _unknown_in(EnvWrapper, entry, f"{key}.{i}.", unknown)
         if not isinstance(value, dict):
             continue
-        if sections.get(key) is not None:
-            _unknown_in(sections[key], value, f"{key}.", unknown)
+        section = sections.get(key)
+        if section is not None:
+            _unknown_in(section, value, f"{key}.", unknown)
         elif key == "ray_resources":
             for role, resources in value.items():
                 if isinstance(resources, dict):

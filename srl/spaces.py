@@ -23,7 +23,7 @@ MultiBinary (their dtype). Text, Graph, Sequence and OneOf (variable size, or no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -53,11 +53,11 @@ class UnsupportedSpace(ValueError):
         self.path = path
 
 
-def is_composite(space: gym.Space) -> bool:
+def is_composite(space: gym.Space) -> TypeGuard[gym.spaces.Dict | gym.spaces.Tuple]:
     return isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple))
 
 
-def _children(space: gym.Space) -> list[tuple[Any, str, gym.Space]]:
+def _children(space: gym.spaces.Dict | gym.spaces.Tuple) -> list[tuple[Any, str, gym.Space]]:
     """(key to index a value with, its name in a path, sub-space) of a Dict or Tuple space."""
     if isinstance(space, gym.spaces.Dict):
         return [(key, str(key), sub) for key, sub in space.spaces.items()]

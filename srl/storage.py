@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 TMP_SUFFIX = ".tmp"
 
@@ -55,14 +55,14 @@ class _Tracked:
         self.file = file
         self.error: OSError | None = None
 
-    def write(self, data) -> int:  # type: ignore[no-untyped-def]
+    def write(self, data: bytes) -> int:
         try:
             return self.file.write(data)
         except OSError as e:
             self.error = self.error or e
             raise
 
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.file, name)
 
 

@@ -36,7 +36,7 @@ def score_vs_random(
         raise ValueError(f"score_vs_random needs a turn-based 'pettingzoo-aec' env, {env!r} has {space}")
     agents = len(venv.agents)
     rng = np.random.default_rng(seed)
-    seat = np.zeros((games, agents), bool)
+    seat: np.ndarray = np.zeros((games, agents), bool)
     seat[np.arange(games), np.arange(games) % agents] = True
     seat = seat.reshape(-1)
     returns, finished = np.zeros(venv.num_rows), np.zeros(games, bool)
@@ -44,6 +44,7 @@ def score_vs_random(
     try:
         obs = venv.reset(seed=seed)
         while not finished.all():
+            assert isinstance(obs, np.ndarray)  # an AgentStateBox: one array
             action = random_legal(obs[:, space.own_dim - space.mask_dim : space.own_dim], rng)
             if policy is not None:
                 with torch.inference_mode():

@@ -17,9 +17,10 @@ import pytest
 
 import srl.builtins  # noqa: F401  (registers what the parametrizations below iterate)
 from srl.api import registry
-from srl.compat import check_combination, fitting_policies
-from srl.config import ConfigError, build_config, load_config
+from srl.compat import check_combination, declared_class, fitting_policies
+from srl.config import ConfigError, build_config
 from srl.graph import build_graph
+from srl.load import load_config
 
 # the built-in algorithms (other test modules register their own, which the suite may collect first)
 ALGORITHMS = [n for n in registry.algorithms.names() if registry.algorithms.get(n).algorithm_cls.__module__.startswith("srl.")]
@@ -51,8 +52,8 @@ def error_of(cfg) -> str:
     return str(info.value)
 
 
-def declared(policy: str, attribute: str, default=None):
-    return getattr(registry.policies.get(policy), attribute, default)
+def declared(policy: str, flag: str):
+    return getattr(declared_class(registry.policies.get(policy)), flag)
 
 
 @pytest.mark.parametrize("experiment", registry.experiments.names())
@@ -80,7 +81,7 @@ def test_every_algorithm_refuses_a_policy_of_another_kind(algorithm):
     space = ENV_OF_SPACE[env]
     wanted = algorithm_cls(algorithm).policy_kind
     wrong = [p for p in registry.policies.names()
-             if declared(p, "kind") not in (None, wanted) and isinstance(space, declared(p, "action_spaces", ()))]
+             if declared(p, "kind") not in (None, wanted) and isinstance(space, declared(p, "action_spaces"))]
     assert wrong, f"no registered policy of another kind than {wanted!r} acts in {space}"
     for policy in wrong:
         message = error_of(config(algorithm, policy, env))
@@ -116,14 +117,14 @@ def test_a_real_env_of_the_wrong_action_space_is_refused_with_the_env_named(algo
 
 @pytest.mark.parametrize("algorithm", [
     a for a in ALGORITHMS
-    if any(declared(p, "recurrent", False) != (algorithm_cls(a).trains_recurrent or algorithm_cls(a).needs_recurrent)
+    if any(declared(p, "recurrent") != (algorithm_cls(a).trains_recurrent or algorithm_cls(a).needs_recurrent)
            for p in registry.policies.names() if declared(p, "kind") == algorithm_cls(a).policy_kind)
 ])  # fmt: skip
 def test_recurrence_must_match(algorithm):
     """An algorithm that cannot train a recurrent policy refuses one; one that needs it refuses the others."""
     cls = algorithm_cls(algorithm)
     for policy in [p for p in registry.policies.names() if declared(p, "kind") == cls.policy_kind]:
-        recurrent = declared(policy, "recurrent", False)
+        recurrent = declared(policy, "recurrent")
         if recurrent and not cls.trains_recurrent:
             message = error_of(config(algorithm, policy))
             assert f"field 'algorithm': {algorithm!r} cannot train the recurrent policy {policy!r}" in message, message

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from srl.config import RESET, ConfigError, Replace, load_config, parse_overrides
+from srl.config import RESET, ConfigError, Replace, parse_overrides
 from srl.experiments.multiagent import SPREAD_KWARGS
+from srl.load import load_config
 
 
 def error_of(*overrides: str, experiment: str = "cartpole-ppo") -> str:

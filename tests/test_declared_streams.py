@@ -13,9 +13,9 @@ import pytest
 
 import srl.streams.samples
 from srl.api import Worker, register_worker
-from srl.config import load_config
 from srl.graph import Graph, build_graph
 from srl.launch.run import run_experiment
+from srl.load import load_config
 
 STEPS = ["total_env_steps=1500", "target_return=null", "display=off"]
 POLICY_WORKERS = ["inference=policy_worker", "num_actor_workers=2", "num_policy_workers=2", "eval_episodes=1",

@@ -19,9 +19,10 @@ import pytest
 import torch
 from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
 
-from srl.config import ConfigError, build_config, load_config
+from srl.config import ConfigError, build_config
 from srl.data import columns as C
 from srl.launch.monitor import RunMonitor
+from srl.load import load_config
 from srl.monitor.episodes import EpisodeTally
 from srl.streams.control import Role
 from srl.streams.gradients import GradientGroup, TrainerGroupStore

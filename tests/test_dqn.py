@@ -9,9 +9,10 @@ import torch
 
 from srl.algos.dqn import DQN, DQNConfig
 from srl.algos.exploration import EpsilonGreedy, apex_epsilons, slot_epsilons
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.data import columns as C
 from srl.graph import build_graph
+from srl.load import load_config
 from srl.models.qmlp import QMLP
 
 OBS_SPACE, ACTIONS = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)
@@ -60,11 +61,21 @@ def test_dqn_learns_a_two_armed_bandit_and_follows_its_target():
     assert restored.updates == 200
 
 
-def test_dqn_rejects_a_policy_without_q_values():
-    from srl.models.mlp import ActorCriticMLP
+class UndeclaredQ(QMLP):
+    kind = None  # q_values all the same: what an algorithm reads is the declaration, not the attribute
 
-    with pytest.raises(TypeError, match="Q-network"):
-        DQN(ActorCriticMLP(OBS_SPACE, ACTIONS), DQNConfig(), 0)
+
+def test_q_learning_takes_only_policies_that_declare_what_it_calls():
+    from srl.algos.r2d2 import R2D2, R2D2Config
+    from srl.models.mlp import ActorCriticMLP
+    from srl.models.recurrent import RecurrentQ
+
+    for policy in (ActorCriticMLP(OBS_SPACE, ACTIONS), UndeclaredQ(OBS_SPACE, ACTIONS), RecurrentQ(OBS_SPACE, ACTIONS)):
+        with pytest.raises(TypeError, match="DQN needs a feed-forward policy that declares kind = 'q-network'"):
+            DQN(policy, DQNConfig(), 0)
+    with pytest.raises(TypeError, match=r"R2D2 needs a recurrent policy .*got QMLP \(feed-forward, kind 'q-network'\)"):
+        R2D2(QMLP(OBS_SPACE, ACTIONS), R2D2Config(), 0)
+    R2D2(RecurrentQ(OBS_SPACE, ACTIONS), R2D2Config(), 0)
 
 
 def test_apex_epsilons_follow_the_formula():

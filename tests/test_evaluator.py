@@ -5,10 +5,11 @@ import json
 import pytest
 import torch
 
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.envs import make_vector_env
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
+from srl.load import load_config
 from srl.models import ActorCriticMLP
 from srl.workers.evaluator import EvaluatorKernel
 

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 import srl
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.graph import build_graph
 from srl.launch.outputs import RunOutputs
+from srl.load import load_config
 
 REFERENCE = """\
 base: mpe-mappo

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.data import columns as C
 from srl.envs.central_state import AgentStateBox
+from srl.load import load_config
 from srl.models.mappo import MAPPOPolicy, group_of_agents
 
 AGENTS = ("adversary_0", "agent_0", "agent_1")

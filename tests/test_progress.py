@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from srl.config import ConfigError, build_config, load_config
+from srl.config import ConfigError, build_config
 from srl.launch.run import run_experiment
+from srl.load import load_config
 from srl.monitor import LiveDisplay
 from srl.monitor.progress import (
     Estimate,

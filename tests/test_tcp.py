@@ -283,8 +283,8 @@ def test_a_replay_run_over_tcp_trains(run_dir):
     no byte is lost or altered on the way is the test above's."""
     import json
 
-    from srl.config import load_config
     from srl.launch.run import run_experiment
+    from srl.load import load_config
 
     overrides = ["transport=tcp", "total_env_steps=3000", "replay.warmup=500", "target_return=null",
                  f"run_dir={run_dir}", "display=off", "learning_curve=false"]

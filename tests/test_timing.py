@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from srl.config import build_config, load_config
+from srl.config import build_config
 from srl.launch.run import run_experiment
+from srl.load import load_config
 from srl.monitor.timing import (
     CATEGORIES,
     ENV_STEP,

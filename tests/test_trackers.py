@@ -14,8 +14,9 @@ import pytest
 import yaml
 from wandb_records import read_offline_run
 
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.launch.run import run_experiment
+from srl.load import load_config
 from srl.monitor.plot import CURVE_FILE
 from srl.monitor.trackers import flat_params, missing_package
 

@@ -24,8 +24,9 @@ from test_ppo import OBS_SPACE, make_batch
 
 from srl.algos import PPO, PPOConfig
 from srl.checkpoint import params_sha256
-from srl.config import ConfigError, load_config
+from srl.config import ConfigError
 from srl.launch.run import run_experiment
+from srl.load import load_config
 from srl.models import ActorCriticMLP
 from srl.streams.gradients import GradientGroup, TrainerGroupStore
 

@@ -8,15 +8,16 @@ fused one where the build has it, else foreach ops — and is tested to give the
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 
 class Adam:
-    def __init__(self, params: list[torch.nn.Parameter], lr: float, eps: float = 1e-8,
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8,
                  betas: tuple[float, float] = (0.9, 0.999)) -> None:
-        self.params = list(params)
+        self.params: list[torch.Tensor] = list(params)
         self.param_groups = [{"lr": lr}]  # the optimizer's one group; schedules set "lr"
         self.eps, self.betas = eps, betas
         self.exp_avg = [torch.zeros_like(p) for p in self.params]

@@ -49,8 +49,6 @@ class DQN(QLearning):
     def __init__(self, policy: Policy, config: DQNConfig, total_env_steps: int) -> None:
         if not isinstance(config, DQNConfig):
             raise TypeError(f"DQN needs a DQNConfig, got {type(config).__name__}")
-        if not hasattr(policy, "q_values"):
-            raise TypeError(f"DQN needs a Q-network policy (e.g. q-mlp), got {type(policy).__name__}")
         super().__init__(policy, config, total_env_steps)
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
@@ -59,7 +57,7 @@ class DQN(QLearning):
         n = obs.shape[0]
         # one online pass over obs and next_obs (on small batches the cost is per call, not per row)
         q_all = self.policy.q_values(torch.cat([obs, next_obs]))
-        index = batch[C.ACTION].reshape(-1).long() - getattr(self.policy, "action_start", 0)
+        index = batch[C.ACTION].reshape(-1).long() - self.action_start
         q = q_all[:n].gather(1, index.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q = self.target.q_values(next_obs)

@@ -20,6 +20,7 @@ normalization and the KL / clip statistics use the acting rows only; the value l
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -133,7 +134,7 @@ class PPO(ActorCritic):
         cfg = self.config
         lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
-        recurrent = getattr(self.policy, "recurrent", False)
+        recurrent = self.policy.recurrent
         # the observation's columns: "obs", or one per leaf of a Dict/Tuple space (srl.spaces)
         needed = (*obs_columns(batch), ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB, VALUE)
         needed += (FIRST, HIDDEN) if recurrent else ()
@@ -161,7 +162,7 @@ class PPO(ActorCritic):
         def flat(x: torch.Tensor) -> torch.Tensor:  # [T + 1, B, ...] -> [T * B, ...]
             return x[:steps].flatten(0, 1)
 
-        data = (
+        data: tuple[Any, ...] = (
             map_obs(flat, obs_of(batch)),  # a tensor, or a dict leaf path -> tensor
             flat(batch[ACTION]),
             flat(batch[LOG_PROB]).float(),
@@ -181,7 +182,7 @@ class PPO(ActorCritic):
                 totals += self._update(*data)
             else:
                 for idx in torch.randperm(n, device=device).tensor_split(cfg.num_minibatches):
-                    totals += self._update(*(map_obs(lambda t, idx=idx: t[idx], x) for x in data))
+                    totals += self._update(*(map_obs(itemgetter(idx), x) for x in data))
 
         stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * cfg.num_minibatches)).tolist()))
         stats["charts/learning_rate"] = lr

@@ -47,7 +47,7 @@ def recurrent_epochs(
         )
     kept = loss_steps(steps, burn_in)
     old_log_prob, old_value = batch[LOG_PROB][:steps].float(), batch[VALUE][:steps].float()
-    totals: torch.Tensor | float = 0.0
+    totals: torch.Tensor | None = None  # the sum of the minibatches' stats
     for _ in range(epochs):
         order = torch.randperm(width, device=advantage.device) if num_minibatches > 1 else None
         parts = order.tensor_split(num_minibatches) if order is not None else [slice(None)]
@@ -57,6 +57,8 @@ def recurrent_epochs(
             )
             out = {k: v[kept].flatten() for k, v in out.items()}
             old = (x[:, rows][kept].flatten() for x in (old_log_prob, old_value, advantage, returns))
-            totals = totals + apply_loss(out, *old)
+            stats = apply_loss(out, *old)
+            totals = stats if totals is None else totals + stats
+    assert totals is not None  # epochs >= 1 and num_minibatches >= 1 (checked by the config)
     explained = explained_variance(old_value[kept].flatten(), returns[kept].flatten())
     return totals / (epochs * len(parts)), explained

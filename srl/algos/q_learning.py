@@ -5,8 +5,9 @@ update count). Each subclass computes its own loss and priorities."""
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Protocol, cast
 
+import gymnasium as gym
 import torch
 
 from srl.algos.adam import Adam
@@ -14,12 +15,26 @@ from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 
 
+class QLearningSettings(Protocol):
+    """The fields of DQNConfig and R2D2Config this class reads (each config its own defaults)."""
+
+    lr: float
+    adam_eps: float
+    max_grad_norm: float | None
+    target_update_interval: int
+
+
 class QLearning(Algorithm):
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
+        self.require_kind(policy)  # q_values / q_sequence
+        if not isinstance(policy.action_space, gym.spaces.Discrete):
+            raise TypeError(f"{type(self).__name__} needs a Discrete action space, got {policy.action_space}")
         super().__init__(policy, config, total_env_steps)
+        self.action_start = int(policy.action_space.start)  # action = start + the index of its Q value
         self.target = copy.deepcopy(policy).requires_grad_(False)
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
+        self.settings = cast(QLearningSettings, config)  # a subclass's config has these fields
+        self.optimizer = Adam(self.params, lr=self.settings.lr, eps=self.settings.adam_eps)
         self.updates = 0
 
     def _optimize(self, loss: torch.Tensor) -> float:
@@ -27,11 +42,11 @@ class QLearning(Algorithm):
         if due; returns the gradient norm before clipping."""
         self.optimizer.zero_grad()
         loss.backward()
-        max_norm = self.config.max_grad_norm or float("inf")
+        max_norm = self.settings.max_grad_norm or float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
         self.optimizer.step()
         self.updates += 1
-        if self.updates % self.config.target_update_interval == 0:
+        if self.updates % self.settings.target_update_interval == 0:
             self._update_target()
         return float(grad_norm)
 

@@ -56,8 +56,6 @@ class R2D2(QLearning):
     def __init__(self, policy: Policy, config: R2D2Config, total_env_steps: int) -> None:
         if not isinstance(config, R2D2Config):
             raise TypeError(f"R2D2 needs an R2D2Config, got {type(config).__name__}")
-        if not hasattr(policy, "q_sequence"):
-            raise TypeError(f"R2D2 needs a recurrent Q policy (recurrent-q), got {type(policy).__name__}")
         super().__init__(policy, config, total_env_steps)
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
@@ -69,7 +67,7 @@ class R2D2(QLearning):
         ))  # fmt: skip
         q_all = self.policy.q_sequence(obs, batch[C.HIDDEN], first)  # [T + 1, B, A]
         rows = torch.arange(obs.shape[1])
-        action = batch[C.ACTION].transpose(0, 1)[:steps].long() - self.policy.action_start
+        action = batch[C.ACTION].transpose(0, 1)[:steps].long() - self.action_start
         q = q_all[:steps].gather(-1, action.unsqueeze(-1)).squeeze(-1)  # [T, B]
         with torch.no_grad():
             q_target = self.target.q_sequence(obs, batch[C.HIDDEN], first)

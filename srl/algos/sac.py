@@ -65,12 +65,10 @@ class SAC(Algorithm):
     def __init__(self, policy: Policy, config: SACConfig, total_env_steps: int) -> None:
         if not isinstance(config, SACConfig):
             raise TypeError(f"SAC needs a SACConfig, got {type(config).__name__}")
-        if not hasattr(policy, "sample"):
-            raise TypeError(f"SAC needs a policy with reparameterized `sample` (squashed-gaussian-mlp), "
-                            f"got {type(policy).__name__}")
+        self.require_kind(policy)  # a reparameterised `sample`
         super().__init__(policy, config, total_env_steps)
-        obs_dim = int(np.prod(policy.observation_space.shape))
-        act_dim = int(np.prod(policy.action_space.shape))
+        obs_dim = gym.spaces.flatdim(policy.observation_space)  # Box spaces: the product of the shape
+        act_dim = gym.spaces.flatdim(policy.action_space)
         self.critic = TwinQ(obs_dim + act_dim, config.critic_hidden_sizes)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)

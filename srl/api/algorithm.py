@@ -15,7 +15,7 @@ the observation and policy outputs to bootstrap from.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
@@ -36,16 +36,28 @@ class Algorithm(ABC):
 
     # What the algorithm trains, checked against the policy's declarations (srl.api.Policy) and
     # the env's action space before launch (srl.compat); the defaults accept anything.
-    policy_kind: str | None = None  # the Policy.kind it needs; None = any policy
-    action_spaces: tuple[type[gym.Space], ...] = ()  # the action spaces it handles; () = any
-    needs_replay: bool = False  # learns from a buffer worker's replay batches (`replay`), not segments
-    trains_recurrent: bool = False  # can train a recurrent policy
-    needs_recurrent: bool = False  # trains recurrent policies only
+    policy_kind: ClassVar[str | None] = None  # the Policy.kind it needs; None = any policy
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ()  # the action spaces it handles; () = any
+    needs_replay: ClassVar[bool] = False  # learns from a buffer worker's replay batches (`replay`), not segments
+    trains_recurrent: ClassVar[bool] = False  # can train a recurrent policy
+    needs_recurrent: ClassVar[bool] = False  # trains recurrent policies only
 
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
         self.policy = policy
         self.config = config
         self.total_env_steps = total_env_steps  # for schedules (learning-rate annealing)
+
+    @classmethod
+    def require_kind(cls, policy: Policy) -> None:
+        """For an algorithm that calls its kind's own methods (q_values, sample, q_sequence): raise
+        TypeError unless `policy` declares `policy_kind`, and recurrence as this algorithm trains it.
+        (Before launch srl.compat says the same, naming the config fields.)"""
+        recurrence_fits = cls.trains_recurrent if policy.recurrent else not cls.needs_recurrent
+        if policy.kind != cls.policy_kind or not recurrence_fits:
+            wanted = ("a recurrent " if cls.needs_recurrent else "a feed-forward " if not cls.trains_recurrent else "a ")
+            got = f"{'recurrent' if policy.recurrent else 'feed-forward'}, kind {policy.kind!r}"
+            raise TypeError(f"{cls.__name__} needs {wanted}policy that declares kind = {cls.policy_kind!r} "
+                            f"(srl.api.Policy), got {type(policy).__name__} ({got})")
 
     @classmethod
     def check_batch(cls, config: AlgorithmConfig, sample_length: int, rows: int) -> None:

@@ -86,14 +86,14 @@ class VectorEnv(ABC):
         return self.num_envs * len(self.agents)
 
     @abstractmethod
-    def reset(self, seed: int) -> np.ndarray:
+    def reset(self, seed: int) -> np.ndarray | dict[str, np.ndarray]:
         """Reset every environment (env i seeded with seed + i); return obs [rows, ...] (as `VectorStep`'s)."""
 
     @abstractmethod
     def step(self, actions: np.ndarray) -> VectorStep:
         """Step every environment with actions [rows, ...]."""
 
-    def reset_env(self, index: int) -> np.ndarray:
+    def reset_env(self, index: int) -> np.ndarray | dict[str, np.ndarray]:
         """Start a new episode in env `index` alone (no seed: its random stream goes on) and
         return its rows' first observations [agents, ...]. Optional: an actor calls it only to
         restart an env that returned a NaN or an infinity (nonfinite_env=skip_episode)."""

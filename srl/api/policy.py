@@ -19,33 +19,43 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 import torch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class FieldSpec:
     """Shape (per row, without the batch axis) and dtype of one array field."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+    def __init__(self, shape: tuple[int, ...], dtype: npt.DTypeLike) -> None:
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", np.dtype(dtype))  # np.float32 and "float32" alike
 
 
 class Policy(torch.nn.Module, ABC):
     """Maps a batch of observations to actions, and explains them when training."""
 
-    # What the policy is, for the check of algorithm, policy and env before launch (srl.compat).
+    # Capability flags: what the policy is and offers, declared on its class. srl reads them and
+    # never probes a policy for attributes: the check of algorithm, policy and env before launch
+    # (srl.compat), the algorithms (Algorithm.require_kind) and the workers that act with it.
     # kind: what an algorithm may ask for (Algorithm.policy_kind): "actor-critic" (rollout emits
-    # log_prob and value; analyze gives log_prob, entropy, value), "q-network" (Q values per
-    # discrete action), "squashed-gaussian" (reparameterised `sample`); None = undeclared, unchecked.
-    kind: str | None = None
-    action_spaces: tuple[type[gym.Space], ...] = ()  # the action spaces it acts in; () = undeclared
-    recurrent: bool = False  # keeps a state between steps (srl.models.recurrent)
+    # log_prob and value; analyze gives log_prob, entropy, value), "q-network" (`q_values`, or with
+    # recurrent `q_sequence`: Q values per discrete action), "squashed-gaussian" (reparameterised
+    # `sample`); None = undeclared: unchecked before launch, refused by an algorithm that needs one.
+    kind: ClassVar[str | None] = None
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ()  # the action spaces it acts in; () = undeclared
+    # recurrent: keeps a state between steps (srl.models.recurrent): has `state_size` and
+    # `rollout_recurrent`, and `episodes_ended` matters
+    recurrent: ClassVar[bool] = False
+    numpy_rollout: ClassVar[bool] = False  # has `rollout_numpy`: acting without torch's per-call cost
+    state_size: int = 0  # recurrent: floats of state per row, set by the policy
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         super().__init__()
@@ -64,14 +74,49 @@ class Policy(torch.nn.Module, ABC):
         return {}
 
     @abstractmethod
-    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+    def rollout(self, obs: Any, deterministic: bool = False) -> dict[str, torch.Tensor]:
         """Act on obs [B, ...] (or a dict of them, see above): return {"action": [B, ...], **rollout_fields}.
         Called without grad."""
 
     @abstractmethod
-    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+    def analyze(self, obs: Any, action: torch.Tensor) -> dict[str, torch.Tensor]:
         """Training-side view of (obs, action) with grad, e.g. log_prob, entropy, value."""
+
+    # What a kind offers (see `kind` above): the policies of that kind override these; srl calls
+    # them only where the flags say they are there.
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State value of obs [B, ...] -> [B]; actor-critic policies override it."""
         raise NotImplementedError(f"{type(self).__name__} has no value head")
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """kind "q-network": obs [B, ...] -> Q [B, actions] (action = the Discrete space's start + index)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a q-network")
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """kind "squashed-gaussian": (action [B, ...], log_prob [B]), reparameterised (differentiable)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a squashed-gaussian policy")
+
+    def analyze_sequence(self, obs: torch.Tensor, action: torch.Tensor, state: torch.Tensor,
+                         first: torch.Tensor) -> dict[str, torch.Tensor]:
+        """recurrent "actor-critic": `analyze` through a segment [T, B] from its stored state [B, S]."""
+        raise NotImplementedError(f"{type(self).__name__} is not a recurrent actor-critic")
+
+    def q_sequence(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+        """recurrent "q-network": Q [T, B, actions] through a segment from its stored state [B, S]."""
+        raise NotImplementedError(f"{type(self).__name__} is not a recurrent q-network")
+
+    def rollout_numpy(self, obs: Any) -> dict[str, np.ndarray]:
+        """`rollout` on numpy arrays, without torch; offered by a policy that declares
+        `numpy_rollout = True` (used instead of `rollout` outside deterministic mode)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no numpy_rollout")
+
+    def rollout_recurrent(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor,
+                          deterministic: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Recurrent policies: obs [B, ...], state [B, state_size] and `first` [B] (the row starts
+        an episode) -> (the rollout outputs, the next state); see srl.models.recurrent."""
+        raise NotImplementedError(f"{type(self).__name__} is not recurrent")
+
+    def episodes_ended(self, done: np.ndarray) -> None:
+        """After each env step of a caller that keeps no state ([B] bool: the rows whose episode
+        ended): a recurrent policy's `rollout` starts those rows over. Others keep nothing."""

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from srl.api.algorithm import Algorithm, AlgorithmConfig
+
 T = TypeVar("T")
 
 
@@ -58,8 +60,8 @@ class Registry(Generic[T]):
 
 @dataclass(frozen=True)
 class AlgorithmEntry:
-    algorithm_cls: type  # subclass of srl.api.algorithm.Algorithm
-    config_cls: type  # subclass of srl.api.algorithm.AlgorithmConfig
+    algorithm_cls: type[Algorithm]
+    config_cls: type[AlgorithmConfig]
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def register_policy(name: str) -> Callable[[Callable[..., Any]], Callable[..., A
     return lambda factory: policies.add(name, factory)
 
 
-def register_algorithm(name: str, algorithm_cls: type, config_cls: type) -> None:
+def register_algorithm(name: str, algorithm_cls: type[Algorithm], config_cls: type[AlgorithmConfig]) -> None:
     """Register an `Algorithm` subclass with its `AlgorithmConfig` subclass."""
     algorithms.add(name, AlgorithmEntry(algorithm_cls, config_cls))
 

@@ -132,14 +132,14 @@ class GymVectorEnv(VectorEnv):
             acts = list(acts.reshape(self.num_envs).astype(self.action_space.dtype, copy=False))
         if not self._steppers_settled:  # until every env's wrappers are known to pass through
             self._find_steppers()
-        observations = []
-        rewards = []
+        observations: list[Any] = []
+        rewards: list[Any] = []
         ends = []  # (row, terminated, truncated) of the few envs whose episode ended
         for step, limit, action in zip(self._steps, self._time_limits, acts):
             o, r, te, tr, _ = step(action)
             if limit is not None:  # what TimeLimit.step does, on its own counter
-                elapsed = limit._elapsed_steps + 1
-                limit._elapsed_steps = elapsed
+                elapsed = limit._elapsed_steps + 1  # type: ignore[operator]  # gymnasium types it None until reset
+                limit._elapsed_steps = elapsed  # type: ignore[assignment]
                 if elapsed >= limit._max_episode_steps:
                     tr = True
             if te or tr:
@@ -150,7 +150,7 @@ class GymVectorEnv(VectorEnv):
             rewards.append(r)
         # One bulk write per array is cheaper than writing row by row.
         if self._one_array:
-            self._obs[:] = observations
+            self._obs[:] = observations  # type: ignore[index, assignment]  # _one_array: one ndarray
         else:
             for row, o in enumerate(observations):
                 put_row(self._obs, self._obs_space, row, o)

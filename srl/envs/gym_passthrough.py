@@ -36,10 +36,9 @@ class Stepper(NamedTuple):
 
 def _passes_through(layer: gym.Env) -> bool | None:
     """True: a pass-through now (skip it); False: not yet; None: never (a layer that works)."""
-    kind = type(layer)
-    if kind is OrderEnforcing:
+    if type(layer) is OrderEnforcing:
         return layer._has_reset
-    if kind is PassiveEnvChecker:
+    if type(layer) is PassiveEnvChecker:
         return layer.checked_step and layer.checked_data_reuse
     return None
 
@@ -54,4 +53,5 @@ def stepper(env: gym.Env) -> Stepper:
         skip = _passes_through(layer)
         if not skip:
             return Stepper(layer.step, time_limit, settled=skip is None)
+        assert isinstance(layer, gym.Wrapper)  # the layers that pass through are wrappers
         layer = layer.env

@@ -44,7 +44,9 @@ def single_env_kwargs(kwargs: dict[str, Any], backend: str) -> dict[str, Any]:
 def vector_entry_point(name: str) -> str | None:
     spec = gym.envs.registry.get(name)
     entry = spec.vector_entry_point if spec is not None else None
-    return entry if isinstance(entry, str) or entry is None else f"{entry.__module__}:{entry.__qualname__}"
+    if isinstance(entry, str) or entry is None:
+        return entry
+    return f"{entry.__module__}:{entry.__qualname__}"  # type: ignore[attr-defined]  # a registered class or function
 
 
 def resolve_backend(name: str, kwargs: dict[str, Any], backend: str) -> str:

@@ -29,10 +29,10 @@ from srl.api.env import Environment, EnvStep
 from srl.envs.pettingzoo_env import require_pettingzoo
 
 
-def _observation_part(space: gym.Space) -> gym.Space:
-    if isinstance(space, gym.spaces.Dict):
-        return space["observation"]
-    return space
+def _observation_size(space: gym.Space) -> int:
+    """Values in an observation (its "observation" entry, for a Dict space with an action mask)."""
+    part = space["observation"] if isinstance(space, gym.spaces.Dict) else space
+    return int(np.prod(part.shape or ()))
 
 
 class AECEnvironment(Environment):
@@ -46,14 +46,13 @@ class AECEnvironment(Environment):
         if not all(isinstance(env.action_space(a), gym.spaces.Discrete) for a in self.agents):
             raise ValueError(f"AECEnvironment needs Discrete actions for every agent, got {first}")
         self.action_mask_dim = max(int(env.action_space(a).n) for a in self.agents)
-        self._obs_dims = {
-            a: int(np.prod(_observation_part(env.observation_space(a)).shape)) for a in self.agents
-        }
+        self._obs_dims = {a: _observation_size(env.observation_space(a)) for a in self.agents}
         self.observation_spaces = {
             a: gym.spaces.Box(-np.inf, np.inf, (self._obs_dims[a] + self.action_mask_dim,), np.float32)
             for a in self.agents
         }
         self.action_spaces = {a: env.action_space(a) for a in self.agents}
+        self._last: dict[str, np.ndarray] = {}  # each agent's latest observation
 
     def _observe(self, agent: str, acting: bool) -> np.ndarray:
         raw = self.env.observe(agent)
@@ -82,7 +81,7 @@ class AECEnvironment(Environment):
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         self.env.reset(seed=seed)
-        self._last = {a: np.zeros(self.observation_spaces[a].shape, np.float32) for a in self.agents}
+        self._last = {a: np.zeros(self._obs_dims[a] + self.action_mask_dim, np.float32) for a in self.agents}
         self._done: dict[str, tuple[bool, bool]] = {}
         return self._all_obs()
 

@@ -20,8 +20,11 @@ import gymnasium as gym
 class WrapperEntry(Protocol):
     """What an `env_wrappers` entry holds (srl.config.EnvWrapper)."""
 
-    path: str
-    kwargs: Mapping[str, Any]
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]: ...
 
 
 def resolve(path: str) -> Callable[..., Any]:

@@ -11,21 +11,22 @@ import time
 
 import torch
 
-from srl.graph import Graph
+from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
-from srl.launch.shell import REPORT_INTERVAL_S, kernel_clock
+from srl.launch.shell import REPORT_INTERVAL_S
 from srl.launch.signals import interrupt_on_sigterm
-from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
+from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
 from srl.streams.inline import InlineTransport
 from srl.workers.build import make_kernel
+from srl.workers.kernel import Kernel
 
 
 def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     torch.set_num_threads(graph.config.threads_for(trains=True))
     transport = InlineTransport()
     kernels = [(spec, make_kernel(graph, spec, transport)) for spec in graph.workers]
-    clocks = [kernel_clock(kernel) for _, kernel in kernels]
+    clocks = [kernel.clock for _, kernel in kernels]
     for clock in clocks:  # a kernel waits while the others take their turns
         clock.switch(WAITING)
     outputs.start()
@@ -40,8 +41,7 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         except KeyboardInterrupt:
             reason = "interrupted"
         for (spec, kernel), clock in zip(kernels, clocks):
-            finish = getattr(kernel, "finish", kernel.report)
-            monitor.on_report(spec.role, spec.index, {**finish(), REPORT_KEY: clock.take()}, final=True)
+            monitor.on_report(spec.role, spec.index, {**kernel.finish(), REPORT_KEY: clock.take()}, final=True)
         return reason
     finally:
         restore_sigterm()
@@ -49,7 +49,7 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
             kernel.close()
 
 
-def _take_turns(kernels: list, clocks: list, monitor: RunMonitor, outputs: RunOutputs) -> str:
+def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], clocks: list[TimeBreakdown], monitor: RunMonitor, outputs: RunOutputs) -> str:
     """Polls every kernel in turn, reporting every REPORT_INTERVAL_S, until the monitor says stop."""
     last_report = time.monotonic()
     reason = None

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ class LocalWorkers:
 
     def __init__(self, graph: Graph, run_id: str, ipc_dir: Path, wire: Any = None) -> None:
         self.run_id, self.ipc_dir, self.wire = run_id, ipc_dir, wire
-        self.procs: dict[str, mp.Process] = {}
+        self.procs: dict[str, BaseProcess] = {}
         self._ctx = mp.get_context("fork")
 
     def start(self, spec: WorkerSpec, graph: Graph) -> None:

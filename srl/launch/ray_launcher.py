@@ -111,13 +111,13 @@ def _untracked_shared_memory() -> None:
     from multiprocessing import resource_tracker
 
     register = resource_tracker.register
-    resource_tracker.register = lambda name, kind: None if kind == "shared_memory" else register(name, kind)
+    resource_tracker.register = lambda name, rtype: None if rtype == "shared_memory" else register(name, rtype)
 
 
 def _set_title(title: str) -> None:
     """Ray titles its workers through its own copy of setproctitle, which wins over the module's."""
     try:
-        from ray._raylet import setproctitle
+        from ray._raylet import setproctitle  # type: ignore[attr-defined]  # ray's own copy, not in its stubs
     except ImportError:
         from setproctitle import setproctitle
     setproctitle(title)

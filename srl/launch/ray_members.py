@@ -76,9 +76,11 @@ class MemberActor:
                 apply_command(self.kernel, command)
             out: list[dict[str, Any]] = []
             deadline = time.monotonic() + seconds
+            reporter = self.reporter
+            assert reporter is not None  # _build made it with the kernel
             while True:
                 self.kernel.poll()
-                out += self.reporter.messages()
+                out += reporter.messages()
                 if time.monotonic() >= deadline:
                     return out
         except BaseException as e:  # noqa: BLE001  (anything is reported to the manager)

@@ -1,8 +1,7 @@
 """The worker shell: the loop, transport, reports and stop around any kernel, in its own process.
 
-A kernel offers `start()`, `poll() -> bool` (did work), `report() -> dict`, optional
-`finish() -> dict` and `close()`; `receivers` are what it waits on when idle. The shell never
-spins: with nothing to do it blocks on the kernel's sockets and the stop signal.
+The kernel is any srl.workers.kernel.Kernel. The shell never spins: with nothing to do it blocks
+on the kernel's receivers and the stop signal.
 """
 
 from __future__ import annotations
@@ -18,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from srl.faults import RunHalted
-from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
+from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind
+from srl.workers.kernel import Kernel
 
 REPORT_INTERVAL_S = 0.5
 IDLE_WAIT_S = 0.1
@@ -31,10 +31,10 @@ STOP_CHECK_S = 0.001
 JITTER_MAX_S = float(os.environ.get("SRL_TEST_JITTER_MAX_S", "0"))
 
 
-def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | None = None) -> None:
+def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int | None = None) -> None:
     """Poll until the controller says stop (or the parent vanished); report periodically."""
     receivers = kernel.receivers + link.receivers
-    clock = kernel_clock(kernel)
+    clock = kernel.clock
     kernel.start()
     last_report = next_stop_check = time.monotonic()
     jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
@@ -56,8 +56,7 @@ def run_kernel_loop(kernel: Any, link: Any, transport: Any, parent_pid: int | No
             last_report = now
             if parent_pid is not None and os.getppid() != parent_pid:
                 raise RuntimeError("the controller process is gone")
-    finish = getattr(kernel, "finish", kernel.report)
-    link.send(Kind.FINAL, {**finish(), REPORT_KEY: clock.take(), **_rejected(transport)})
+    link.send(Kind.FINAL, {**kernel.finish(), REPORT_KEY: clock.take(), **_rejected(transport)})
 
 
 def _rejected(transport: Any) -> dict[str, Any]:
@@ -65,12 +64,6 @@ def _rejected(transport: Any) -> dict[str, Any]:
     its last report, for the run's counts."""
     counts = {REJECTED_KEY: transport.take_rejected(), DROPPED_KEY: transport.take_dropped()}
     return {key: value for key, value in counts.items() if value}
-
-
-def kernel_clock(kernel: Any) -> TimeBreakdown:
-    """The kernel's own clock (it labels its work), or a new one that sees only waiting/other."""
-    clock = getattr(kernel, "clock", None)
-    return clock if isinstance(clock, TimeBreakdown) else TimeBreakdown()
 
 
 def error_report(error: BaseException) -> dict[str, Any]:
@@ -133,7 +126,8 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
     transport = open_transport(graph, run_id, ipc_dir, wire)
     link = make_link(graph, spec, transport)
-    kernel, code = None, 0
+    kernel: Kernel | None = None
+    code = 0
     try:
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport, parent_pid)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -28,10 +29,13 @@ from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.data import columns
 
+Layer = TypeVar("Layer", nn.Linear, nn.Conv2d)
 
-def _orthogonal(layer: nn.Module, gain: float) -> nn.Module:
+
+def _orthogonal(layer: Layer, gain: float) -> Layer:
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:  # every layer here has one; Conv2d's is typed optional
+        nn.init.zeros_(layer.bias)
     return layer
 
 
@@ -85,7 +89,8 @@ class ActorCriticCNN(Policy):
         self.image_shape = (1, *shape) if len(shape) == 2 else shape
         if min(self.image_shape[1:]) < 36:
             raise ValueError(f"actor-critic-cnn needs images of at least 36x36 (the trunk's strides), got {shape}")
-        self.trunk = nature_trunk(*self.image_shape, features=features)
+        channels, height, width = self.image_shape
+        self.trunk = nature_trunk(channels, height, width, features)
         self.actor_head = _orthogonal(nn.Linear(features, int(action_space.n)), 0.01)
         self.critic_head = _orthogonal(nn.Linear(features, 1), 1.0)
         self.action_start = int(action_space.start)

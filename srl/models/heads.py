@@ -75,6 +75,9 @@ class Categorical(nn.Module):
 class MultiCategorical(nn.Module):
     """Independent categoricals, one per entry of `nvec` (any shape), over consecutive logits."""
 
+    pad_index: torch.Tensor  # buffers (register_buffer)
+    start: torch.Tensor
+
     def __init__(self, nvec: np.ndarray, start: np.ndarray) -> None:
         super().__init__()
         sizes = nvec.reshape(-1).astype(np.int64)

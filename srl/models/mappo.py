@@ -67,6 +67,7 @@ class MAPPOPolicy(Policy):
 
     kind = "actor-critic"
     action_spaces = (gym.spaces.Discrete,)
+    agent_group: torch.Tensor  # a buffer (register_buffer): each agent's policy group
 
     def __init__(
         self,

@@ -112,6 +112,7 @@ class ActorCriticMLP(Policy):
             action, log_prob = self.dist.act(head, deterministic)
         else:
             log_std = self.log_std
+            assert log_std is not None  # Box actions: a Gaussian head has one
             if deterministic:
                 flat = head
                 sq = torch.zeros_like(head)
@@ -132,6 +133,7 @@ class ActorCriticMLP(Policy):
             log_prob, entropy = self.dist.evaluate(head, action)
         else:
             log_std = self.log_std
+            assert log_std is not None  # Box actions: a Gaussian head has one
             z = (action.reshape(head.shape).to(head.dtype) - head) * torch.exp(-log_std)
             log_prob = (-0.5 * z * z - log_std).sum(-1) - _HALF_LOG_2PI * head.shape[-1]
             entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum().expand(batch)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -51,9 +52,13 @@ def default_encoder(space: gym.Space) -> str:
     return "mlp"
 
 
-def _orthogonal(layer: nn.Module, gain: float = RELU_GAIN) -> nn.Module:
+Layer = TypeVar("Layer", nn.Linear, nn.Conv2d)
+
+
+def _orthogonal(layer: Layer, gain: float = RELU_GAIN) -> Layer:
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:  # every layer here has one; Conv2d's is typed optional
+        nn.init.zeros_(layer.bias)
     return layer
 
 
@@ -72,7 +77,7 @@ class _Float(nn.Module):
 class Flatten(_Float):
     def __init__(self, space: gym.Space) -> None:
         super().__init__(space)
-        self.size = self.features = int(np.prod(space.shape))
+        self.size = self.features = int(np.prod(space.shape or ()))  # srl.spaces refuses shapeless leaves
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x.reshape(len(x), self.size))
@@ -91,7 +96,9 @@ class VectorMLP(Flatten):
 class OneHot(nn.Module):
     """Discrete or MultiDiscrete values -> one one-hot block per component."""
 
-    def __init__(self, space: gym.Space) -> None:
+    offsets: torch.Tensor  # a buffer (register_buffer)
+
+    def __init__(self, space: gym.spaces.Discrete | gym.spaces.MultiDiscrete) -> None:
         super().__init__()
         if isinstance(space, gym.spaces.Discrete):
             sizes, start = np.array([space.n]), np.array([space.start])
@@ -110,7 +117,7 @@ class OneHot(nn.Module):
 class ImageCNN(_Float):
     """An image [B, H, W, C], [B, C, H, W] or [B, H, W] -> [B, features]."""
 
-    def __init__(self, space: gym.Space, features: int) -> None:
+    def __init__(self, space: gym.spaces.Box, features: int) -> None:
         super().__init__(space)
         shape = tuple(space.shape)
         self.channels_last = len(shape) == 3 and shape[2] < shape[0]
@@ -135,19 +142,19 @@ class ImageCNN(_Float):
         return self.trunk(super().forward(x.reshape(len(x), *self.chw)))
 
 
-def make_encoder(path: str, space: gym.Space, name: str, cnn_features: int, mlp_features: int) -> nn.Module:
+def make_encoder(path: str, space: gym.Space, name: str, cnn_features: int,
+                 mlp_features: int) -> OneHot | Flatten | ImageCNN:
     if name not in ENCODERS:
         raise ValueError(f"encoders[{path!r}]: unknown encoder {name!r}; allowed: {', '.join(ENCODERS)}")
-    box = isinstance(space, gym.spaces.Box)
-    if name == "cnn" and not (box and len(space.shape) in (2, 3)):
-        raise ValueError(f"encoders[{path!r}]: 'cnn' needs an image (a Box of 2 or 3 dims), not {space}")
-    if name == "onehot" and not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
-        raise ValueError(f"encoders[{path!r}]: 'onehot' needs a Discrete or MultiDiscrete key, not {space}")
     if name == "cnn":
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) in (2, 3)):
+            raise ValueError(f"encoders[{path!r}]: 'cnn' needs an image (a Box of 2 or 3 dims), not {space}")
         return ImageCNN(space, cnn_features)
-    if name == "mlp":
-        return VectorMLP(space, mlp_features)
-    return OneHot(space) if name == "onehot" else Flatten(space)
+    if name == "onehot":
+        if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+            raise ValueError(f"encoders[{path!r}]: 'onehot' needs a Discrete or MultiDiscrete key, not {space}")
+        return OneHot(space)
+    return VectorMLP(space, mlp_features) if name == "mlp" else Flatten(space)
 
 
 class MultiInputActorCritic(Policy):
@@ -178,10 +185,9 @@ class MultiInputActorCritic(Policy):
         self.encoders_chosen = chosen  # leaf path -> encoder name
         self.paths = list(leaves)
         # indexed, not keyed by path: a module name cannot hold '.', an observation key may
-        self.encoders = nn.ModuleList(
-            make_encoder(path, leaves[path], chosen[path], cnn_features, mlp_features) for path in self.paths
-        )
-        features = sum(e.features for e in self.encoders)
+        built = [make_encoder(path, leaves[path], chosen[path], cnn_features, mlp_features) for path in self.paths]
+        self.encoders = nn.ModuleList(built)
+        features = sum(e.features for e in built)
         trunk_space = gym.spaces.Box(-np.inf, np.inf, (features,), np.float32)
         self.head = ActorCriticMLP(trunk_space, action_space, hidden_sizes=hidden_sizes)
 

@@ -15,6 +15,7 @@ from srl.spaces import num_rows
 @register_policy("random")
 class RandomPolicy(Policy):
     kind = "random"  # nothing to train: algorithm `none` only
+    numpy_rollout = True  # the sampling benchmark measures the dataflow, not torch's per-call cost
     action_spaces = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary, gym.spaces.Box)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -50,7 +51,7 @@ class RandomPolicy(Policy):
     def _entries(self, n: int) -> np.ndarray:
         """n MultiDiscrete / MultiBinary actions, int64 like the categorical heads' (srl.graph.space_spec)."""
         low, high = _bounds(self.action_space)
-        return self._rng.integers(low, high, (n, *self.action_space.shape), dtype=np.int64)
+        return self._rng.integers(low, high, (n, *low.shape), dtype=np.int64)
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError("the random policy does not train")
@@ -60,5 +61,6 @@ def _bounds(space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
     """[low, high) of each entry of a MultiDiscrete / MultiBinary action."""
     if isinstance(space, gym.spaces.MultiBinary):
         return np.zeros(space.shape, np.int64), np.full(space.shape, 2, np.int64)
+    assert isinstance(space, gym.spaces.MultiDiscrete)  # what is left of the action spaces it takes
     start = np.broadcast_to(np.asarray(space.start, np.int64), space.shape)
     return start, start + space.nvec

@@ -16,6 +16,7 @@ The LSTM state is (h, c) concatenated on the last axis; the GRU state is h.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -35,7 +36,7 @@ class RecurrentCore(Policy):
     """Encoder + core shared by the recurrent heads; Box observations, the heads' `action_spaces`."""
 
     recurrent = True  # srl.workers.policy.Acting keeps its state per env
-    action_spaces = (gym.spaces.Discrete,)
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]] = (gym.spaces.Discrete,)  # a head may widen it
     name = "recurrent policy"
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cell: str = "lstm",
@@ -83,7 +84,7 @@ class RecurrentCore(Policy):
         """For callers that keep no state (evaluation): one stream of rows, state kept here;
         `episodes_ended(done)` after each env step says which rows start over."""
         rows = obs.shape[0]
-        if self._solo_state is None or self._solo_state.shape[0] != rows:
+        if self._solo_state is None or self._solo_first is None or self._solo_state.shape[0] != rows:
             self._solo_state, self._solo_first = self.initial_state(rows), torch.ones(rows, dtype=torch.bool)
         out, self._solo_state = self.rollout_recurrent(obs, self._solo_state, self._solo_first, deterministic)
         self._solo_first = torch.zeros(rows, dtype=torch.bool)

@@ -34,6 +34,8 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential
 class SquashedGaussianMLP(Policy):
     kind = "squashed-gaussian"
     action_spaces = (gym.spaces.Box,)
+    scale: torch.Tensor  # buffers (register_buffer): half the action range, and its middle
+    center: torch.Tensor
 
     def __init__(
         self, observation_space: gym.Space, action_space: gym.Space, hidden_sizes: Sequence[int] = (256, 256)

@@ -69,13 +69,16 @@ class ProgressMeter:
             samples.popleft()
         step_rate, update_rate = self._rates()
         lim = self.limits
-        candidates = [  # (limit, fraction, eta_s)
+        toward = [  # (limit, fraction, eta_s)
             _toward("total_env_steps", lim.total_env_steps, env_steps, step_rate),
             _toward("max_updates", lim.max_updates, updates, update_rate),
             _toward("time_limit_s", lim.time_limit_s, elapsed_s, 1.0),
         ]
-        candidates = [c for c in candidates if c is not None]
-        timed = [c for c in candidates if c[2] is not None]
+        candidates = [c for c in toward if c is not None]
+        timed = [(name, done, eta) for name, done, eta in candidates if eta is not None]
+        limit: str | None
+        fraction: float | None
+        eta_s: float | None
         if timed:
             limit, fraction, eta_s = min(timed, key=lambda c: c[2])
         elif candidates:

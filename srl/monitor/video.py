@@ -53,9 +53,8 @@ def check_renders_rgb_array(env_name: str, env_kwargs: Mapping[str, Any]) -> Non
         if module:
             importlib.import_module(module)
         spec = gym.spec(name)
-        creator = spec.entry_point
-        if isinstance(creator, str):
-            creator = gym.envs.registration.load_env_creator(creator)
+        entry = spec.entry_point
+        creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
     except (gym.error.Error, ImportError, AttributeError):
         return  # making the env reports what is wrong with its id
     modes = (getattr(creator, "metadata", None) or {}).get("render_modes")

@@ -24,7 +24,7 @@ class _Queue(Receiver, Sender):
         self.messages.append(Message(tuple(int(h) for h in header), _own(frames)))
 
     def recv_all(self, limit: int = 1 << 30) -> list[Message]:
-        out = []
+        out: list[Message] = []
         while self.messages and len(out) < limit:
             out.append(self.messages.popleft())
         return out

@@ -55,7 +55,7 @@ def state_frames(module: torch.nn.Module) -> list[np.ndarray]:
     return [t.detach().cpu().contiguous().numpy() for t in module.state_dict().values()]
 
 
-def load_frames(module: torch.nn.Module, frames: list) -> None:
+def load_frames(module: torch.nn.Module, frames: Sequence[bytes | memoryview]) -> None:
     """Copy raw frames into `module`'s state, checking each size against the local tensor."""
     state = module.state_dict()
     if len(frames) != len(state):

@@ -287,14 +287,14 @@ class RendezvousClient(dist.Store):
 
     def _call(self, op: int, frames: Sequence[bytes | str], number: int = 0,
               timeout: datetime.timedelta | None = None) -> Sealed:  # fmt: skip
-        timeout_s = (timeout or self.timeout).total_seconds()
+        timeout_s = (timeout or self.timeout).total_seconds()  # type: ignore[attr-defined]  # a Store property torch's stubs lack
         data = [f.encode() if isinstance(f, str) else bytes(f) for f in frames]
         with self._lock:
             header = (op, number, int(timeout_s * 1000))
             parts = encode(self.secret, REQUESTS, header, data, self._sealer.next())
             self._socket.send(pack(parts))
             deadline_s = time.monotonic() + timeout_s
-            while (left_s := deadline_s - time.monotonic()) > 0 and self._socket.poll(left_s * 1000):
+            while (left_s := deadline_s - time.monotonic()) > 0 and self._socket.poll(int(left_s * 1000) + 1):
                 reply = self._reply_to(bytes(parts[0]), self._socket.recv(copy=False))
                 if reply is not None:
                     return reply

@@ -20,8 +20,9 @@ as dropped, but on NEWEST_ONLY streams, where skipping old versions is the point
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import zmq
@@ -88,7 +89,7 @@ class _SignedReceiver(Receiver):
         self.freshness = Freshness(wire.limits.max_age_s, not_before_ns)
         self.rejected = 0  # messages dropped here: malformed, not signed by the run, or replayed
         self._rejections = rejections  # the transport's, per stream
-        self._get = socket.get
+        self._get = cast(Callable[[int], int], socket.get)
 
     def recv_all(self, limit: int = 1 << 30) -> list[Message]:
         out: list[Message] = []

@@ -34,7 +34,7 @@ from srl.streams.rejections import Rejections
 @dataclass
 class Message:
     header: tuple[int, ...]
-    frames: list[bytes | memoryview] = field(default_factory=list)
+    frames: Sequence[bytes | memoryview] = field(default_factory=list)
 
 
 # struct, not numpy: a header is packed and unpacked for every message on the sampling hot path,

@@ -74,7 +74,7 @@ def message_bytes(frame_bytes: Sequence[int]) -> int:
 
 def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
     if isinstance(frame, np.ndarray):
-        return memoryview(np.ascontiguousarray(frame)).cast("B")
+        return np.ascontiguousarray(frame).data.cast("B")
     return frame
 
 

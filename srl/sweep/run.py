@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from srl.config import ConfigError, ExperimentConfig, load_config
+from srl.config import ConfigError, ExperimentConfig
 from srl.launch.signals import interrupt_on_sigterm
+from srl.load import load_config
 from srl.sweep import results
 from srl.sweep.spec import SweepSpec, check_against_config, config_value, load_sweep_file, override_text
 from srl.sweep.study import as_params, counted, fail_interrupted, intermediate, open_study, suggest

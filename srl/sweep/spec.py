@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from srl.config import ConfigError
 
 # summary.json fields a trial can be scored on, and which way is better
-OBJECTIVES = {
+Direction = Literal["minimize", "maximize"]
+OBJECTIVES: dict[str, Direction] = {
     "time_to_target_s": "minimize",
     "episode_return_mean": "maximize",
     "wall_time_s": "minimize",
@@ -87,7 +88,7 @@ class SweepSpec(BaseModel):
     overrides: list[str] = Field(default_factory=list, description="key=value overrides of every trial.")
     space: dict[str, Param] = Field(min_length=1, description="Searched config keys and their ranges.")
     pruner: dict[str, dict[str, Any] | None] = Field(
-        default_factory=lambda: {"none": None}, description="One pruner and its arguments.")
+        {"none": None}, description="One pruner and its arguments.")  # pydantic copies it for each spec
     report_every_env_steps: int | None = Field(
         None, ge=1, description="Env steps between the mean returns reported to the pruner; none: total_env_steps/20.")
     unreached_s: float | None = Field(
@@ -123,7 +124,7 @@ class SweepSpec(BaseModel):
         return value
 
     @property
-    def best_direction(self) -> str:
+    def best_direction(self) -> Direction:
         return self.direction or OBJECTIVES[self.objective]
 
     def pruner_args(self) -> tuple[str, dict[str, Any]]:
@@ -214,7 +215,7 @@ def config_value(config: Any, key: str) -> Any:
 def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> None:
     """Every key of the space, at its range's ends (every choice), loads as a config with the
     fixed overrides: a bad key or value is a ConfigError naming it before any trial starts."""
-    from srl.config import load_config
+    from srl.load import load_config
 
     fixed = [*spec.overrides, *extra]
     try:

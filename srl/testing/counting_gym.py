@@ -56,4 +56,4 @@ class CountingGymEnv(gym.Env):
 
 
 if ID not in gym.envs.registry:
-    gym.register(ID, entry_point=CountingGymEnv)
+    gym.register(ID, entry_point=f"{__name__}:CountingGymEnv")

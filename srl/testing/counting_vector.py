@@ -79,4 +79,4 @@ class CountingVectorEnv(gym.vector.VectorEnv):
 
 
 if ID not in gym.envs.registry:
-    gym.register(ID, vector_entry_point=CountingVectorEnv)
+    gym.register(ID, vector_entry_point=f"{__name__}:CountingVectorEnv")

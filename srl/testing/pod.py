@@ -98,8 +98,8 @@ def train_pod(
             history.append((env_steps, time.perf_counter() - started, mean))
             if on_poll is not None:
                 on_poll(kernel, episodes)
-            full = mean is not None and episodes.count >= window
-            if target_return is not None and full and mean >= target_return:
+            full = episodes.count >= window
+            if target_return is not None and mean is not None and full and mean >= target_return:
                 reason = f"target_return {target_return} reached (mean of last {window} episodes: {mean:.2f})"
                 break
             if env_steps >= total_env_steps:

@@ -33,7 +33,7 @@ from srl.workers.nonfinite import EnvGuard
 class InferencePort(Protocol):
     receivers: list[Receiver]
 
-    def request(self, split: int) -> None: ...
+    def request(self, split: int, min_version: int = 0, key: int = 0) -> None: ...
 
     def ready(self) -> list[int]: ...
 
@@ -110,7 +110,7 @@ class ActorKernel:
         return did
 
     def _segment(self, s: int) -> dict[str, np.ndarray]:
-        return self.samples.slots[(s, self.current[s])]
+        return self.samples.slots[(s, self.current[s])]  # type: ignore[index]  # held while recording
 
     def _record(self, s: int) -> None:
         """Copy obs, action, policy outputs and version of group s into row t of its segment."""
@@ -123,7 +123,7 @@ class ActorKernel:
         self._record(s)
         if self.t[s] == self.T:
             previous = self.clock.switch(SEND_RECV)
-            self.samples.send(s, self.current[s])
+            self.samples.send(s, self.current[s])  # type: ignore[arg-type]  # held while recording
             self.clock.switch(previous)
             self.segments_sent[s] += 1
             self.current[s] = None
@@ -214,6 +214,9 @@ class ActorKernel:
         self.nonfinite_episodes = 0
         self.samples.reclaimed = 0
         return out
+
+    def finish(self) -> dict:
+        return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:
         for env in self.envs:

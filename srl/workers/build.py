@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from srl.api import registry
+from srl.api.policy import Policy
 from srl.config import ExperimentConfig
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
@@ -22,6 +23,7 @@ from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
 from srl.streams.samples import SampleConsumer, SampleProducer, Segment
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel
+from srl.workers.kernel import Kernel
 from srl.workers.nonfinite import EnvGuard
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import Acting, LocalInferenceClient, PolicyWorkerKernel
@@ -45,7 +47,7 @@ def _slots(arrays: dict[str, Any], split: int) -> int:
     return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
 
 
-def _policy(graph: Graph) -> torch.nn.Module:
+def _policy(graph: Graph) -> Policy:
     torch.manual_seed(graph.config.seed)  # same initial weights in every launcher
     return make_policy(graph.config, graph.observation_space, graph.action_space)
 
@@ -142,7 +144,7 @@ def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
     return LockStepStop(c.total_env_steps, c.target_return, c.max_updates) if c.deterministic else None
 
 
-def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Any:
+def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     c = graph.config
     if spec.role == Role.ACTOR:
         return make_actor(graph, transport, spec.index)

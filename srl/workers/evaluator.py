@@ -17,6 +17,7 @@ import torch
 
 from srl.api.env import VectorEnv
 from srl.api.policy import Policy
+from srl.monitor.timing import TimeBreakdown
 from srl.spaces import Obs, map_obs
 from srl.streams.params import ParamSubscriber
 from srl.streams.transport import Receiver
@@ -36,6 +37,7 @@ class EvaluatorKernel:
         self.policy, self.params, self.env = policy.eval(), params, env
         self.seed, self.episodes, self.interval_s = seed, episodes, interval_s
         self.steps_per_poll = steps_per_poll
+        self.clock = TimeBreakdown()  # labels nothing itself: the loop charges waiting and other
         self.obs: Obs | None = None
         self.round_returns: list[float] | None = None  # None: between rounds
         self.round_version = -1
@@ -76,8 +78,7 @@ class EvaluatorKernel:
             action = self.policy.rollout(obs, deterministic=True)["action"].numpy()
         step = self.env.step(action)
         self.obs = step.obs
-        if hasattr(self.policy, "episodes_ended"):  # a recurrent policy starts over on new episodes
-            self.policy.episodes_ended(step.terminated | step.truncated)
+        self.policy.episodes_ended(step.terminated | step.truncated)  # a recurrent policy starts those rows over
         self.running += float(step.reward.mean())  # one env: its agents' mean, as `srl eval` reports
         if not (step.terminated | step.truncated).any():
             return False
@@ -95,6 +96,9 @@ class EvaluatorKernel:
                "eval_time_s": round(self.eval_time_s, 4)}
         self._reset_report()
         return out
+
+    def finish(self) -> dict:
+        return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:
         self.env.close()

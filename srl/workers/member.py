@@ -55,6 +55,7 @@ class PodMember:
         self.events: list[dict[str, Any]] = []
         self.recent = ReturnWindow(100)  # training episodes: the score when there is no eval env
         self.receivers: list = []  # a member only computes: nothing to wait on
+        self.clock = pod.clock
 
     def start(self) -> None:
         self.pod.start()
@@ -82,7 +83,9 @@ class PodMember:
         stochastic actions, and partly played by the weights before the last updates)."""
         env, policy = self.eval_env, self.pod.policy
         if env is None:
-            return float(self.recent.mean_return)
+            mean = self.recent.mean_return
+            assert mean is not None  # poll evaluates without an eval env only once there are episodes
+            return float(mean)
         with torch.inference_mode():
             obs = env.reset(seed=self.eval_seed)
             returns = torch.zeros(env.num_rows, dtype=torch.float64, device=env.device)

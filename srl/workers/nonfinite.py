@@ -81,7 +81,7 @@ class EnvGuard:
         reward[bad_reward] = 0.0
         truncated[rows & ~done] = True
         for e in np.flatnonzero(rows[:: self.agents]):
-            assign(obs, self._reset(env, e, rows, reward, obs), slice(e * self.agents, (e + 1) * self.agents))
+            assign(obs, self._reset(env, int(e), rows, reward, obs), slice(e * self.agents, (e + 1) * self.agents))
         if _bad_obs_rows(obs)[rows].any():
             raise RunHalted(self._describe(rows, reward, obs) + " right after a reset: the run ends "
                             "(nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")

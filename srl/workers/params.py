@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from srl.monitor.timing import TimeBreakdown
 from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ordering, service_schema
 from srl.streams.schema import checked
 from srl.streams.transport import Message, Receiver, Transport
@@ -23,6 +24,7 @@ class ParamServiceKernel:
         self._out = transport.publisher(SERVICE_OUT)
         self.latest: Message | None = None
         self.published = 0
+        self.clock = TimeBreakdown()  # labels nothing itself: the loop charges waiting and other
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -51,6 +53,9 @@ class ParamServiceKernel:
 
     def report(self) -> dict:
         return {"params_version": self.version, "publishes": self.published}
+
+    def finish(self) -> dict:
+        return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:
         pass

@@ -45,6 +45,7 @@ from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.monitor.episodes import episodes_report
+from srl.monitor.timing import TimeBreakdown
 from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
 
@@ -147,6 +148,7 @@ class PodKernel:
         self.lag_mean: float | None = None
         self._reset_stats()
         self.started = False
+        self.clock = TimeBreakdown()  # its env/infer/train times are in its reports; the loop labels waiting
 
     def _resume(self) -> None:
         def apply(state: dict[str, Any]) -> None:
@@ -280,7 +282,7 @@ class PodKernel:
         """Since the last report: env steps, finished episodes, updates, times; and the latest
         update's algorithm stats and policy lag (kept until the next update). The keys of an
         actor's report and of the trainer's report together."""
-        out = {
+        out: dict[str, Any] = {
             "env_steps": self.env_steps,
             **episodes_report(self.finished_returns, self.finished_lengths),
             "env_time_s": round(self.env_time_s, 4),

@@ -9,8 +9,8 @@ Deterministic mode (`sampling_seed` set) trades batching for reproducibility: ea
 own forward pass, with torch's generator seeded from the request's key, so an action depends on
 (seed, actor, split, step) only, never on which requests happened to share a batch.
 
-A policy may also offer `rollout_numpy(obs: np.ndarray) -> dict[str, np.ndarray]`, the same
-outputs without torch (the random policy does); outside deterministic mode it is used instead.
+A policy that declares `numpy_rollout` (srl.api.Policy) offers `rollout_numpy`, the same outputs
+without torch (the random policy does); outside deterministic mode it is used instead.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ class Acting:
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
         # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
-        self._rollout_numpy = getattr(policy, "rollout_numpy", None) if sampling_seed is None else None
+        self._rollout_numpy = policy.rollout_numpy if policy.numpy_rollout and sampling_seed is None else None
         # recurrent policies: the state of each (actor, split) between its requests
-        self.hidden = HiddenStates(policy.state_size) if getattr(policy, "recurrent", False) else None
+        self.hidden = HiddenStates(policy.state_size) if policy.recurrent else None
         if self.hidden is not None:
             self._rollout_numpy = None
         # torch.manual_seed also queues a seed for every accelerator backend, formatting a stack
@@ -107,8 +107,8 @@ class Acting:
             out = self._act_recurrent(obs, slots, requests)
         else:
             with torch.inference_mode():
-                out = self.policy.rollout(map_obs(torch.from_numpy, obs))
-                out = {name: out[name].numpy() for name in self.outputs}
+                tensors = self.policy.rollout(map_obs(torch.from_numpy, obs))
+                out = {name: tensors[name].numpy() for name in self.outputs}
         start = 0
         for slot in slots:
             stop = start + len(slot[C.ACTION])
@@ -195,6 +195,9 @@ class PolicyWorkerKernel:
 
     def report(self) -> dict:
         return self.acting.report()
+
+    def finish(self) -> dict:
+        return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:
         pass

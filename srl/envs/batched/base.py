@@ -35,7 +35,7 @@ Subclasses define the spaces, `_state_tensors`, `_sample_initial`, `_advance` an
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, TypedDict
 
 import gymnasium as gym
 import numpy as np
@@ -55,6 +55,13 @@ def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if dtype not in _DTYPES:
         raise ValueError(f"batched envs compute in 'float32' or 'float64', got {dtype!r}")
     return _DTYPES[dtype]
+
+
+class TensorKw(TypedDict):
+    """`**kw` of a torch factory: the env's device and dtype (`BatchedTorchEnv.tensor_kw`)."""
+
+    device: torch.device
+    dtype: torch.dtype
 
 
 class BatchedTorchEnv(ABC):
@@ -123,6 +130,11 @@ class BatchedTorchEnv(ABC):
     @property
     def num_rows(self) -> int:
         return self.num_envs * self.num_agents
+
+    @property
+    def tensor_kw(self) -> TensorKw:
+        """`torch.zeros(n, **self.tensor_kw)`: a tensor on the state's device, in its dtype."""
+        return {"device": self.device, "dtype": self.dtype}
 
     # -- what subclasses implement ----------------------------------------------------------------
 

@@ -58,7 +58,7 @@ class BatchedCartPole(BatchedTorchEnv):
     action_space = gym.spaces.Discrete(2)
 
     def _build_state(self) -> None:
-        n, kw = self.num_envs, {"device": self.device, "dtype": self.dtype}
+        n, kw = self.num_envs, self.tensor_kw
         self.state = torch.zeros(n, 4, **kw)
         # scratch, reused every step (no allocation in the hot loop)
         self._force = torch.zeros(n, **kw)  # force / total_mass

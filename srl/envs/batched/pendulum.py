@@ -54,7 +54,7 @@ class BatchedPendulum(BatchedTorchEnv):
         super().__init__(num_envs, *args, **kwargs)
 
     def _build_state(self) -> None:
-        n, kw = self.num_envs, {"device": self.device, "dtype": self.dtype}
+        n, kw = self.num_envs, self.tensor_kw
         self.state = torch.zeros(n, 2, **kw)
         self.theta, self.theta_dot = self.state[:, 0], self.state[:, 1]
         self._u = torch.zeros(n, **kw)

@@ -73,7 +73,7 @@ class BatchedSpread(BatchedTorchEnv):
 
     def _build_state(self) -> None:
         n, a, m = self.num_envs, self.num_agents, self.num_landmarks
-        kw = {"device": self.device, "dtype": self.dtype}
+        kw = self.tensor_kw
         self.agent_pos = torch.zeros(n, a, 2, **kw)
         self.agent_vel = torch.zeros(n, a, 2, **kw)
         self.landmark_pos = torch.zeros(n, m, 2, **kw)

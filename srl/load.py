@@ -1,0 +1,71 @@
+"""From what `srl run` is given to the config a run uses: `load_config(experiment, overrides)`.
+
+`experiment` is a registered experiment's name or an experiment file (srl.experiment_file); its
+values, with the `key=value` overrides over them, are checked by srl.config.build_config. A
+module of its own: experiment files build on the config's types, so the loading that resolves
+them cannot live in srl.config without an import circle.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from srl.api import registry
+from srl.config import (
+    ConfigError,
+    ExperimentConfig,
+    apply_overrides,
+    build_config,
+    drop_stale_settings,
+    import_modules,
+    load_saved_config,
+    parse_overrides,
+)
+from srl.experiment_file import is_experiment_file, load_experiment_file
+
+
+def load_config(experiment: str, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Built-in or registered experiment by name, or an experiment file (a .yaml path), with
+    `key=value` overrides applied."""
+    import srl.builtins  # noqa: F401
+
+    top = parse_overrides(overrides or [])
+    given = apply_overrides({}, top)
+    import_modules(given.get("modules", []))
+    if given.get("resume"):
+        base = load_saved_config(Path(str(given["resume"])))
+        base["run_dir"] = str(given["resume"])  # a resumed run goes on writing where it was
+    else:
+        base = _experiment_values(experiment)
+    base = drop_stale_settings(base, top)
+    config = build_config(apply_overrides(base, top))
+    if config.run_dir is None:
+        name = _run_name(str(base.get("experiment", experiment)), base, config.env)
+        stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        n = 1  # runs launched in the same second each get their own directory (srl.launch.rundir)
+        while Path(f"{stem}-{n}" if n > 1 else stem).exists():
+            n += 1
+        config.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
+    return config
+
+
+def _experiment_values(experiment: str) -> dict[str, Any]:
+    """The config values of a registered experiment, or of an experiment file (srl.experiment_file)."""
+    if is_experiment_file(experiment):
+        return load_experiment_file(Path(experiment))
+    try:
+        base = registry.experiments.get(experiment)()
+    except registry.UnknownNameError as e:
+        raise ConfigError(str(e)) from None
+    base["experiment"] = experiment
+    return base
+
+
+def _run_name(experiment: str, base: dict[str, Any], env: str) -> str:
+    """The experiment's name, and the env's where an override changed it (cartpole-ppo-Acrobot-v1)."""
+    if env == base.get("env", ExperimentConfig.model_fields["env"].default):
+        return experiment
+    return f"{experiment}-{re.sub(r'[^A-Za-z0-9._-]+', '-', env).strip('-.')}"  # ALE/Pong-v5 -> ALE-Pong-v5

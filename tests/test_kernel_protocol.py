@@ -1,0 +1,112 @@
+"""Every kernel the builder returns is a `Kernel` (srl.workers.kernel): the launchers call its
+methods plainly, so a kernel missing one, or taking other arguments, would fail only at run time,
+in a worker process, at the end of a run (`finish`)."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import pytest
+
+from srl.graph import build_graph
+from srl.load import load_config
+from srl.monitor.timing import TimeBreakdown
+from srl.streams.control import Role
+from srl.streams.inline import InlineTransport
+from srl.workers.build import make_kernel
+from srl.workers.kernel import Kernel
+from srl.workers.member import make_member
+
+SMALL = ["num_actor_workers=1", "envs_per_actor=2", "ring_splits=1", "display=off"]
+# together these place a worker of every role: the test checks that they do
+EXPERIMENTS = {
+    "cartpole-ppo": [*SMALL, "inference=policy_worker", "num_policy_workers=1", "eval_episodes=1"],
+    "cartpole-dqn": SMALL,  # replay: a buffer worker and the replay trainer
+    "cartpole-pod": ["envs_per_actor=8", "display=off"],
+}
+METHODS = [name for name, value in vars(Kernel).items() if inspect.isfunction(value) and not name.startswith("_")]
+
+
+def built_kernels(tmp_path):
+    """(role, kernel) for every worker of EXPERIMENTS, each built as the inline launcher builds it."""
+    for experiment, overrides in EXPERIMENTS.items():
+        graph = build_graph(load_config(experiment, [*overrides, f"run_dir={tmp_path / experiment}"]))
+        transport = InlineTransport()
+        kernels = []
+        try:
+            for spec in graph.workers:
+                kernels.append(make_kernel(graph, spec, transport))
+                yield spec.role, kernels[-1]
+        finally:
+            for kernel in kernels:
+                kernel.close()
+
+
+def check_conforms(kernel: object) -> None:
+    assert isinstance(kernel, Kernel), f"{type(kernel).__name__} lacks a Kernel member"
+    assert isinstance(kernel.clock, TimeBreakdown) and isinstance(kernel.receivers, list)
+    for name in METHODS:
+        want, got = inspect.signature(getattr(Kernel, name)), inspect.signature(getattr(type(kernel), name))
+        assert [(p.name, p.kind) for p in got.parameters.values()][: len(want.parameters)] == [
+            (p.name, p.kind) for p in want.parameters.values()
+        ], f"{type(kernel).__name__}.{name}{got}: the contract is {name}{want}"
+        extra = list(got.parameters.values())[len(want.parameters):]
+        assert all(p.default is not p.empty for p in extra), f"{type(kernel).__name__}.{name}{got}: required extras"
+        want_return = typing.get_type_hints(getattr(Kernel, name))["return"]
+        got_return = typing.get_type_hints(getattr(type(kernel), name))["return"]
+        assert _bare(got_return) is _bare(want_return), f"{type(kernel).__name__}.{name} returns {got_return}"
+
+
+def _bare(annotation: object) -> object:
+    """dict[str, Any] -> dict; NoneType and bool as they are."""
+    return typing.get_origin(annotation) or annotation
+
+
+def test_every_kernel_the_builder_returns_is_a_kernel(tmp_path):
+    assert {"start", "poll", "report", "finish", "close"} <= set(METHODS)  # the check reads the protocol
+    classes: dict[Role, set[str]] = {}
+    for role, kernel in built_kernels(tmp_path):
+        check_conforms(kernel)
+        classes.setdefault(role, set()).add(type(kernel).__name__)
+    assert set(classes) == set(Role), f"no experiment above places {set(Role) - set(classes)}"
+    assert classes[Role.TRAINER] == {"TrainerKernel", "ReplayTrainerKernel"}
+
+
+def test_an_ensemble_member_is_a_kernel(tmp_path):
+    config = load_config("cartpole-pod-ensemble", [f"run_dir={tmp_path}", "display=off", "envs_per_actor=8",
+                                                    "ensemble.population=2", "ensemble.eval_episodes=2"])
+    member = make_member(config, 0)
+    try:
+        check_conforms(member)
+    finally:
+        member.close()
+
+
+class _NoFinish:
+    clock = TimeBreakdown()
+    receivers: list = []
+
+    def start(self) -> None: ...
+
+    def poll(self) -> bool:
+        return False
+
+    def report(self) -> dict:
+        return {}
+
+    def close(self) -> None: ...
+
+
+class _PollTakesAnArgument(_NoFinish):
+    def finish(self) -> dict:
+        return {}
+
+    def poll(self, budget) -> bool:  # type: ignore[override]  # the mismatch this test wants found
+        return False
+
+
+@pytest.mark.parametrize("kernel", [_NoFinish(), _PollTakesAnArgument()], ids=["no finish", "poll(budget)"])
+def test_the_check_finds_a_kernel_that_does_not_conform(kernel):
+    with pytest.raises(AssertionError):
+        check_conforms(kernel)
