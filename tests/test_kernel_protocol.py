@@ -9,6 +9,7 @@ import typing
 
 import pytest
 
+from srl.api import Worker, register_worker
 from srl.graph import build_graph
 from srl.load import load_config
 from srl.monitor.timing import TimeBreakdown
@@ -18,10 +19,23 @@ from srl.workers.build import make_kernel
 from srl.workers.kernel import Kernel
 from srl.workers.member import make_member
 
+
+@register_worker("kernel-test-sink", inputs=("samples",))
+class Sink(Worker):
+    """A worker of the user's own kind (srl.api.worker): a Kernel through its base class."""
+
+    def __init__(self, inputs, outputs, run_dir, index) -> None:  # no super().__init__: still a Kernel
+        self.inputs = inputs
+
+    def poll(self) -> bool:
+        return False
+
+
 SMALL = ["num_actor_workers=1", "envs_per_actor=2", "ring_splits=1", "display=off"]
 # together these place a worker of every role: the test checks that they do
 EXPERIMENTS = {
-    "cartpole-ppo": [*SMALL, "inference=policy_worker", "num_policy_workers=1", "eval_episodes=1"],
+    "cartpole-ppo": [*SMALL, "inference=policy_worker", "num_policy_workers=1", "eval_episodes=1",
+                     "extra_workers=[{kind: kernel-test-sink, count: 1}]"],
     "cartpole-dqn": SMALL,  # replay: a buffer worker and the replay trainer
     "cartpole-pod": ["envs_per_actor=8", "display=off"],
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from srl.monitor.timing import TimeBreakdown
 from srl.streams.transport import Receiver, Sender
 
 
@@ -34,6 +35,19 @@ class Worker:
 
     def report(self) -> dict[str, Any]:
         return {}
+
+    def finish(self) -> dict[str, Any]:
+        """The last report, after the last poll (srl.workers.kernel.Kernel)."""
+        return self.report()
+
+    @property
+    def clock(self) -> TimeBreakdown:
+        """Where its time goes (srl.monitor.timing): the loop labels waiting and other; label your
+        own work with `clock.switch`. Made on first use: a subclass need not call this __init__."""
+        clock = self.__dict__.get("_clock")
+        if clock is None:
+            clock = self.__dict__["_clock"] = TimeBreakdown()
+        return clock
 
     def close(self) -> None:
         pass
