@@ -188,10 +188,12 @@ class ExperimentConfig(BaseModel):
                                    "envs (and at most 32 worker processes per CPU in all: srl.machine).")
     envs_per_actor: int = Field(16, ge=1, le=65536, description="Environments in each actor's ring.")
     ring_splits: int = Field(
-        2, ge=1, le=256, description="Groups the ring is split into: while one group waits for actions, the others step."
+        1, ge=1, le=256, description="Groups the ring is split into: while one group waits for actions, the others "
+        "step. Default: 1 with inference=inline (nothing to wait for), 2 with inference=policy_worker."
     )
     inference: Literal["policy_worker", "inline"] = Field(
-        "policy_worker", description="policy_worker: batched in policy workers; inline: in each actor, no round trip."
+        "inline", description="inline: in each actor, no round trip (a small network on a CPU); policy_worker: "
+        "batched across actors in policy workers (a GPU, a large network)."
     )
     num_policy_workers: int = Field(
         1, ge=1, le=1024, description="Policy worker processes (inference='policy_worker')."
@@ -458,6 +460,15 @@ class ExperimentConfig(BaseModel):
                 "tournament follows the members' timing; use ensemble.population=1 or deterministic=false"
             )
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ring_splits_for_inference(cls, data: Any) -> Any:
+        """ring_splits unset: 2 groups where actions come from a policy worker (one steps while the
+        other waits), 1 inline."""
+        if isinstance(data, dict) and data.get("ring_splits") is None:
+            data = {**data, "ring_splits": 2 if data.get("inference") == "policy_worker" else 1}
+        return data
 
     @model_validator(mode="after")
     def _check_counts(self) -> ExperimentConfig:

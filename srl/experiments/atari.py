@@ -30,8 +30,6 @@ def pong_ppo() -> dict[str, Any]:
         "launcher": "local",
         "num_actor_workers": 1,
         "envs_per_actor": 8,
-        "ring_splits": 1,
-        "inference": "inline",
         "sample_length": 128,
         "segment_slots": 1,
         "batch_segments": 1,

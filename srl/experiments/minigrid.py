@@ -24,8 +24,6 @@ def _doorkey(env: str, total_env_steps: int) -> dict[str, Any]:
         "launcher": "local",
         "num_actor_workers": 1,
         "envs_per_actor": 8,
-        "ring_splits": 1,
-        "inference": "inline",
         "sample_length": 128,
         "segment_slots": 1,
         "batch_segments": 1,
