@@ -33,7 +33,8 @@ import torch
 
 from srl.envs.batched import BatchedCartPole
 
-POOL = 256  # pre-drawn action batches
+POOL = 256  # pre-drawn action batches, at most
+POOL_BYTES = 2**31  # and at most this much of them
 
 
 def log(msg: str) -> None:
@@ -48,18 +49,21 @@ def _sync(device: torch.device) -> None:
 def batched_steps_per_s(num_envs: int, seconds: float, device: torch.device, seed: int) -> float:
     env = BatchedCartPole(num_envs, device=device, seed=seed)
     g = torch.Generator(device=device).manual_seed(seed)
-    pool = torch.randint(0, 2, (POOL, num_envs), generator=g, device=device)
+    # int64 actions, as the env takes them; fewer pre-drawn batches where N is large (256 x 2^25
+    # int64 would be 64 GiB)
+    pool_size = max(8, min(POOL, POOL_BYTES // (8 * num_envs)))
+    pool = torch.randint(0, 2, (pool_size, num_envs), generator=g, device=device)
     env.reset(seed)
     with torch.inference_mode():
         for i in range(50):  # warm-up: allocator, kernels, caches
-            env.step(pool[i % POOL])
+            env.step(pool[i % pool_size])
         _sync(device)
         steps, started = 0, time.perf_counter()
         deadline = started + seconds
         while True:
-            for i in range(POOL):  # check the clock once per POOL steps
+            for i in range(pool_size):  # check the clock once per pass over the pool
                 env.step(pool[i])
-            steps += POOL
+            steps += pool_size
             _sync(device)
             now = time.perf_counter()
             if now >= deadline:

@@ -269,19 +269,40 @@ def test_seeded_reset_is_reproducible():
             assert torch.equal(x, y)
 
 
+def _same_dynamics(cpu: BatchedCartPole, other: BatchedCartPole, to_other) -> None:
+    """`other` (another device, or the dense reset path) steps as `cpu` does while no episode
+    ends; an env that ended draws its next start from each side's own random stream, so it is
+    compared no more (the sparse path draws for the ended envs only, the dense one for all)."""
+    cpu.reset(0)
+    other.reset(0)
+    other.state.copy_(to_other(cpu.state))
+    g = torch.Generator().manual_seed(0)
+    fresh = torch.ones(cpu.num_envs, dtype=torch.bool)  # no episode ended yet
+    compared = 0
+    for _ in range(40):
+        a = torch.randint(0, 2, (cpu.num_envs,), generator=g)
+        c, d = cpu.step(a), other.step(to_other(a))
+        d = [x.cpu() for x in d]
+        assert torch.equal(c[2][fresh], d[2][fresh]) and torch.equal(c[3][fresh], d[3][fresh])
+        live = fresh & ~(c[2] | c[3])
+        assert torch.allclose(c[0][live], d[0][live], atol=1e-5)
+        compared += int(live.sum())
+        fresh = live
+    assert 0 < fresh.sum() < cpu.num_envs and compared > 10 * cpu.num_envs  # both cases were met
+
+
+def test_dense_auto_reset_keeps_the_dynamics():
+    """The sync-free (dense) auto-reset that CUDA uses, exercised on the CPU."""
+    dense = BatchedCartPole(256, dtype="float64")
+    dense.sync_free_reset = True
+    _same_dynamics(BatchedCartPole(256, dtype="float64"), dense, lambda t: t.clone())
+
+
 @pytest.mark.gpu
 def test_cartpole_on_cuda_matches_cpu_dynamics():
-    cpu, gpu = BatchedCartPole(256, dtype="float64"), BatchedCartPole(256, device="cuda", dtype="float64")
-    cpu.reset(0)
-    gpu.reset(0)
-    gpu.state.copy_(cpu.state)
-    g = torch.Generator().manual_seed(0)
-    for _ in range(20):
-        a = torch.randint(0, 2, (256,), generator=g)
-        c, d = cpu.step(a), gpu.step(a.cuda())
-        live = ~(c[2] | c[3])
-        assert torch.allclose(c[0][live], d[0].cpu()[live], atol=1e-5)
-        assert torch.equal(c[2], d[2].cpu())
+    cuda = BatchedCartPole(256, device="cuda", dtype="float64")
+    assert cuda.device == torch.device("cuda", torch.cuda.current_device())  # "cuda" names one device
+    _same_dynamics(BatchedCartPole(256, dtype="float64"), cuda, lambda t: t.cuda())
 
 
 # ------------------------------------------------------------------------------ the numpy adapter

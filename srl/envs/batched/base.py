@@ -89,6 +89,9 @@ class BatchedTorchEnv(ABC):
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            # "cuda" is the current device: named by its index, as the policy's parameters are
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.dtype = as_dtype(dtype)
         limit = self.default_max_episode_steps if max_episode_steps is None else int(max_episode_steps)
         if limit < 1:
