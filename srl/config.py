@@ -134,6 +134,20 @@ class ExtraWorker(BaseModel):
     count: int = Field(1, ge=1, le=64, description="How many workers of this kind.")
 
 
+class DeviceConfig(BaseModel):
+    """Torch device of each role's networks (srl.devices): auto | cpu | cuda | cuda:N."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trainer: str = Field("auto", description="Trainers (and their optimizers): auto = CUDA where torch sees a "
+                         "device, else the CPU. Trainers of a group take one GPU each (trainer i: GPU i mod count).")
+    policy: str = Field("auto", description="Policy workers (inference=policy_worker): one batch per request wave "
+                        "goes to the device and back.")
+    actor: str = Field("cpu", description="Inline inference in each actor (inference=inline): cpu, since every "
+                       "actor process would hold a CUDA context of its own; a GPU suits policy workers instead.")
+    eval: str = Field("cpu", description="The evaluator's policy (eval_episodes > 0).")
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
 
@@ -179,7 +193,11 @@ class ExperimentConfig(BaseModel):
         description="One pod process steps a batched env (envs_per_actor of them) and trains on `device`; "
         "no actors, policy workers or streams. Needs a batched env (batched-cartpole, ...).",
     )
-    device: str = Field("cpu", description="Torch device of a pod (cpu, cuda, cuda:1, ...).")
+    device: str = Field("cpu", description="Torch device of a pod (cpu, cuda, cuda:1, auto).")
+    devices: DeviceConfig = Field(
+        default_factory=DeviceConfig, description="Torch device of trainers, policy workers, inline inference and "
+        "the evaluator (srl.devices); what each resolved to is in summary.json."
+    )
     ensemble: EnsembleConfig = Field(
         default_factory=EnsembleConfig,
         description="Tournament-based ensemble of pods (pod=true): ensemble.population=K trains K at once.",
@@ -703,6 +721,7 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
         from srl.envs import wrappers_need_gymnasium
 
         raise ConfigError(f"field 'env_wrappers': {wrappers_need_gymnasium(config.env)}")
+    _check_devices(config)
     for i, extra in enumerate(config.extra_workers):
         if extra.kind not in registry.workers:
             raise ConfigError(f"field 'extra_workers[{i}].kind': {_unknown(registry.workers, extra.kind)}")
@@ -710,6 +729,31 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
         if table is not None and getattr(config, field) not in table:
             raise ConfigError(f"field {field!r}: {_unknown(table, getattr(config, field))}")
     return config
+
+
+def _check_devices(config: ExperimentConfig) -> None:
+    """Device names, and CUDA asked for where there is none. Under Ray the workers' nodes may have
+    GPUs that the driver's lacks: only the names are checked there (ray_resources asks for GPUs)."""
+    from srl import devices
+
+    named = {"device": config.device, **{f"devices.{role}": name for role, name in config.devices}}
+    for field, name in named.items():
+        why = devices.problem(name) if config.launcher != "ray" else (
+            None if devices.NAME.fullmatch(name) else f"{name!r} is not a device name; allowed: {devices.ALLOWED}")
+        if why is not None:
+            raise ConfigError(f"field {field!r}: {why}")
+    used = devices.used(config)
+    if config.launcher == "local" and torch_cuda_initialized() and any(d.startswith("cuda") for d in used.values()):
+        raise ConfigError(
+            f"field 'launcher': local forks its workers, and CUDA is already initialised in this process, so a "
+            f"forked worker could not use it ({used}); start the run from a new process, or use launcher=inline"
+        )
+
+
+def torch_cuda_initialized() -> bool:
+    import torch
+
+    return torch.cuda.is_initialized()
 
 
 def _unknown(table: registry.Registry[Any], name: str) -> str:

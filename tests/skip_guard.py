@@ -15,9 +15,11 @@ NO_CUDA = "hardware: no CUDA device"
 
 
 def _cuda_available() -> bool:
-    import torch
+    from srl import devices
 
-    return torch.cuda.is_available()
+    # counted through NVML: torch.cuda.is_available() would initialise CUDA in this process, and
+    # the workers that the local launcher forks from it could then not use CUDA at all
+    return devices.cuda_count() > 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

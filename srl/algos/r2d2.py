@@ -62,11 +62,13 @@ class R2D2(QLearning):
         cfg = self.config
         obs, first = batch[C.OBS].transpose(0, 1), batch[C.FIRST].transpose(0, 1)  # [T + 1, B, ...]
         steps = obs.shape[0] - 1
-        ret, discount, next_t = (torch.from_numpy(x) for x in nstep_returns(
-            batch[C.REWARD].T.numpy(), batch[C.TERMINATED].T.numpy(), batch[C.TRUNCATED].T.numpy(), cfg.gamma, cfg.n_step
-        ))  # fmt: skip
+        device = obs.device  # n-step returns are summed on the host (numpy), then sent where the batch is
+        reward, terminated, truncated = (batch[k].T.cpu().numpy() for k in (C.REWARD, C.TERMINATED, C.TRUNCATED))
+        ret, discount, next_t = (
+            torch.from_numpy(x).to(device) for x in nstep_returns(reward, terminated, truncated, cfg.gamma, cfg.n_step)
+        )
         q_all = self.policy.q_sequence(obs, batch[C.HIDDEN], first)  # [T + 1, B, A]
-        rows = torch.arange(obs.shape[1])
+        rows = torch.arange(obs.shape[1], device=device)
         action = batch[C.ACTION].transpose(0, 1)[:steps].long() - self.action_start
         q = q_all[:steps].gather(-1, action.unsqueeze(-1)).squeeze(-1)  # [T, B]
         with torch.no_grad():

@@ -69,9 +69,10 @@ class SAC(Algorithm):
         super().__init__(policy, config, total_env_steps)
         obs_dim = gym.spaces.flatdim(policy.observation_space)  # Box spaces: the product of the shape
         act_dim = gym.spaces.flatdim(policy.action_space)
-        self.critic = TwinQ(obs_dim + act_dim, config.critic_hidden_sizes)
+        device = next(policy.parameters()).device  # the critics and alpha live beside the actor
+        self.critic = TwinQ(obs_dim + act_dim, config.critic_hidden_sizes).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)
+        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=device, requires_grad=True)
         self.target_entropy = -float(act_dim) if config.target_entropy is None else config.target_entropy
         self.actor_opt = Adam(list(policy.parameters()), lr=config.actor_lr)
         self.critic_opt = Adam(list(self.critic.parameters()), lr=config.critic_lr)

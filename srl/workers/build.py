@@ -12,6 +12,7 @@ import torch
 from srl.api import registry
 from srl.api.policy import Policy
 from srl.config import ExperimentConfig
+from srl.devices import resolve
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
@@ -47,9 +48,11 @@ def _slots(arrays: dict[str, Any], split: int) -> int:
     return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
 
 
-def _policy(graph: Graph) -> Policy:
-    torch.manual_seed(graph.config.seed)  # same initial weights in every launcher
-    return make_policy(graph.config, graph.observation_space, graph.action_space)
+def _policy(graph: Graph, device: torch.device | None = None) -> Policy:
+    """The policy with the run's initial weights (made on the CPU, the same in every launcher), on `device`."""
+    torch.manual_seed(graph.config.seed)
+    policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    return policy if device is None else policy.to(device)
 
 
 def incarnations(graph: Graph, transport: Transport) -> Incarnations:
@@ -71,7 +74,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
     if c.inference == "inline":
-        port: Any = LocalInferenceClient(_acting(graph, transport, clock), infer, actor)
+        port: Any = LocalInferenceClient(_acting(graph, transport, resolve(c.devices.actor), clock), infer, actor)
     else:
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
@@ -82,12 +85,12 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
                        guards=guards)
 
 
-def _acting(graph: Graph, transport: Transport, clock: TimeBreakdown | None = None) -> Acting:
+def _acting(graph: Graph, transport: Transport, device: torch.device, clock: TimeBreakdown | None = None) -> Acting:
     c = graph.config
     from srl.workers.build_replay import make_exploration
 
     seed = c.seed if c.deterministic else None
-    policy = _policy(graph)
+    policy = _policy(graph, device)
     return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
                   exploration=make_exploration(graph))
 
@@ -101,7 +104,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     for a in mine:
         _, actor_segments = _actor_arrays(graph, transport, a)
         segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
-    policy = _policy(graph)
+    policy = _policy(graph, resolve(c.devices.trainer, spec.index))  # before the algorithm: its optimizer's
     lives = incarnations(graph, transport)
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
     group = None
@@ -155,7 +158,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
             infer, _ = _actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
         server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
-        return PolicyWorkerKernel(_acting(graph, transport), server, slots)
+        return PolicyWorkerKernel(_acting(graph, transport, resolve(c.devices.policy, spec.index)), server, slots)
     if spec.role == Role.BUFFER:
         from srl.workers.build_replay import make_buffer
 
@@ -174,7 +177,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         # env ids past every training env's, so its episodes are not theirs
         env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
                               c.num_actor_workers * c.envs_per_actor, wrappers=c.env_wrappers)
-        policy = _policy(graph)
+        policy = _policy(graph, resolve(c.devices.eval))
         return EvaluatorKernel(
             policy, ParamSubscriber(transport, policy), env, seed=c.seed * 1_000_003 + 999_983,
             episodes=c.eval_episodes, interval_s=c.eval_interval_s,
@@ -189,7 +192,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return make_pod(
             env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
             algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
-            total_env_steps=c.total_env_steps, seed=c.seed, device=c.device, run_dir=Path(str(c.run_dir)),
+            total_env_steps=c.total_env_steps, seed=c.seed, device=resolve(c.device), run_dir=Path(str(c.run_dir)),
             checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None, stop=lock_step_stop(c),
             run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
         )

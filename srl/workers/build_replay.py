@@ -12,6 +12,7 @@ from srl.api import registry
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, transition_fields
 from srl.data.sequences import segment_sequences, sequence_fields
+from srl.devices import resolve
 from srl.graph import Graph, actor_block, make_policy, space_spec, sub_arrays
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
@@ -58,7 +59,7 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
 def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKernel:
     c = graph.config
     torch.manual_seed(c.seed)  # the same initial weights as the actors' copies
-    policy = make_policy(c, graph.observation_space, graph.action_space)
+    policy = make_policy(c, graph.observation_space, graph.action_space).to(resolve(c.devices.trainer))
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
     return ReplayTrainerKernel(
         policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),

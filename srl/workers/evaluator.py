@@ -74,8 +74,9 @@ class EvaluatorKernel:
         """One env step; True when the round is complete."""
         assert self.round_returns is not None and self.obs is not None
         with torch.inference_mode():
-            obs = map_obs(torch.from_numpy, self.obs)  # one tensor, or one per leaf (srl.spaces)
-            action = self.policy.rollout(obs, deterministic=True)["action"].numpy()
+            device = next(self.policy.parameters()).device
+            obs = map_obs(lambda a: torch.from_numpy(a).to(device), self.obs)  # one tensor, or one per leaf
+            action = self.policy.rollout(obs, deterministic=True)["action"].cpu().numpy()
         step = self.env.step(action)
         self.obs = step.obs
         self.policy.episodes_ended(step.terminated | step.truncated)  # a recurrent policy starts those rows over

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
+from srl.devices import resolve
 from srl.envs.batched import BatchedTorchEnv
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import atomic_file
@@ -173,10 +174,10 @@ def make_member(config: Any, index: int) -> PodMember:
         env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
         total_env_steps=max(1, c.total_env_steps // e.population), seed=seed,  # each member's schedule
-        device=c.device, run_dir=folder,
+        device=resolve(c.device), run_dir=folder,
         checkpoint_interval_s=c.checkpoint_interval_s,
     )
-    eval_env = make_batched_env(c.env, e.eval_episodes, device=c.device, **c.env_kwargs) if e.eval_episodes else None
+    eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.device), **c.env_kwargs) if e.eval_episodes else None
     return PodMember(
         index, pod, eval_env, folder, eval_interval_updates=e.eval_interval_updates,
         eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb),

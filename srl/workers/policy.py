@@ -64,6 +64,9 @@ class Acting:
         # trace for each (milliseconds per call); a CPU policy samples from the CPU generator only
         on_cpu = all(t.device.type == "cpu" for t in [*policy.parameters(), *policy.buffers()])
         self._seed = torch.default_generator.manual_seed if on_cpu else torch.manual_seed
+        self.device = next(iter([*policy.parameters(), *policy.buffers()]), torch.empty(0)).device
+        if not on_cpu:
+            self._rollout_numpy = None  # it reads the weights as numpy arrays: host memory only
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
@@ -107,8 +110,8 @@ class Acting:
             out = self._act_recurrent(obs, slots, requests)
         else:
             with torch.inference_mode():
-                tensors = self.policy.rollout(map_obs(torch.from_numpy, obs))
-                out = {name: tensors[name].numpy() for name in self.outputs}
+                tensors = self.policy.rollout(map_obs(self._tensor, obs))
+                out = {name: tensors[name].cpu().numpy() for name in self.outputs}  # no copy on the CPU
         start = 0
         for slot in slots:
             stop = start + len(slot[C.ACTION])
@@ -125,10 +128,14 @@ class Acting:
         state = self.hidden.gather(keys, rows)
         with torch.inference_mode():
             out, next_state = self.policy.rollout_recurrent(
-                map_obs(torch.from_numpy, obs), torch.from_numpy(state), torch.from_numpy(first)
+                map_obs(self._tensor, obs), self._tensor(state), self._tensor(first)
             )
-            self.hidden.scatter(keys, rows, next_state.numpy())
-            return {name: out[name].numpy() for name in self.outputs}
+            self.hidden.scatter(keys, rows, next_state.cpu().numpy())
+            return {name: out[name].cpu().numpy() for name in self.outputs}
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        """A batch's array as a tensor on the policy's device: a view on the CPU, one copy to a GPU."""
+        return torch.from_numpy(array).to(self.device)
 
     def report(self) -> dict:
         out = {

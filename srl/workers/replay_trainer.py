@@ -17,6 +17,7 @@ import torch
 from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
+from srl.data import columns as C
 from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.batches import BatchClient
 from srl.streams.params import ParamPublisher
@@ -46,6 +47,13 @@ class ReplayTrainerKernel(Learner):
         # for a batch (without it every update showed as "other")
         self.clock = TimeBreakdown()
 
+    def _on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The slot's batch where the policy is (the slot's own tensors on the CPU)."""
+        device = next(self.policy.parameters()).device
+        if device.type == "cpu":
+            return batch
+        return {name: t.to(device, non_blocking=True) for name, t in batch.items()}
+
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
         self.stats: dict[str, float] = {}
@@ -72,7 +80,11 @@ class ReplayTrainerKernel(Learner):
         started = time.perf_counter()
         self.env_steps = max(self.env_steps, env_steps)
         previous = self.clock.switch(TRAINING)
-        stats = self.guard.step(self.tensors[slot], self.env_steps)
+        batch = self.tensors[slot]
+        moved = self._on_device(batch)
+        stats = self.guard.step(moved, self.env_steps)
+        if moved is not batch and C.PRIORITY in batch:  # the algorithm wrote them into the copy
+            batch[C.PRIORITY].copy_(moved[C.PRIORITY])  # the buffer reads them from the slot
         self.clock.switch(SEND_RECV)
         if stats is not None:  # else undone (non-finite): no new version; the buffer keeps its
             self.stats = stats  # priorities where the batch's are not finite (srl.data.replay)

@@ -1,0 +1,60 @@
+"""Where each role's networks run: the one place that turns the config's device names into torch devices.
+
+`devices.<role>` in the config is `auto`, `cpu`, `cuda` or `cuda:N`. `auto` is the first CUDA device
+where torch sees one, else the CPU. Under Ray a worker sees only the GPUs Ray assigned it
+(CUDA_VISIBLE_DEVICES), so `cuda` there is its own GPU. The trainers of a group (num_trainers > 1)
+take one GPU each, trainer i the i-th modulo the count, as NCCL needs one device per rank.
+
+Counting devices goes through NVML (`torch.cuda.device_count`), not the CUDA runtime, so the
+controller can check a config without initialising CUDA in the process that forks the workers
+(a forked child cannot use CUDA that its parent initialised).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from srl.config import ExperimentConfig
+
+NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
+ALLOWED = "auto, cpu, cuda, cuda:N"
+
+
+def cuda_count() -> int:
+    return torch.cuda.device_count()
+
+
+def resolve(name: str, index: int = 0) -> torch.device:
+    """The torch device for a config's device name; `index` spreads a group's members over GPUs."""
+    if name == "auto":
+        name = "cuda" if cuda_count() > 0 else "cpu"
+    if name == "cuda":
+        return torch.device("cuda", index % max(1, cuda_count()))
+    return torch.device(name)
+
+
+def problem(name: str) -> str | None:
+    """Why `name` cannot be used on this machine, or None."""
+    if not NAME.fullmatch(name):
+        return f"{name!r} is not a device name; allowed: {ALLOWED}"
+    count = cuda_count()
+    if name.startswith("cuda") and count == 0:
+        return f"{name!r} asks for CUDA, but torch {torch.__version__} sees no CUDA device here; use auto or cpu"
+    if name.startswith("cuda:") and int(name.split(":")[1]) >= count:
+        return f"{name!r}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+    return None
+
+
+def used(config: ExperimentConfig) -> dict[str, str]:
+    """What each role of `config` runs on, as resolved here (summary.json). Under Ray with
+    `ray_address`, workers on other nodes resolve `auto` against their own GPUs."""
+    if config.pod:
+        return {"pod": str(resolve(config.device))}
+    roles = {"trainer": config.devices.trainer}
+    roles.update({"policy": config.devices.policy} if config.inference == "policy_worker" else {"actor": config.devices.actor})
+    roles.update({"eval": config.devices.eval} if config.eval_episodes > 0 else {})
+    return {role: str(resolve(name)) for role, name in roles.items()}
