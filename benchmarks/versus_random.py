@@ -4,7 +4,7 @@
     python benchmarks/versus_random.py runs/ttt --games 400 --seed 7
 
 Prints ONE JSON line: the untrained policy's score (same seed, fresh weights) and the trained
-one's. The policy plays each seat in turn (srl.versus.score_vs_random).
+one's. The policy plays each seat in turn (srl.versus.score_against).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from srl import checkpoint
 from srl.config import build_config, load_saved_config
 from srl.graph import build_graph, make_policy
-from srl.versus import score_vs_random
+from srl.versus import score_against
 
 
 def main() -> None:
@@ -31,10 +31,10 @@ def main() -> None:
     graph = build_graph(config)
     torch.manual_seed(config.seed)
     policy = make_policy(config, graph.observation_space, graph.action_space)
-    untrained = score_vs_random(policy, config.env, config.env_kwargs, args.games, args.seed)
+    untrained = score_against(policy, config.env, config.env_kwargs, args.games, args.seed)
     state = checkpoint.load_latest(args.run_dir)
     policy.load_state_dict(state["policy"])
-    trained = score_vs_random(policy, config.env, config.env_kwargs, args.games, args.seed)
+    trained = score_against(policy, config.env, config.env_kwargs, args.games, args.seed)
     print(
         json.dumps(
             {

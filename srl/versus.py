@@ -1,4 +1,4 @@
-"""Win / draw / loss of a policy against uniformly random legal moves in a turn-based game.
+"""Win / draw / loss of a policy against random legal moves (or a given opponent) in a turn-based game.
 
 For games built by the "pettingzoo-aec" env (srl.envs.pettingzoo_aec): the policy plays one
 seat, a random player the others; the seat rotates over the games (game g: seat g % agents), so
@@ -16,24 +16,22 @@ import torch
 from srl.api.policy import Policy
 from srl.envs import make_vector_env
 from srl.envs.central_state import AgentStateBox
+from srl.models.scripted import random_legal
 
 
-def random_legal(own_masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One uniformly random allowed action per row of masks [rows, actions] (0 where none)."""
-    noise = rng.random(own_masks.shape) * (own_masks > 0.5)
-    return noise.argmax(axis=1)
-
-
-def score_vs_random(
-    policy: Policy | None, env: str, env_kwargs: Mapping[str, Any], games: int, seed: int
+def score_against(
+    policy: Policy | None, env: str, env_kwargs: Mapping[str, Any], games: int, seed: int,
+    opponent: Policy | None = None,
 ) -> dict[str, float]:
     """{"win", "draw", "loss"} fractions over `games` games, one per env, all played at once.
-    `policy=None` measures a random player against random players (the baseline)."""
+    `policy=None` measures a random player in its place (the baseline). The other seats play
+    uniformly random legal moves, or `opponent` (a scripted player of srl.models.scripted, a
+    frozen snapshot) where given."""
     venv = make_vector_env(env, env_kwargs, num_envs=games, env_index_offset=0)
     space = venv.observation_space
     if not isinstance(space, AgentStateBox) or not space.mask_dim:
         venv.close()
-        raise ValueError(f"score_vs_random needs a turn-based 'pettingzoo-aec' env, {env!r} has {space}")
+        raise ValueError(f"score_against needs a turn-based 'pettingzoo-aec' env, {env!r} has {space}")
     agents = len(venv.agents)
     rng = np.random.default_rng(seed)
     seat: np.ndarray = np.zeros((games, agents), bool)
@@ -45,11 +43,9 @@ def score_vs_random(
         obs = venv.reset(seed=seed)
         while not finished.all():
             assert isinstance(obs, np.ndarray)  # an AgentStateBox: one array
-            action = random_legal(obs[:, space.own_dim - space.mask_dim : space.own_dim], rng)
-            if policy is not None:
-                with torch.inference_mode():
-                    mine = policy.rollout(torch.from_numpy(obs), deterministic=True)["action"].numpy()
-                action = np.where(seat, mine, action)
+            random_moves = random_legal(obs[:, space.own_dim - space.mask_dim : space.own_dim], rng)
+            mine, theirs = (random_moves if p is None else _moves(p, obs) for p in (policy, opponent))
+            action = np.where(seat, mine, theirs)
             step = venv.step(action)
             returns += step.reward
             done = (step.terminated | step.truncated).reshape(games, agents).all(axis=1) & ~finished
@@ -63,3 +59,8 @@ def score_vs_random(
         "draw": float(np.mean(final == 0)),
         "loss": float(np.mean(final < 0)),
     }
+
+
+def _moves(policy: Policy, obs: np.ndarray) -> np.ndarray:
+    with torch.inference_mode():
+        return policy.rollout(torch.from_numpy(obs), deterministic=True)["action"].numpy()

@@ -121,7 +121,7 @@ def test_all_active_gae_equals_plain_gae():
 
 
 def test_tictactoe_adapter_plays_legal_zero_sum_games():
-    from srl.versus import random_legal
+    from srl.models.scripted import random_legal
 
     venv = make_vector_env("pettingzoo-aec", {"module": "pettingzoo.classic.tictactoe_v3"}, 4, 0)
     space, rng = venv.observation_space, np.random.default_rng(0)
@@ -142,7 +142,7 @@ def test_tictactoe_adapter_plays_legal_zero_sum_games():
 def test_tictactoe_self_play_beats_random_more_often(run_dir):
     from srl import checkpoint
     from srl.graph import build_graph, make_policy
-    from srl.versus import score_vs_random
+    from srl.versus import score_against
 
     config = load_config(
         "tictactoe-ppo",
@@ -152,10 +152,10 @@ def test_tictactoe_self_play_beats_random_more_often(run_dir):
     graph = build_graph(config)
     torch.manual_seed(config.seed)  # fresh weights of their own, not whatever the run left torch's RNG at
     policy = make_policy(config, graph.observation_space, graph.action_space)
-    untrained = score_vs_random(policy, config.env, config.env_kwargs, games=400, seed=7)
+    untrained = score_against(policy, config.env, config.env_kwargs, games=400, seed=7)
     policy.load_state_dict(checkpoint.load_latest(run_dir)["policy"])
-    trained = score_vs_random(policy, config.env, config.env_kwargs, games=400, seed=7)
-    at_random = score_vs_random(None, config.env, config.env_kwargs, games=400, seed=7)
+    trained = score_against(policy, config.env, config.env_kwargs, games=400, seed=7)
+    at_random = score_against(None, config.env, config.env_kwargs, games=400, seed=7)
 
     def margin(score: dict[str, float]) -> float:
         return score["win"] - score["loss"]

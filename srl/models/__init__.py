@@ -7,9 +7,10 @@ from srl.models.multi_input import MultiInputActorCritic
 from srl.models.qmlp import QMLP
 from srl.models.random_policy import RandomPolicy
 from srl.models.recurrent import RecurrentActorCritic
+from srl.models.scripted import Connect4Lookahead, RandomLegal
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
 __all__ = [
-    "ActorCriticCNN", "ActorCriticMLP", "MAPPOPolicy", "MultiInputActorCritic", "QMLP", "RandomPolicy",
-    "RecurrentActorCritic", "SquashedGaussianMLP",
+    "ActorCriticCNN", "ActorCriticMLP", "Connect4Lookahead", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
+    "RandomLegal", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP",
 ]

@@ -1,0 +1,138 @@
+"""A self-play league: snapshots of a trained policy, an opponent drawn per episode, and a table of
+results with an Elo rating per snapshot (league.json).
+
+A plain kernel with no I/O but `save`/`load`: the trainer's side adds a snapshot every
+`snapshot_interval_updates`; whoever plays draws an opponent per episode and reports each game's
+outcome for the learner (+1 win, 0 draw, -1 loss). Opponents are drawn by `choose`:
+
+* `uniform`: any snapshot in the pool alike;
+* `latest`: the newest snapshot (plain self-play against the last frozen copy);
+* `weighted`: toward the snapshots the learner loses to: weight (1 - score + 0.1)^2, where score
+  is the learner's mean points against it (win 1, draw 0.5) with a prior of one draw, so a
+  snapshot it always beats is still drawn now and then.
+
+The pool keeps the newest `pool_size` snapshots; the table keeps every snapshot ever made, with
+its record and rating. Elo: the learner and each snapshot hold a rating (1200 to start, a new
+snapshot starts at the learner's rating then); each game moves both by K * (result - expected).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+Choose = Literal["uniform", "latest", "weighted"]
+START_ELO = 1200.0
+LEARNER = "learner"
+
+
+@dataclass
+class Snapshot:
+    name: str
+    version: int  # the policy version frozen in it
+    env_steps: int
+    checkpoint: str  # where its weights are, relative to the run directory
+    elo: float = START_ELO
+    wins: int = 0  # the learner's results against it
+    draws: int = 0
+    losses: int = 0
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def learner_score(self) -> float:
+        """The learner's mean points against it (win 1, draw 0.5), one prior draw included."""
+        return (self.wins + 0.5 * self.draws + 0.5) / (self.games + 1)
+
+
+def expected(rating: float, other: float) -> float:
+    """Elo's expected score of `rating` against `other`."""
+    return 1.0 / (1.0 + 10.0 ** ((other - rating) / 400.0))
+
+
+class League:
+    def __init__(self, pool_size: int = 10, choose: Choose = "weighted", k_factor: float = 16.0, seed: int = 0) -> None:
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        if choose not in ("uniform", "latest", "weighted"):
+            raise ValueError(f"choose must be uniform, latest or weighted, got {choose!r}")
+        self.pool_size, self.choose, self.k_factor = pool_size, choose, k_factor
+        self.snapshots: dict[str, Snapshot] = {}
+        self.pool: list[str] = []  # names, oldest first
+        self.learner_elo = START_ELO
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, version: int, env_steps: int, checkpoint: str) -> Snapshot:
+        """Freeze the learner at `version` as a new opponent (the oldest leaves the pool when full)."""
+        name = f"v{version}"
+        if name in self.snapshots:
+            raise ValueError(f"snapshot {name} exists already")
+        snap = Snapshot(name, version, env_steps, checkpoint, elo=self.learner_elo)
+        self.snapshots[name] = snap
+        self.pool = [*self.pool, name][-self.pool_size :]
+        return snap
+
+    def draw(self) -> str | None:
+        """The opponent for the next episode (None while the pool is empty)."""
+        if not self.pool:
+            return None
+        if self.choose == "latest":
+            return self.pool[-1]
+        if self.choose == "uniform":
+            return self.pool[int(self.rng.integers(len(self.pool)))]
+        weights = np.array([(1.0 - self.snapshots[n].learner_score + 0.1) ** 2 for n in self.pool])
+        return self.pool[int(self.rng.choice(len(self.pool), p=weights / weights.sum()))]
+
+    def record(self, opponent: str, result: float) -> None:
+        """One game of the learner against `opponent`: result 1 (won), 0.5 or 0 (draw), -1 or 0 (lost).
+        Takes +1 / 0 / -1 (a game's return sign)."""
+        snap = self.snapshots[opponent]
+        if result > 0:
+            snap.wins, points = snap.wins + 1, 1.0
+        elif result < 0:
+            snap.losses, points = snap.losses + 1, 0.0
+        else:
+            snap.draws, points = snap.draws + 1, 0.5
+        change = self.k_factor * (points - expected(self.learner_elo, snap.elo))
+        self.learner_elo += change
+        snap.elo -= change
+
+    def table(self) -> list[dict]:
+        """Every snapshot, best rated first, with the learner's record against it."""
+        rows = [{**asdict(s), "games": s.games, "in_pool": s.name in self.pool} for s in self.snapshots.values()]
+        return sorted(rows, key=lambda r: -r["elo"])
+
+    def best(self) -> Snapshot | None:
+        """The highest-rated snapshot."""
+        return max(self.snapshots.values(), key=lambda s: s.elo, default=None)
+
+    def to_json(self) -> dict:
+        return {"learner_elo": self.learner_elo, "choose": self.choose, "pool_size": self.pool_size,
+                "k_factor": self.k_factor, "pool": self.pool, "snapshots": self.table()}
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
+        tmp.replace(path)  # a reader never sees half a table
+
+    @classmethod
+    def load(cls, path: Path, seed: int = 0) -> League:
+        """The league as saved (a resumed run goes on with its table and pool)."""
+        try:
+            data = json.loads(Path(path).read_text())
+            league = cls(data["pool_size"], data["choose"], data["k_factor"], seed)
+            league.learner_elo = float(data["learner_elo"])
+            fields = set(Snapshot.__dataclass_fields__)
+            for row in data["snapshots"]:
+                snap = Snapshot(**{k: v for k, v in row.items() if k in fields})
+                league.snapshots[snap.name] = snap
+            league.pool = [n for n in data["pool"] if n in league.snapshots]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a league table ({type(e).__name__}: {e})") from None
+        return league

@@ -1,0 +1,127 @@
+"""The self-play league's kernel (srl.league) and the scripted opponents (srl.models.scripted),
+by hand: snapshots and pool, the three ways to draw an opponent, Elo, the table's round trip;
+connect four's lookahead on real PettingZoo boards, and against random play."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from srl.league import START_ELO, League, expected
+from srl.models.scripted import Connect4Lookahead, lookahead_move
+from srl.versus import score_against
+
+CONNECT4 = {"module": "pettingzoo.classic.connect_four_v3"}
+
+
+def test_the_pool_keeps_the_newest_and_the_table_keeps_all():
+    league = League(pool_size=2, choose="latest")
+    assert league.draw() is None
+    for v in (10, 20, 30):
+        league.add(v, v * 100, f"checkpoints/league/v{v}.pt")
+    assert league.pool == ["v20", "v30"] and set(league.snapshots) == {"v10", "v20", "v30"}
+    assert {league.draw() for _ in range(5)} == {"v30"}
+    with pytest.raises(ValueError, match="exists"):
+        league.add(30, 0, "x")
+    with pytest.raises(ValueError, match="choose"):
+        League(choose="best")
+
+
+def test_uniform_draws_every_pooled_snapshot_and_weighted_favours_the_ones_it_loses_to():
+    uniform = League(pool_size=3, choose="uniform", seed=1)
+    weighted = League(pool_size=3, choose="weighted", seed=1)
+    for league in (uniform, weighted):
+        for v in (1, 2, 3):
+            league.add(v, 0, f"v{v}")
+        for _ in range(20):  # the learner always beats v1, always loses to v3
+            league.record("v1", 1)
+            league.record("v3", -1)
+    counts = {n: 0 for n in ("v1", "v2", "v3")}
+    for _ in range(3000):
+        counts[uniform.draw()] += 1
+    assert all(900 < c < 1100 for c in counts.values()), counts
+    counts = {n: 0 for n in ("v1", "v2", "v3")}
+    for _ in range(3000):
+        counts[weighted.draw()] += 1
+    assert counts["v3"] > counts["v2"] > counts["v1"] > 0, counts  # beaten ones still come up
+
+
+def test_elo_moves_both_sides_by_the_surprise():
+    league = League(k_factor=16)
+    league.add(1, 0, "v1")
+    assert expected(START_ELO, START_ELO) == 0.5
+    league.record("v1", 1)  # an even game won: +8 / -8
+    assert league.learner_elo == pytest.approx(START_ELO + 8) and league.snapshots["v1"].elo == pytest.approx(START_ELO - 8)
+    before = league.learner_elo
+    league.record("v1", 0)  # a draw against a weaker side costs the stronger one
+    assert league.learner_elo < before
+    snap = league.snapshots["v1"]
+    assert (snap.wins, snap.draws, snap.losses, snap.games) == (1, 1, 0, 2)
+    league.add(2, 0, "v2")  # a new snapshot starts at the learner's rating
+    assert league.snapshots["v2"].elo == pytest.approx(league.learner_elo)
+
+
+def test_the_table_saves_and_loads_whole(tmp_path):
+    league = League(pool_size=2, choose="weighted", seed=3)
+    for v in (5, 6, 7):
+        league.add(v, v, f"v{v}.pt")
+    league.record("v7", -1)
+    league.record("v6", 1)
+    path = tmp_path / "league.json"
+    league.save(path)
+    table = json.loads(path.read_text())
+    assert [r["name"] for r in table["snapshots"]][0] == league.best().name  # best rated first
+    again = League.load(path)
+    assert again.to_json() == league.to_json()
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="league.json: not a league table"):
+        League.load(path)
+
+
+def _board(moves: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The mover's observation and mask after `moves` (columns) from the start, via PettingZoo."""
+    from pettingzoo.classic import connect_four_v3
+
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    for col in moves:
+        env.step(col)
+    seen = env.observe(env.agent_selection)
+    return seen["observation"].astype(np.float32), seen["action_mask"].astype(np.float32)
+
+
+def test_lookahead_wins_when_it_can_and_blocks_when_it_must():
+    rng = np.random.default_rng(0)
+    # X (first player) holds columns 0-2 on the bottom row; O plays 6, 6, 5: X to move wins at 3
+    board, mask = _board([0, 6, 1, 6, 2, 5])
+    assert lookahead_move(board, mask, rng) == 3
+    # O to move must block X's fourth in column 3
+    board, mask = _board([0, 6, 1, 6, 2])
+    assert lookahead_move(board, mask, rng) == 3
+    # a vertical threat: X has three in column 4, O to move blocks on top
+    board, mask = _board([4, 0, 4, 1, 4])
+    assert lookahead_move(board, mask, rng) == 4
+    # a diagonal win for the mover (at column 3, row 2) comes before blocking column 6
+    board = np.zeros((6, 7, 2), np.float32)
+    for r, c in ((5, 0), (4, 1), (3, 2), (4, 2), (5, 3), (3, 3)):
+        board[r, c, 0] = 1
+    for r, c in ((5, 1), (5, 2), (4, 3), (5, 6), (4, 6), (3, 6)):
+        board[r, c, 1] = 1
+    assert lookahead_move(board, np.ones(7, np.float32), rng) == 3
+    board[3, 3, 0] = 0  # column 3 one lower: no diagonal, so block at 6
+    assert lookahead_move(board, np.ones(7, np.float32), rng) == 6
+
+
+def test_lookahead_beats_random_play_in_real_games():
+    from srl.envs import make_vector_env
+
+    space = make_vector_env("pettingzoo-aec", CONNECT4, 1, 0).observation_space
+    lookahead = Connect4Lookahead(space, gym.spaces.Discrete(7), seed=0)
+    score = score_against(lookahead, "pettingzoo-aec", CONNECT4, games=100, seed=3)
+    assert score["win"] >= 0.8, score  # random against random wins about half
+    with pytest.raises(TypeError, match="6x7x2"):
+        tictactoe = make_vector_env("pettingzoo-aec", {"module": "pettingzoo.classic.tictactoe_v3"}, 1, 0)
+        Connect4Lookahead(tictactoe.observation_space, gym.spaces.Discrete(9))
