@@ -125,6 +125,15 @@ def load_latest(
     return None
 
 
+def load_file(path: Path, apply: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """One named checkpoint (a league snapshot, `srl eval --against FILE`), of any run;
+    CheckpointError naming the file and why it cannot be used."""
+    state, why = _load(Path(path), None, apply)
+    if state is None:
+        raise CheckpointError(f"{path}: {why}")
+    return state
+
+
 def _load(
     path: Path, run_id: str | None, apply: Callable[[dict[str, Any]], None] | None
 ) -> tuple[dict[str, Any] | None, str | None]:

@@ -34,12 +34,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from srl.evaluate import evaluate_run
+    from srl.evaluate import evaluate_against, evaluate_run
     from srl.faults import json_safe
 
-    result = evaluate_run(
-        args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic, video=args.video
-    )
+    if args.against is not None:
+        result = evaluate_against(args.run_dir, args.against, games=args.games, seed=args.seed)
+    else:
+        result = evaluate_run(
+            args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic, video=args.video
+        )
     print(json.dumps(json_safe(result), allow_nan=False))  # strict JSON: a NaN return is null
     return 0
 
@@ -149,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the most likely")
     ev.add_argument("--video", metavar="FILE.mp4", help="also write the episodes as an MP4 (needs srl[video])")
+    ev.add_argument("--against", metavar="WHO", help="turn-based games: play matches and report win/draw/loss "
+                    "against random, heuristic (the game's scripted player), a scripted policy (connect4-lookahead), "
+                    "a snapshot of the run's league (v120) or a checkpoint file; seats alternate")
+    ev.add_argument("--games", type=int, default=200, help="with --against: games to play")
     ev.set_defaults(fn=_cmd_eval)
     graph = sub.add_parser("graph", help="print the workers and streams of an experiment")
     graph.add_argument("experiment", help=EXPERIMENT_HELP)

@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from srl import checkpoint
-from srl.config import ConfigError, EnvWrapper, build_config, load_saved_config
+from srl.api.policy import Policy
+from srl.config import ConfigError, EnvWrapper, ExperimentConfig, build_config, load_saved_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
-from srl.graph import build_graph, make_policy
+from srl.graph import Graph, build_graph, make_policy
 from srl.monitor.video import (
     FrameRecorder,
     check_renders_rgb_array,
@@ -27,6 +28,7 @@ from srl.monitor.video import (
     rendering_env,
 )
 from srl.spaces import map_obs
+from srl.versus import score_against
 
 
 def evaluate_run(
@@ -37,16 +39,7 @@ def evaluate_run(
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     if video is not None:
         check_video_path(Path(video))
-    try:
-        config = build_config(load_saved_config(run_dir))
-    except ConfigError as e:
-        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
-    graph = build_graph(config)
-    policy = make_policy(config, graph.observation_space, graph.action_space)
-    state = checkpoint.load_latest(run_dir, config.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
-    if state is None:
-        raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
-    policy.eval()
+    config, graph, policy, state = _trained(run_dir)
     kwargs = single_env_kwargs(config.env_kwargs, config.env_backend)
     if video is not None:
         if not is_gymnasium_env(config.env):
@@ -74,6 +67,67 @@ def evaluate_run(
     if recorder is not None:
         result.update(video=str(video), video_frames=recorder.frames)
     return result
+
+
+def _trained(run_dir: Path) -> tuple[ExperimentConfig, Graph, Policy, dict[str, Any]]:
+    """The run's config, graph, and policy loaded from its newest usable checkpoint."""
+    try:
+        config = build_config(load_saved_config(run_dir))
+    except ConfigError as e:
+        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
+    graph = build_graph(config)
+    policy = make_policy(config, graph.observation_space, graph.action_space)
+    state = checkpoint.load_latest(run_dir, config.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
+    if state is None:
+        raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
+    return config, graph, policy.eval(), state
+
+
+# the scripted player `--against heuristic` means, per turn-based game (env_kwargs.module)
+HEURISTICS = {"pettingzoo.classic.connect_four_v3": "connect4-lookahead"}
+
+
+def evaluate_against(run_dir: str | Path, against: str, games: int, seed: int) -> dict[str, Any]:
+    """`srl eval RUN_DIR --against WHO`: win / draw / loss of the run's policy in a turn-based
+    game, seats alternating, against `random` (legal moves), `heuristic` (the game's scripted
+    player), a registered scripted policy, a snapshot of the run's league (league.json), or a
+    checkpoint file."""
+    run_dir = Path(run_dir)
+    if games < 1:
+        raise ConfigError(f"--games must be >= 1, got {games}")
+    config, graph, policy, state = _trained(run_dir)
+    opponent = None if against == "random" else _opponent(against, config, graph, run_dir, seed)
+    score = score_against(policy, config.env, config.env_kwargs, games, seed, opponent)
+    return {"run_dir": str(run_dir), "policy_version": state["version"], "against": against, "games": games, **score}
+
+
+def _opponent(against: str, config: ExperimentConfig, graph: Graph, run_dir: Path, seed: int) -> Policy:
+    from srl.api import registry
+    from srl.league import League
+    from srl.models.scripted import ScriptedPolicy
+
+    name = against
+    if against == "heuristic":
+        game = config.env_kwargs.get("module")
+        if game not in HEURISTICS:
+            raise ConfigError(f"--against heuristic: no heuristic player for {game!r} (known: "
+                              f"{', '.join(HEURISTICS)}); try random or a snapshot")
+        name = HEURISTICS[game]
+    factory = registry.policies.get(name) if name in registry.policies else None
+    if isinstance(factory, type) and issubclass(factory, ScriptedPolicy):
+        try:
+            return factory(graph.observation_space, graph.action_space, seed=seed)
+        except TypeError as e:  # a player of another game
+            raise ConfigError(f"--against {against}: {e}") from None
+    league_file = run_dir / "league.json"
+    snapshots = League.load(league_file).snapshots if league_file.is_file() else {}
+    path = run_dir / snapshots[name].checkpoint if name in snapshots else Path(name)
+    if not path.is_file():
+        raise ConfigError(f"--against {against!r}: not random, heuristic, a scripted player, a snapshot in "
+                          f"{league_file} ({', '.join(snapshots) or 'none'}) or a checkpoint file")
+    opponent = make_policy(config, graph.observation_space, graph.action_space)
+    checkpoint.load_file(path, apply=lambda s: opponent.load_state_dict(s["policy"]))
+    return opponent.eval()
 
 
 def _make_env(name: str, kwargs: dict[str, Any], wrappers: list[EnvWrapper]):

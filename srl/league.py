@@ -25,6 +25,8 @@ from typing import Literal
 
 import numpy as np
 
+from srl.storage import write_text_atomic
+
 Choose = Literal["uniform", "latest", "weighted"]
 START_ELO = 1200.0
 LEARNER = "learner"
@@ -117,9 +119,8 @@ class League:
                 "k_factor": self.k_factor, "pool": self.pool, "snapshots": self.table()}
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
-        tmp.replace(path)  # a reader never sees half a table
+        """Atomically (a reader never sees half a table); a failed write is srl.storage's WriteFailed."""
+        write_text_atomic(Path(path), json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: Path, seed: int = 0) -> League:

@@ -113,7 +113,7 @@ def test_no_transition_is_duplicated_or_torn_across_restarts(run_dir, transport)
     config = build_config({
         "experiment": "lives", "env": "counting-lives", "env_kwargs": {"episode_length": 7, "step_s": 0.001},
         "algorithm": "record", "algo": {"out_dir": str(run_dir / "batches")}, "launcher": "local",
-        "num_actor_workers": 2, "envs_per_actor": 4, "ring_splits": 2, "sample_length": 5,
+        "num_actor_workers": 2, "envs_per_actor": 4, "inference": "policy_worker", "ring_splits": 2, "sample_length": 5,
         "batch_segments": 3, "max_policy_lag": 10**6, "total_env_steps": 20_000, "max_restarts": 10,
         "run_dir": str(run_dir), "display": "off", "transport": transport,
     })  # fmt: skip

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
+from contextlib import redirect_stdout
+
 import numpy as np
 import pettingzoo  # noqa: E402,F401  (srl[test] holds it)
 import pytest
@@ -166,3 +170,33 @@ def test_tictactoe_self_play_beats_random_more_often(run_dir):
     assert margin(trained) >= margin(at_random) + 0.25, (at_random, untrained, trained)
     assert margin(trained) >= margin(untrained) + 0.1, (at_random, untrained, trained)
     assert trained["win"] >= 0.6, (at_random, untrained, trained)
+    _eval_against(run_dir)
+
+
+def _eval_against(run_dir):
+    """`srl eval RUN_DIR --against ...` on the trained tictactoe run: random legal moves, a league
+    snapshot (here the run's own latest checkpoint, so about even), and the refusals."""
+    from srl import checkpoint
+    from srl.cli import main
+    from srl.config import ConfigError
+    from srl.evaluate import evaluate_against
+    from srl.league import League
+
+    def play(who: str) -> dict:
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(["eval", str(run_dir), "--against", who, "--games", "100", "--seed", "3"]) == 0
+        return json.loads(out.getvalue().strip().splitlines()[-1])
+
+    latest = checkpoint.latest_meta(run_dir)
+    league = League()
+    league.add(latest["version"], latest["env_steps"], f"checkpoints/{latest['path']}")
+    league.save(run_dir / "league.json")
+    versus_random = play("random")
+    assert versus_random["games"] == 100 and versus_random["win"] >= 0.5, versus_random
+    mirror = play(f"v{latest['version']}")
+    assert abs(mirror["win"] - mirror["loss"]) <= 0.5 and mirror["against"] == f"v{latest['version']}", mirror
+    for who, message in (("heuristic", "no heuristic player"), ("connect4-lookahead", "6x7x2"),
+                         ("nobody", "not random, heuristic")):
+        with pytest.raises(ConfigError, match=message):
+            evaluate_against(run_dir, who, games=2, seed=0)

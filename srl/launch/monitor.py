@@ -156,7 +156,8 @@ class RunMonitor:
         if c.target_return is not None and mean is not None and self.episodes.count >= WINDOW and mean >= c.target_return:
             self._target_reached()
             return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
-        if c.max_updates is not None and self.updates >= c.max_updates:
+        # the parameters' version, as the trainer stops on it (a resumed run's updates count too)
+        if c.max_updates is not None and self.trainer.get("policy_version", 0) >= c.max_updates:
             return f"max_updates {c.max_updates} reached"
         if self.env_steps >= c.total_env_steps:
             return f"total_env_steps {c.total_env_steps} reached"
@@ -175,6 +176,10 @@ class RunMonitor:
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.last_report_s[worker] = now
         last = self._last.pop(worker, None)
+        if worker.startswith("pod:") or worker == "trainer:0":  # the version its parameters were counted up to
+            counted = last[2].get("policy_version") if last is not None else self.trainer.get("policy_version")
+            if counted is not None or self.config.resume is None:
+                self._resuming[worker] = counted or 0
         if last is None:  # it never reported: it had taken nothing, and its steps are unknown
             return
         report_s, interval_s, report = last
@@ -182,18 +187,18 @@ class RunMonitor:
         if report.get("env_steps") and interval_s > 0:
             unreported_s = min((ended_s if ended_s is not None else now) - report_s, interval_s)
             self.env_steps_lost += report["env_steps"] * max(unreported_s, 0.0) / interval_s
-        if "policy_version" in report and (worker.startswith("pod:") or worker == "trainer:0"):
-            self._resuming[worker] = report["policy_version"]
 
     def _count_resumed(self, worker: str, payload: dict[str, Any]) -> None:
         """A restarted trainer's first report: the version it resumed from is its version less
-        the updates it made since; updates past that, reported by its old life, are lost."""
-        before = self._resuming.pop(worker, None)
-        if before is None or payload.get("policy_version") is None:
+        the updates it made since. Updates past that, counted from its old life's reports, are
+        lost; updates up to it that its old life made but never reported (killed first) were kept."""
+        counted = self._resuming.pop(worker, None)
+        if counted is None or payload.get("policy_version") is None:
             return
-        lost = max(0, before - (payload["policy_version"] - payload["updates"]))
+        resumed_from = payload["policy_version"] - payload["updates"]
+        lost = max(0, counted - resumed_from)
         self.updates_lost += lost
-        self.updates -= lost  # they were counted when reported; the parameters kept none of them
+        self.updates += resumed_from - counted  # less the lost (counted, not kept), plus the unreported kept
 
     def on_unplaced(self, worker: str) -> None:
         """Its launcher has not placed it yet (Ray waits for resources): its heartbeat clock starts once placed."""
