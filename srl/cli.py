@@ -106,10 +106,20 @@ def _cmd_config_doc(args: argparse.Namespace) -> int:
 
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from rich.console import Console
 
-    from srl import leaderboard
+    from srl import leaderboard, league
 
+    league_file = Path(args.run_dir) / league.FILE
+    if league_file.is_file() and not (Path(args.run_dir) / leaderboard.JSON_NAME).is_file():  # a self-play run
+        played = league.League.load(league_file)
+        if args.json:
+            print(json.dumps(played.to_json()))
+        else:
+            Console(width=max(100, Console().width)).print(league.render(played))
+        return 0
     try:
         table = leaderboard.read(args.run_dir)
     except FileNotFoundError as e:
@@ -167,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("env_id")
     bench.add_argument("overrides", nargs="*", help="e.g. num_actor_workers=2 time_limit_s=20")
     bench.set_defaults(fn=_cmd_bench)
-    board = sub.add_parser("leaderboard", help="print the leaderboard of an ensemble run: srl leaderboard RUN_DIR")
+    board = sub.add_parser("leaderboard", help="print the leaderboard of an ensemble run, or the league table "
+                           "(league.json: Elo and record per snapshot) of a self-play run: srl leaderboard RUN_DIR")
     board.add_argument("run_dir")
     board.add_argument("--json", action="store_true", help="print leaderboard.json instead of a table")
     board.set_defaults(fn=_cmd_leaderboard)

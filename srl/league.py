@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -137,3 +137,22 @@ class League:
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not a league table ({type(e).__name__}: {e})") from None
         return league
+
+
+FILE = "league.json"
+
+
+def render(league: League) -> Any:
+    """A rich Table of the snapshots, best rated first (`srl leaderboard RUN_DIR` of a league run)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = Table(title=f"league: learner Elo {league.learner_elo:.0f}, opponents drawn {league.choose}",
+                caption=f"{len(league.pool)} of {len(league.snapshots)} snapshot(s) in the pool")
+    for column in ("rank", "snapshot", "version", "env steps", "Elo", "learner W / D / L", "pool"):
+        out.add_column(Text(column), justify="left" if column == "snapshot" else "right")
+    for rank, row in enumerate(league.table(), 1):
+        cells = [str(rank), row["name"], str(row["version"]), str(row["env_steps"]), f"{row['elo']:.0f}",
+                 f"{row['wins']} / {row['draws']} / {row['losses']}", "yes" if row["in_pool"] else ""]
+        out.add_row(*[Text(c) for c in cells])  # Text: a str cell would be parsed as rich markup
+    return out

@@ -4,12 +4,15 @@ connect four's lookahead on real PettingZoo boards, and against random play."""
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stdout
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from srl.cli import main
 from srl.league import START_ELO, League, expected
 from srl.models.scripted import Connect4Lookahead, lookahead_move
 from srl.versus import score_against
@@ -76,6 +79,14 @@ def test_the_table_saves_and_loads_whole(tmp_path):
     assert [r["name"] for r in table["snapshots"]][0] == league.best().name  # best rated first
     again = League.load(path)
     assert again.to_json() == league.to_json()
+    out = io.StringIO()  # srl leaderboard RUN_DIR prints the league of a run that has one
+    with redirect_stdout(out):
+        assert main(["leaderboard", str(tmp_path)]) == 0
+    assert "league: learner Elo" in out.getvalue() and "v7" in out.getvalue() and "0 / 0 / 1" in out.getvalue()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["leaderboard", str(tmp_path), "--json"]) == 0
+    assert json.loads(out.getvalue()) == league.to_json()
     path.write_text("{not json")
     with pytest.raises(ValueError, match="league.json: not a league table"):
         League.load(path)
