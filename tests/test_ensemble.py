@@ -217,25 +217,26 @@ def test_a_killed_member_is_restarted_from_its_checkpoint_and_the_run_reaches_it
 
 def test_an_ensemble_run_resumed_from_its_directory_continues_its_leaderboard(tmp_path):
     """Stopped after 16 updates, resumed for 16 more: every entry of the first launch is still
-    there (a leaderboard of 100 evicts none), new ones were added past each member's steps, the
+    there (a leaderboard of 1000 evicts none), new ones were added past each member's steps, the
     members' versions went on from their checkpoints, and the replacements so far are kept."""
     first = small_config(tmp_path, "launcher=inline", "max_updates=16", "target_return=null",
-                         "ensemble.leaderboard_size=100", "ensemble.ready_evals=1")
+                         "ensemble.leaderboard_size=1000", "ensemble.ready_evals=1")
     assert run_experiment(first) == 0
     before = leaderboard.read(tmp_path)
     versions = [checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] for k in range(2)]
     assert len(before["entries"]) >= 4 and min(versions) >= 4
 
     resumed = load_config("cartpole-pod-ensemble", [f"resume={tmp_path}", "max_updates=16"])
-    assert resumed.run_dir == str(tmp_path) and resumed.ensemble.leaderboard_size == 100
+    assert resumed.run_dir == str(tmp_path) and resumed.ensemble.leaderboard_size == 1000
     assert run_experiment(resumed) == 0
     after = leaderboard.read(tmp_path)
-    key = [(e["member"], e["env_steps"]) for e in before["entries"]]
-    assert set(key) < {(e["member"], e["env_steps"]) for e in after["entries"]}
+    old = {(e["member"], e["env_steps"]) for e in before["entries"]}
+    assert old < {(e["member"], e["env_steps"]) for e in after["entries"]}
     assert after["replacements"][: len(before["replacements"])] == before["replacements"]
-    for k in range(2):
-        old_steps = max(e["env_steps"] for e in before["entries"] if e["member"] == k)
-        assert any(e["member"] == k and e["env_steps"] > old_steps for e in after["entries"]), (k, after)
+    for k in range(2):  # each member went on from its checkpoint's steps, not from 0
+        old_steps = max(steps for member, steps in old if member == k)
+        new_steps = [e["env_steps"] for e in after["entries"] if e["member"] == k and (k, e["env_steps"]) not in old]
+        assert new_steps and min(new_steps) > old_steps, (k, old_steps, new_steps)
         assert checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] > versions[k]
     kept = sorted(p.name for p in (tmp_path / leaderboard.FOLDER).iterdir())
     assert kept == sorted(Path(e["checkpoint"]).name for e in after["entries"])
