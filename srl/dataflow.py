@@ -25,7 +25,6 @@ class Delivery(str, Enum):
     BOUNDED = "bounded, drops counted"  # a send waits at most 1 s at the queue's bound, then is dropped
     BROADCAST = "broadcast, late or slow subscribers miss some"  # counted as dropped over tcp
     COLLECTIVE = "all-reduce each update"  # every trainer, every update
-    PIPE = "lossless, in order (a pipe per member)"
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class StreamSpec:
     """A stream as it runs. `owner` binds `name` (its receiver or publisher); every other worker
     named connects. `frames`: the byte sizes of its largest message's frames (tcp refuses larger
     ones and sizes its queues by them); `in_flight`: the messages one producer may have out at once
-    on a slot stream (0: not slot-bound). `via`: the Transport, or torch.distributed, or a pipe."""
+    on a slot stream (0: not slot-bound). `via`: the Transport, or torch.distributed."""
 
     name: str
     kind: str  # requests, replies, samples, released, batches, params, control, gradients, tap, user
@@ -68,7 +67,7 @@ def control_streams(workers: tuple[str, ...]) -> list[StreamSpec]:
     return [StreamSpec(CONTROLLER_IN, "control", CONTROLLER, workers, (CONTROLLER,), Delivery.BOUNDED,
                        "reports, heartbeats", report),
             StreamSpec(CONTROL_OUT, "control", CONTROLLER, (CONTROLLER,), workers, Delivery.BROADCAST,
-                       "stop, epochs", report)]
+                       "stop, epochs, commands", report)]
 
 
 def extra_workers(config: ExperimentConfig) -> list[WorkerSpec]:

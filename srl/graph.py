@@ -287,8 +287,9 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
 
 
 def _pod_graph(graph: Graph) -> Graph:
-    """A pod: one worker, nothing streamed but its reports; an ensemble's members talk to the
-    population manager over a pipe each (srl.launch.members)."""
+    """A pod: one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
+    pod:K-1, their evaluations in their reports and the manager's adopts on control.out
+    (srl.launch.ensemble)."""
     from srl.envs.batched import BATCHED_ENVS
 
     c = graph.config
@@ -300,27 +301,21 @@ def _pod_graph(graph: Graph) -> Graph:
         raise ConfigError("field 'nonfinite_env': a pod cannot restart one env of its batch; with pod=true use 'error'")
     if c.extra_workers:
         raise ConfigError("field 'extra_workers': they take the dataflow's streams, which pod=true has not")
-    graph.workers = [WorkerSpec(Role.POD, k) for k in range(c.ensemble.population)]
-    names = tuple(w.name for w in graph.workers)
-    if len(names) == 1:
-        graph.streams = control_streams(names)
-    else:  # the tournament: evaluations up, copies of leaders down
+    if c.ensemble.population > 1:
         _check_ensemble(c)
-        pipes = [("control", names, (CONTROLLER,), "reports, heartbeats"),
-                 ("evals", names, (CONTROLLER,), "eval return, checkpoint"),
-                 ("adopt", (CONTROLLER,), names, "checkpoint, perturbed hparams")]
-        graph.streams = [StreamSpec(name, "control", CONTROLLER, producers, consumers, Delivery.PIPE, what, via="pipe")
-                         for name, producers, consumers, what in pipes]
+    graph.workers = [WorkerSpec(Role.POD, k) for k in range(c.ensemble.population)]
+    graph.streams = control_streams(tuple(w.name for w in graph.workers))
     _check_batch(graph)
     return graph
 
 
 def _check_ensemble(config: ExperimentConfig) -> None:
     """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
-    field such as epochs would not be one)."""
-    if config.resume is not None:
-        raise ConfigError("field 'resume': an ensemble (ensemble.population > 1) cannot resume yet; "
-                          "start a new run (its leaderboard checkpoints are in leaderboard/)")
+    field such as epochs would not be one). Members hand the controller their evaluations as files
+    in the run directory, so they run on its host."""
+    if config.launcher == "ray" and config.transport == "tcp":
+        raise ConfigError("field 'transport': ensemble members share the run directory with the controller, so "
+                          "they run on its host; with ensemble.population > 1 use transport=shm")
     numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
     bad = [n for n in config.ensemble.perturb if n not in numeric]
     if bad:

@@ -76,8 +76,8 @@ def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkey
 @pytest.mark.parametrize(
     "experiment,overrides",
     [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
-     ("cartpole-pod", [])],
-    ids=["policy-workers", "trainers", "replay", "pod"],
+     ("cartpole-pod", []), ("cartpole-pod-ensemble", ["ensemble.population=2", "envs_per_actor=16"])],
+    ids=["policy-workers", "trainers", "replay", "pod", "ensemble"],
 )
 def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport, run_dir, monkeypatch):
     want, got = run_and_compare(experiment, [*overrides, f"transport={transport}"], run_dir, monkeypatch)

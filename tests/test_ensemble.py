@@ -1,8 +1,10 @@
-"""Pod ensembles: the member kernel (evaluate, save, adopt) and whole tournament runs."""
+"""Pod ensembles: the member kernel (evaluate, save, adopt) and whole tournament runs: members are
+pod workers, restarted like any worker, and an ensemble run resumes with its leaderboard."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -81,15 +83,13 @@ def test_ensemble_config_errors_name_the_field(tmp_path):
         load_config("cartpole-pod-ensemble", ["ensemble.population=0"])
     with pytest.raises(ConfigError, match=r"ensemble.perturb.*epochs.*allowed: .*lr"):
         build_graph(small_config(tmp_path, "ensemble.perturb=[epochs]"))
+    with pytest.raises(ConfigError, match="'transport'.*use transport=shm"):
+        build_graph(small_config(tmp_path, "launcher=ray", "transport=tcp"))
     with pytest.raises(ConfigError, match="need pod=true"):
         build_graph(load_config("cartpole-ppo", ["ensemble.population=2"]))
-    config = small_config(tmp_path)
-    config.resume = str(tmp_path)
-    with pytest.raises(ConfigError, match="'resume'"):
-        build_graph(config)
     graph = build_graph(small_config(tmp_path, "ensemble.population=3"))
     assert [w.name for w in graph.workers] == ["pod:0", "pod:1", "pod:2"]
-    assert {s.name for s in graph.streams} == {"control", "evals", "adopt"}
+    assert {s.name for s in graph.streams} == {"controller.in", "control.out"}  # the one control stream pair
 
 
 def test_inline_ensemble_writes_a_leaderboard(tmp_path):
@@ -136,41 +136,113 @@ def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_p
         assert m.eval_env is None
         m.start()
         returns: list[float] = []
-        while not m.events:  # no event before the first finished episode
+        events: list[dict] = []
+        while not events:  # no event before the first finished episode
             m.poll()
             returns += m.pod.finished_returns
-            m.report()  # empties the pod's lists: the member must have kept its own
-        [event] = m.take_events()
+            events += m.report()["evals"]  # empties the pod's lists: the member must have kept its own
+        [event] = events
         assert returns and event["eval_return"] == pytest.approx(sum(returns) / len(returns))
     finally:
         m.close()
 
 
-def test_ray_member_actor_works_in_bursts_and_reports_errors(tmp_path, monkeypatch):
-    """The Ray actor class as a plain object (no Ray runtime): bursts give messages, adopt
-    commands reach the kernel, a failure comes back as an error message with its traceback."""
-    import ray
-
-    from srl.launch import ray_members
-    from srl.launch.ray_members import MemberActor
-
-    # a member titles its process; here that would be the test process, whose workers later
-    # tests find by their titles (Ray's setproctitle moves this process's argv for good)
-    monkeypatch.setattr(ray_members, "_set_title", lambda title: None)
-
+def test_an_adopt_command_is_taken_once_and_a_restarted_member_keeps_it(tmp_path):
+    """The manager sends adopt n until a report shows it: a repeat changes nothing. The adopted
+    weights are checkpointed at once, so a restarted member (resume) is still the copy."""
     config = small_config(tmp_path, "ensemble.eval_interval_updates=1")
-    wrong = MemberActor(config, 0, controller_host="203.0.113.9")
-    [error] = wrong.work([], 0.0)
-    assert error["type"] == "error" and "must run on the manager's host" in error["payload"]["traceback"]
-    actor = MemberActor(config, 1, controller_host=ray.util.get_node_ip_address())
+    a, b = make_member(config, 0), make_member(config, 1)
     try:
-        messages = []
-        while not any(m["type"] == "eval" for m in messages):
-            messages += actor.work([], 0.05)
-        event = next(m for m in messages if m["type"] == "eval")["payload"]
-        actor.work([{"type": "adopt", "checkpoint": event["checkpoint"], "hparams": {"lr": 1e-3}}], 0.0)
-        assert actor.kernel.adoptions == 1 and actor.kernel.hparams() == {"lr": 1e-3}
-        assert actor.finish()["type"] == "final" and actor.kernel is None
+        for m in (a, b):
+            m.start()
+            m.poll()
+        [event] = a.report()["evals"]
+        adopt = {"type": "adopt", "adoption": 1, "checkpoint": event["checkpoint"], "hparams": {"lr": 0.008}}
+        b.command(adopt)
+        copied = checkpoint.params_sha256(b.pod.policy)
+        assert copied == checkpoint.params_sha256(a.pod.policy) and b.report()["adoptions"] == 1
+        b.poll()  # trains on: a repeat of the same adopt must not undo that
+        b.command(adopt)
+        assert checkpoint.params_sha256(b.pod.policy) != copied and b.adoptions == 1
+        with pytest.raises(ValueError, match="unknown command"):
+            b.command({"type": "explode"})
     finally:
-        if actor.kernel is not None:
-            actor.kernel.close()
+        a.close(), b.close()
+    config.resume = str(tmp_path)
+    reborn = make_member(config, 1)
+    try:
+        assert reborn.adoptions == 1 and reborn.hparams() == {"lr": 0.008}
+        assert checkpoint.params_sha256(reborn.pod.policy) == copied
+        assert not list(reborn.folder.glob("eval-*.pt"))  # a killed life's unreported evaluations go
+    finally:
+        reborn.close()
+
+
+def test_a_killed_member_is_restarted_from_its_checkpoint_and_the_run_reaches_its_target(tmp_path):
+    """Two members as processes of the local launcher; one is SIGKILLed once it has a checkpoint.
+    The supervisor restarts it like any worker (counted in the summary and metrics), it resumes from
+    its own checkpoint, and a member's last 100 training episodes still reach 475."""
+    import random
+    import threading
+    import time
+
+    from test_faults import kill_now
+
+    config = load_config(
+        "cartpole-pod-ensemble",
+        [f"run_dir={tmp_path}", "display=off", "seed=1", "launcher=local", "ensemble.population=2",
+         "total_env_steps=2000000", "checkpoint_interval_s=1", "ensemble.eval_episodes=8"],
+    )
+    killed: list[str | None] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        meta = tmp_path / "members" / "m1" / "checkpoints" / checkpoint.LATEST
+        while not meta.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        killed.append(kill_now(os.getpid(), ("pod",), random.Random(1)))
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    assert run_experiment(config) == 0
+    thread.join()
+    assert killed and killed[0] in ("srl:cartpole-pod-ensemble:pod:0", "srl:cartpole-pod-ensemble:pod:1"), killed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["restarts"] == {killed[0].split(":", 2)[2]: 1}, summary
+    assert summary["stop_reason"].startswith("target_return 475.0 reached by pod:"), summary
+    last = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["restarts"] == 1
+    assert leaderboard.read(tmp_path)["entries"]
+
+
+def test_an_ensemble_run_resumed_from_its_directory_continues_its_leaderboard(tmp_path):
+    """Stopped after 16 updates, resumed for 16 more: every entry of the first launch is still
+    there (a leaderboard of 1000 evicts none), new ones were added past each member's steps, the
+    members' versions went on from their checkpoints, and the replacements so far are kept."""
+    first = small_config(tmp_path, "launcher=inline", "max_updates=16", "target_return=null",
+                         "ensemble.leaderboard_size=1000", "ensemble.ready_evals=1")
+    assert run_experiment(first) == 0
+    before = leaderboard.read(tmp_path)
+    versions = [checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] for k in range(2)]
+    assert len(before["entries"]) >= 4 and min(versions) >= 4
+
+    resumed = load_config("cartpole-pod-ensemble", [f"resume={tmp_path}", "max_updates=16"])
+    assert resumed.run_dir == str(tmp_path) and resumed.ensemble.leaderboard_size == 1000
+    assert run_experiment(resumed) == 0
+    after = leaderboard.read(tmp_path)
+    old = {(e["member"], e["env_steps"]) for e in before["entries"]}
+    assert old < {(e["member"], e["env_steps"]) for e in after["entries"]}
+    assert after["replacements"][: len(before["replacements"])] == before["replacements"]
+    for k in range(2):  # each member went on from its checkpoint's steps, not from 0
+        old_steps = max(steps for member, steps in old if member == k)
+        new_steps = [e["env_steps"] for e in after["entries"] if e["member"] == k and (k, e["env_steps"]) not in old]
+        assert new_steps and min(new_steps) > old_steps, (k, old_steps, new_steps)
+        assert checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] > versions[k]
+    kept = sorted(p.name for p in (tmp_path / leaderboard.FOLDER).iterdir())
+    assert kept == sorted(Path(e["checkpoint"]).name for e in after["entries"])
+
+
+def test_resuming_an_ensemble_with_another_population_is_a_config_error(tmp_path):
+    assert run_experiment(small_config(tmp_path, "launcher=inline", "max_updates=4", "target_return=null")) == 0
+    with pytest.raises(ConfigError, match="ensemble.population.*2 members, not 3"):
+        run_experiment(load_config("cartpole-pod-ensemble", [f"resume={tmp_path}", "ensemble.population=3"]))

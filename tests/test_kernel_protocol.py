@@ -17,7 +17,7 @@ from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.workers.build import make_kernel
 from srl.workers.kernel import Kernel
-from srl.workers.member import make_member
+from srl.workers.member import PodMember
 
 
 @register_worker("kernel-test-sink", inputs=("samples",))
@@ -90,8 +90,10 @@ def test_every_kernel_the_builder_returns_is_a_kernel(tmp_path):
 def test_an_ensemble_member_is_a_kernel(tmp_path):
     config = load_config("cartpole-pod-ensemble", [f"run_dir={tmp_path}", "display=off", "envs_per_actor=8",
                                                     "ensemble.population=2", "ensemble.eval_episodes=2"])
-    member = make_member(config, 0)
+    graph = build_graph(config)
+    member = make_kernel(graph, graph.workers[1], InlineTransport())  # pod:1, as every launcher builds it
     try:
+        assert isinstance(member, PodMember) and member.index == 1
         check_conforms(member)
     finally:
         member.close()

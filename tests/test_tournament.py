@@ -90,3 +90,22 @@ def test_table_is_json_able_and_bad_arguments_are_refused():
         Tournament(population=2, lag_fraction=0.0)
     with pytest.raises(ValueError, match="member 5"):
         t.on_eval(entry(5, 1.0))
+
+
+def test_a_restored_tournament_goes_on_from_its_table():
+    """resume= of an ensemble: the table (leaderboard.json, through JSON) gives back the entries,
+    replacements and each member's state, so the next evaluation is judged as it would have been."""
+    import json
+
+    t = Tournament(population=3, ready_evals=2, seed=0)
+    for e in (entry(0, 100.0), entry(1, 50.0), entry(2, 10.0), entry(1, 60.0, 200), entry(2, 20.0, 200)):
+        t.on_eval(e)
+    table = json.loads(json.dumps(t.table()))
+    again = Tournament(population=3, ready_evals=2, seed=0)
+    again.restore(table)
+    assert again.table() == t.table() and again.entries == t.entries
+    assert again.members[2].lineage == "m0@100>m2" and again.members[2].evals_since_start == 0
+    d = again.on_eval(entry(1, 5.0, 300))  # member 1 now lags (2 evals since its start)
+    assert d.replace is not None and d.replace.member == 1 and len(again.replacements) == 2
+    with pytest.raises(ValueError, match="3 members, not 4"):
+        Tournament(population=4).restore(table)

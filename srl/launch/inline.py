@@ -8,6 +8,7 @@ of a small machine's cores in turn (a CNN update on 2 cores: docs/tuning.md).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 
@@ -17,6 +18,7 @@ from srl.launch.outputs import RunOutputs
 from srl.launch.shell import REPORT_INTERVAL_S
 from srl.launch.signals import interrupt_on_sigterm
 from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
+from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.workers.build import make_kernel
 from srl.workers.kernel import Kernel
@@ -61,7 +63,18 @@ def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], clocks: list[TimeBreak
         if time.monotonic() - last_report >= REPORT_INTERVAL_S:
             for (spec, kernel), clock in zip(kernels, clocks):
                 monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: clock.take()})
+            _obey(kernels, monitor)
             last_report = time.monotonic()
             outputs.tick(monitor)
             reason = monitor.stop_reason()
     return reason
+
+
+def _obey(kernels: list[tuple[WorkerSpec, Kernel]], monitor: RunMonitor) -> None:
+    """An ensemble's adopts go straight to their members' kernels (other launchers send them on
+    control.out: srl.launch.supervise)."""
+    if monitor.population is None:
+        return
+    pods: dict[int, Any] = {spec.index: kernel for spec, kernel in kernels if spec.role == Role.POD}
+    for index, command in monitor.population.take_commands():
+        pods[index].command(command)  # a member kernel (srl.workers.member)

@@ -59,6 +59,10 @@ class RunMonitor:
         self.nonfinite_updates_skipped = 0  # updates undone for one
         self.rejected: dict[str, int] = {}  # stream -> messages dropped by its receivers (srl.streams.tcp)
         self.dropped: dict[str, int] = {}  # stream -> messages dropped at a queue's bound (srl.streams.queues)
+        # an ensemble: each member's own training episodes (the target is one member's, not the
+        # mix's), and its population manager, which sees every member's report (srl.launch.ensemble)
+        self.member_episodes: dict[str, ReturnWindow] | None = {} if config.ensemble.population > 1 else None
+        self.population: Any = None
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -78,6 +82,9 @@ class RunMonitor:
             self.env_steps += payload["env_steps"]
             self.episodes.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
             self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
+        if role == Role.POD and self.member_episodes is not None:
+            mine = self.member_episodes.setdefault(worker, ReturnWindow(WINDOW))
+            mine.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
@@ -93,6 +100,8 @@ class RunMonitor:
             if final:
                 self.final = payload
             self.trainer_stop = payload.get("stop_reason") or self.trainer_stop
+        if role == Role.POD and self.population is not None:
+            self.population.on_report(index, payload)
 
     def on_rejected(self, counts: dict[str, int]) -> None:
         """Messages dropped since the last count, per stream: a worker's (in its report) or the
@@ -152,18 +161,38 @@ class RunMonitor:
             if self.trainer_stop is not None and self.trainer_stop.startswith("target_return"):
                 self._target_reached()
             return self.trainer_stop
-        mean = self.episodes.mean_return
-        if c.target_return is not None and mean is not None and self.episodes.count >= WINDOW and mean >= c.target_return:
-            self._target_reached()
-            return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
-        # the parameters' version, as the trainer stops on it (a resumed run's updates count too)
-        if c.max_updates is not None and self.trainer.get("policy_version", 0) >= c.max_updates:
+        reached = self._target_reason()
+        if reached:
+            return reached
+        if c.max_updates is not None and self._updates_made() >= c.max_updates:
             return f"max_updates {c.max_updates} reached"
         if self.env_steps >= c.total_env_steps:
             return f"total_env_steps {c.total_env_steps} reached"
         if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:
             return f"time_limit_s {c.time_limit_s} reached"
         return None
+
+    def _target_reason(self) -> str | None:
+        """The mean return of the last 100 episodes reached the target: the run's, or in an
+        ensemble one member's."""
+        target = self.config.target_return
+        windows = {"": self.episodes} if self.member_episodes is None else self.member_episodes
+        for worker, window in windows.items():
+            mean = window.mean_return
+            if target is not None and mean is not None and window.count >= WINDOW and mean >= target:
+                self._target_reached()
+                if worker:
+                    return f"target_return {target} reached by {worker} (mean of its last 100 episodes: {mean:.2f})"
+                return f"target_return {target} reached (mean of last 100 episodes: {mean:.2f})"
+        return None
+
+    def _updates_made(self) -> int:
+        """What max_updates is held against: one trainer (group) or pod stops on its parameters'
+        version, which counts a resumed run's earlier updates and ones its restarted life never
+        reported; an ensemble's members each count their own, so it stops on their sum."""
+        if self.member_episodes is not None:
+            return self.updates
+        return max(self.updates, self.trainer.get("policy_version", 0))
 
     def _target_reached(self) -> None:
         if self.target_reached_s is None:

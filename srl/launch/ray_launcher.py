@@ -65,45 +65,6 @@ def actor_options(config: ExperimentConfig, role: Role) -> dict[str, Any]:
     return options
 
 
-def serve(graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str, wire: Any = None) -> None:
-    """A worker's life inside its Ray actor: the local launcher's worker shell, without os._exit;
-    `wire` (transport=tcp) has every stream's address and the secret."""
-    import torch
-
-    import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
-    from srl.launch.ray_streams import node_wire
-    from srl.launch.shell import error_report, make_link, open_transport, record_opened, run_kernel_loop
-    from srl.streams.control import Kind
-    from srl.workers.build import make_kernel
-
-    host = _ray().util.get_node_ip_address()
-    if wire is None and host != controller_host:
-        raise RuntimeError(
-            f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
-            "streams between hosts need transport=tcp (shared memory and ipc reach only this host)"
-        )
-    import_modules(graph.config.modules)
-    _untracked_shared_memory()
-    _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
-    torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    transport = open_transport(graph, run_id, ipc_dir, None if wire is None else node_wire(wire, host))
-    link = make_link(graph, spec, transport)
-    kernel = None
-    try:
-        kernel = make_kernel(graph, spec, transport)
-        run_kernel_loop(kernel, link, transport)
-    except BaseException as e:
-        link.send(Kind.ERROR, error_report(e))
-        raise
-    finally:
-        try:
-            if kernel is not None:
-                kernel.close()
-        finally:
-            record_opened(graph, spec.name, transport.opened)
-            transport.close()
-
-
 def _untracked_shared_memory() -> None:
     """The controller owns the shared blocks. A Ray worker is not its child, so attaching would
     register each block with this process's own resource tracker, which unlinks them all when the
@@ -139,7 +100,25 @@ class WorkerActor:
 
     def run(self, graph: Graph, spec: WorkerSpec, run_id: str, ipc_dir: Path, controller_host: str,
             wire: Any = None) -> None:  # fmt: skip
-        serve(graph, spec, run_id, ipc_dir, controller_host, wire)
+        """The worker's life (srl.launch.shell.serve, as a forked worker's), without os._exit;
+        `wire` (transport=tcp) has every stream's address and the secret."""
+        import torch
+
+        import srl.builtins  # noqa: F401  (a Ray worker is a fresh process: register the built-ins)
+        from srl.launch.ray_streams import node_wire
+        from srl.launch.shell import open_transport, serve
+
+        host = _ray().util.get_node_ip_address()
+        if wire is None and host != controller_host:
+            raise RuntimeError(
+                f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
+                "streams between hosts need transport=tcp (shared memory and ipc reach only this host)"
+            )
+        import_modules(graph.config.modules)
+        _untracked_shared_memory()
+        _set_title(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
+        torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
+        serve(graph, spec, open_transport(graph, run_id, ipc_dir, None if wire is None else node_wire(wire, host)))
 
 
 class RayWorkers:

@@ -62,6 +62,12 @@ def _write_failed(v: Any) -> bool:  # [errno, strerror, filename] (srl.storage.W
     return type(v) is list and len(v) == 3 and _or_none(_int64)(v[0]) and _text(v[1]) and _text(v[2])
 
 
+def _eval(v: Any) -> bool:  # an ensemble member's evaluation (srl.workers.member)
+    checks = {"env_steps": _count, "eval_return": _real, "hparams": _map_of(_real), "checkpoint": _text,
+              "adoptions": _count}
+    return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
+
+
 # every field the controller computes with, and what it must hold where present
 FIELDS: dict[str, Callable[[Any], bool]] = {
     "env_steps": _count,
@@ -78,6 +84,8 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "nonfinite_episodes_skipped": _count,
     "nonfinite_updates_skipped": _count,
     "stop_reason": _or_none(_text),
+    "evals": _list_of(_eval),
+    "adoptions": _count,
     REPORT_KEY: _map_of(_seconds),
     REJECTED_KEY: _map_of(_count),
     **{key: _seconds for key in PER_WORKER_TIMES},

@@ -55,8 +55,12 @@ def _resume_point(graph: Graph) -> int:
     import torch
 
     c = graph.config
-    if c.resume is None or (c.pod and c.ensemble.population > 1):  # ensemble members start afresh
+    if c.resume is None:
         return 0
+    if c.ensemble.population > 1:  # each member continues from its own checkpoint
+        from srl.launch.ensemble import resume_point
+
+        return resume_point(c)
     with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
         policy = make_policy(c, graph.observation_space, graph.action_space)
         algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
@@ -83,9 +87,11 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launcher={config.launcher} "
                   f"run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
-    if config.pod and config.ensemble.population > 1:  # a tournament of pods, on either launcher
-        from srl.launch.ensemble import run_ensemble as launch
-    elif config.launcher == "inline":
+    if config.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
+        from srl.launch.ensemble import PopulationManager
+
+        monitor.population = PopulationManager(config, started_s)
+    if config.launcher == "inline":
         from srl.launch.inline import run_inline as launch
     elif config.launcher == "ray":
         from srl.launch.ray_launcher import run_ray as launch
@@ -94,6 +100,8 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
     error, code = None, 0
     try:
         reason = launch(graph, outputs, monitor)
+        if monitor.population is not None:
+            monitor.population.finish()
         code = 130 if reason == "interrupted" else 0
     except WorkerFailed as failure:
         reason, error, code = "worker failed", str(failure), 1

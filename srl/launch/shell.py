@@ -1,7 +1,9 @@
 """The worker shell: the loop, transport, reports and stop around any kernel, in its own process.
 
 The kernel is any srl.workers.kernel.Kernel. The shell never spins: with nothing to do it blocks
-on the kernel's receivers and the stop signal.
+on the kernel's receivers and the stop signal. `serve` is a worker's whole life in its process,
+whichever launcher placed it: forked by the local launcher (`worker_main`), or in a Ray actor
+(srl.launch.ray_launcher).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
     """Poll until the controller says stop (or the parent vanished); report periodically."""
     receivers = kernel.receivers + link.receivers
     clock = kernel.clock
+    obey = getattr(kernel, "command", None)  # a kernel that takes the controller's commands (ensemble members)
     kernel.start()
     last_report = next_stop_check = time.monotonic()
     jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
@@ -43,6 +46,9 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
         if now >= next_stop_check:
             if link.poll_stop():
                 break
+            for command in link.take_commands():
+                if obey is not None:
+                    obey(command)
             next_stop_check = now + STOP_CHECK_S
         if jitter is not None:
             time.sleep(jitter.uniform(0, JITTER_MAX_S))
@@ -112,28 +118,19 @@ def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:
     (folder / f"{who}.json").write_text(json.dumps(sorted(opened)))
 
 
-def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int, wire: Any = None) -> None:
-    """Entry point of a worker process (forked by the local launcher); `wire` (tcp ports and
-    secret, srl.streams.tcp.Wire) selects the tcp backend."""
-    import setproctitle
-    import torch
-
+def serve(graph: Any, spec: Any, transport: Any, parent_pid: int | None = None) -> None:
+    """A worker's life on its open transport: build its kernel, run the loop until stopped; an
+    error is reported to the controller, then raised. The transport is closed at the end."""
     from srl.workers.build import make_kernel
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
-    torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
-    transport = open_transport(graph, run_id, ipc_dir, wire)
     link = make_link(graph, spec, transport)
     kernel: Kernel | None = None
-    code = 0
     try:
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport, parent_pid)
     except BaseException as e:
         link.send(Kind.ERROR, error_report(e))
-        code = 1
+        raise
     finally:
         try:
             if kernel is not None:
@@ -141,7 +138,25 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
         finally:
             record_opened(graph, spec.name, transport.opened)
             transport.close()
-            if wire is None and os.getppid() != parent_pid:  # the controller was killed: no one else
-                shutil.rmtree(ipc_dir, ignore_errors=True)  # will remove its sockets' directory
-            os._exit(code)  # skip atexit handlers inherited from the controller through fork
 
+
+def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: int, wire: Any = None) -> None:
+    """Entry point of a worker process forked by the local launcher; `wire` (tcp ports and
+    secret, srl.streams.tcp.Wire) selects the tcp backend."""
+    import setproctitle
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    setproctitle.setproctitle(f"srl:{graph.config.experiment}:{spec.role.title}:{spec.index}")
+    torch.set_num_threads(graph.config.threads_for(trains=spec.role.trains))
+    transport = open_transport(graph, run_id, ipc_dir, wire)
+    code = 0
+    try:
+        serve(graph, spec, transport, parent_pid)
+    except BaseException:  # noqa: BLE001  (reported to the controller already)
+        code = 1
+    finally:
+        if wire is None and os.getppid() != parent_pid:  # the controller was killed: no one else
+            shutil.rmtree(ipc_dir, ignore_errors=True)  # will remove its sockets' directory
+        os._exit(code)  # skip atexit handlers inherited from the controller through fork

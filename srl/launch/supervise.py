@@ -1,8 +1,8 @@
 """The controller's loop, whatever the placement: reports in, failed workers restarted, stop rules.
 
 A launcher hands over its workers as a `Workers` (local processes, Ray actors); the loop feeds
-reports to the monitor, notices a worker that exited, reported an error or went silent, and
-restarts it in place (same role, index and shared slots; see srl.streams.incarnations) as the
+reports to the monitor (and an ensemble's adopts from its population manager to their members),
+notices a worker that exited, reported an error or went silent, and restarts it in place (same role, index and shared slots; see srl.streams.incarnations) as the
 `RestartPolicy` allows. A trainer (or pod) restarts from its last checkpoint. A failure past
 the policy's limit ends the run with that worker's last traceback.
 
@@ -26,7 +26,16 @@ from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.reports import report_check
 from srl.launch.restarts import CrashLoop, RestartPolicy
 from srl.storage import WriteFailed
-from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Kind, Role, decode_report, report_schema
+from srl.streams.control import (
+    CONTROL_OUT,
+    CONTROLLER_IN,
+    EPOCHS,
+    Kind,
+    Role,
+    decode_report,
+    report_schema,
+    send_command,
+)
 from srl.streams.incarnations import Incarnations
 from srl.streams.schema import checked
 from srl.streams.transport import Receiver, Transport
@@ -93,6 +102,7 @@ class Supervisor:
         while True:
             self.transport.wait([self.inbox], POLL_S)
             self.drain()
+            self._send_commands()
             self.check()
             self._rebroadcast_epochs()
             outputs.tick(self.monitor)
@@ -146,6 +156,12 @@ class Supervisor:
             self.monitor.on_unplaced(name)
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
+
+    def _send_commands(self) -> None:
+        """An ensemble's adopts, each to its member (srl.launch.ensemble)."""
+        if self.monitor.population is not None:
+            for index, command in self.monitor.population.take_commands():
+                send_command(self.transport.publisher(CONTROL_OUT), Role.POD, index, command)
 
     def _broadcast_epochs(self) -> None:
         """Over tcp each process keeps its own copy of the epochs: send the controller's."""

@@ -1,7 +1,8 @@
 """Control stream: workers report to the controller; the controller tells them to stop.
 
 worker -> controller: (kind, role, index) + one JSON frame. JSON, not pickle: it cannot run code.
-controller -> workers: (STOP,) broadcast.
+controller -> workers: (STOP,) broadcast; (COMMAND, role, index) + one JSON frame, broadcast and
+taken by that one worker (an ensemble member's adopt: srl.launch.ensemble).
 
 Each end takes only messages of these shapes (srl.streams.schema): a worker, a STOP or one frame
 of this run's epochs; the controller, reports of its own workers whose payloads hold what it
@@ -24,6 +25,7 @@ CONTROLLER_IN = "controller.in"
 CONTROL_OUT = "control.out"
 STOP = 1
 EPOCHS = 2  # (EPOCHS,) + one frame of int64 epochs: over tcp, where epochs are not shared memory
+COMMAND = 3  # (COMMAND, role, index) + one JSON object for that worker's kernel (`Kernel.command`)
 # a report's {stream: count} of the messages the worker's receivers dropped since its last report
 # (malformed, not signed by the run, replayed: srl.streams.tcp)
 REJECTED_KEY = "rejected_messages"
@@ -60,11 +62,22 @@ class Role(IntEnum):
 
 def command_schema(epochs: np.ndarray | None) -> Kinds:
     """(STOP,), or (EPOCHS,) with one frame of this run's epochs (any frame where this worker
-    keeps none: it reads none)."""
+    keeps none: it reads none), or a COMMAND with one JSON object."""
     epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(None,))
     if epochs is not None:
         epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(epochs.nbytes,), content=_check_epochs)
-    return Kinds({STOP: Schema({"kind": one_of(STOP)}), EPOCHS: epochs_frame})
+    command = Schema({"kind": one_of(COMMAND), "role": one_of(*Role), "index": INDEX}, frame_bytes=(None,),
+                     content=_check_command)
+    return Kinds({STOP: Schema({"kind": one_of(STOP)}), EPOCHS: epochs_frame, COMMAND: command})
+
+
+def _check_command(message: Message) -> None:
+    try:
+        payload = json.loads(bytes(message.frames[0]))
+    except (ValueError, RecursionError) as error:
+        raise Malformed(f"a command that is not JSON: {type(error).__name__}") from None
+    if type(payload) is not dict:
+        raise Malformed("a command that is not a JSON object")
 
 
 def _check_epochs(message: Message) -> None:
@@ -90,6 +103,7 @@ class WorkerLink:
         self._stop = checked(transport, commands, CONTROL_OUT, command_schema(epochs))
         self.receivers: list[Receiver] = [self._stop]
         self.stopping = False
+        self.commands: list[dict[str, Any]] = []  # this worker's, until taken (`take_commands`)
 
     def send(self, kind: Kind, payload: dict[str, Any]) -> None:
         self._out.send((kind, self.role, self.index), [json.dumps(payload).encode()])
@@ -101,7 +115,18 @@ class WorkerLink:
             elif message.header[0] == EPOCHS and self._epochs is not None:  # sized as ours (schema)
                 sent = np.frombuffer(message.frames[0], np.int64)
                 np.maximum(self._epochs, sent, out=self._epochs)  # epochs only grow
+            elif message.header[0] == COMMAND and tuple(message.header[1:]) == (self.role, self.index):
+                self.commands.append(json.loads(bytes(message.frames[0])))  # a JSON object (schema)
         return self.stopping
+
+    def take_commands(self) -> list[dict[str, Any]]:
+        commands, self.commands = self.commands, []
+        return commands
+
+
+def send_command(publisher: Any, role: Role, index: int, command: dict[str, Any]) -> None:
+    """The controller's command to one worker, on the control.out broadcast."""
+    publisher.send((COMMAND, role, index), [json.dumps(command).encode()])
 
 
 def decode_report(message: Message) -> tuple[Kind, Role, int, dict[str, Any]]:

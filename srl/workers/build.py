@@ -186,6 +186,10 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         from srl.workers.custom import make_custom
 
         return make_custom(graph, spec, transport)
+    if spec.role == Role.POD and c.ensemble.population > 1:
+        from srl.workers.member import make_member
+
+        return make_member(c, spec.index)  # evaluates itself, adopts a leader's copy (srl.launch.ensemble)
     if spec.role == Role.POD:
         from srl.workers.pod import make_pod
 

@@ -4,17 +4,27 @@
              every eval_interval_updates updates:
                  return = evaluate()                 # greedy actions, fixed seed, one episode per eval env
                  write folder/eval-<version>.pt      # weights + optimizer state + hyperparameters
-                 queue an "eval" event (srl.workers.tournament.Entry fields)
-    adopt(checkpoint, hparams)                       # weights and optimizer state of the checkpoint,
+                 queue an eval event (srl.workers.tournament.Entry fields)
+    report()                                         # the pod's report + "evals": the events queued
+    command({"type": "adopt", "adoption": n, "checkpoint": path, "hparams": {...}})
+        adopt(checkpoint, hparams)                   # weights and optimizer state of the checkpoint,
                                                      # the given hyperparameters (a perturbed copy)
 
-The eval files belong to whoever takes the event (the population manager keeps those that join
-the leaderboard and deletes the rest). Every member evaluates on the same seed, so the start
-states are common and the ranking compares policies, not luck.
+A member is the worker pod:<index> of the graph, run by any launcher's shell like every worker:
+its reports go to the controller, whose population manager (srl.launch.ensemble) takes the
+events and sends adopts on the control stream. The eval files belong to it (it keeps those that
+join the leaderboard and deletes the rest). Every member evaluates on the same seed, so the
+start states are common and the ranking compares policies, not luck.
+
+A member checkpoints as a pod does, in run_dir/members/m<index>/, and at once after an adopt,
+beside member.json (its adoptions and hyperparameters): restarted, or resumed with the run, it
+continues from there. Adopt n is taken once: a repeat (the manager resends until a report shows
+it) changes nothing.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +34,7 @@ from pydantic import ValidationError
 from srl.devices import resolve
 from srl.envs.batched import BatchedTorchEnv
 from srl.monitor.episodes import ReturnWindow
-from srl.storage import atomic_file
+from srl.storage import atomic_file, write_text_atomic
 from srl.workers.pod import PodKernel
 
 
@@ -38,6 +48,7 @@ class PodMember:
         eval_interval_updates: int = 10,
         eval_seed: int = 0,
         hparam_names: tuple[str, ...] = ("lr",),
+        resume: bool = False,
     ) -> None:
         if eval_interval_updates < 1:
             raise ValueError(f"eval_interval_updates must be >= 1, got {eval_interval_updates}")
@@ -57,6 +68,19 @@ class PodMember:
         self.recent = ReturnWindow(100)  # training episodes: the score when there is no eval env
         self.receivers: list = []  # a member only computes: nothing to wait on
         self.clock = pod.clock
+        if resume:
+            self._resume()
+
+    def _resume(self) -> None:
+        """Its adoptions and hyperparameters as its checkpoint left them; eval files whose events
+        never left (a killed life's) go."""
+        state = self.folder / STATE_FILE
+        if state.is_file():
+            saved = json.loads(state.read_text())
+            self.adoptions = int(saved["adoptions"])
+            self._set_hparams(saved["hparams"])
+        for stale in self.folder.glob("eval-*.pt"):
+            stale.unlink(missing_ok=True)
 
     def start(self) -> None:
         self.pod.start()
@@ -119,6 +143,15 @@ class PodMember:
         events, self.events = self.events, []
         return events
 
+    def command(self, command: dict[str, Any]) -> None:
+        """The population manager's command: adopt number `adoption` (taken once)."""
+        if command.get("type") != "adopt":
+            raise ValueError(f"member {self.index}: unknown command {command.get('type')!r}")
+        if int(command["adoption"]) > self.adoptions:
+            self.adopt(command["checkpoint"], command["hparams"])
+            self.adoptions = int(command["adoption"])
+            self._save_state()
+
     # -- replacement ------------------------------------------------------------------------------
 
     def adopt(self, checkpoint: str | Path, hparams: dict[str, float]) -> None:
@@ -131,24 +164,37 @@ class PodMember:
         with torch.no_grad():
             pod.policy.load_state_dict(state["policy"])
         pod.algorithm.load_state_dict(state["algorithm"])
-        config = pod.algorithm.config
+        self._set_hparams(hparams)
+        self.recent = ReturnWindow(100)  # those episodes were the replaced weights
+        self.updates_since_eval = 0
+        self.adoptions += 1
+
+    def _set_hparams(self, hparams: dict[str, float]) -> None:
+        config = self.pod.algorithm.config
         for name, value in hparams.items():  # a value outside the field's range (gamma > 1) is not taken
             try:
                 config = type(config).model_validate({**config.model_dump(), name: value})
             except ValidationError:
                 pass
-        pod.algorithm.config = config
-        self.recent = ReturnWindow(100)  # those episodes were the replaced weights
-        self.updates_since_eval = 0
-        self.adoptions += 1
+        self.pod.algorithm.config = config
+
+    def _save_state(self) -> None:
+        """A checkpoint of the adopted weights, then member.json: a restart continues the copy."""
+        if self.pod.run_dir is not None:
+            self.pod.save_checkpoint()
+        write_text_atomic(self.folder / STATE_FILE, json.dumps({"adoptions": self.adoptions, "hparams": self.hparams()}))
 
     # -- reports ----------------------------------------------------------------------------------
 
     def report(self) -> dict[str, Any]:
-        return {**self.pod.report(), "member": self.index, "adoptions": self.adoptions, "hparams": self.hparams()}
+        return {**self.pod.report(), **self._about()}
 
     def finish(self) -> dict[str, Any]:
-        return {**self.pod.finish(), "member": self.index, "adoptions": self.adoptions, "hparams": self.hparams()}
+        return {**self.pod.finish(), **self._about()}
+
+    def _about(self) -> dict[str, Any]:
+        return {"member": self.index, "adoptions": self.adoptions, "hparams": self.hparams(),
+                "evals": self.take_events()}
 
     def close(self) -> None:
         self.pod.close()
@@ -156,29 +202,37 @@ class PodMember:
             self.eval_env.close()
 
 
+STATE_FILE = "member.json"
+
+
 def member_seed(seed: int, index: int) -> int:
     """Member `index`'s seed: distinct members, and distinct from other runs' seeds."""
     return seed * 1000 + index
 
 
+def member_folder(run_dir: Path | str, index: int) -> Path:
+    """Where member `index` of the run in `run_dir` keeps its checkpoints and member.json."""
+    return Path(run_dir) / "members" / f"m{index}"
+
+
 def make_member(config: Any, index: int) -> PodMember:
     """Member `index` of the ensemble of an `ExperimentConfig` (pod=true), writing under
-    run_dir/members/m<index>/."""
+    run_dir/members/m<index>/ (and continuing from there with resume=)."""
     from srl.envs.batched import make_batched_env
     from srl.workers.pod import make_pod
 
     c, e = config, config.ensemble
-    folder = Path(str(c.run_dir)) / "members" / f"m{index}"
+    folder = member_folder(str(c.run_dir), index)
     seed = member_seed(c.seed, index)
     pod = make_pod(
         env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
         total_env_steps=max(1, c.total_env_steps // e.population), seed=seed,  # each member's schedule
-        device=resolve(c.device), run_dir=folder,
-        checkpoint_interval_s=c.checkpoint_interval_s,
+        device=resolve(c.device, index), run_dir=folder, checkpoint_interval_s=c.checkpoint_interval_s,
+        resume=c.resume is not None, run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
     )
-    eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.device), **c.env_kwargs) if e.eval_episodes else None
+    eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.device, index), **c.env_kwargs) if e.eval_episodes else None
     return PodMember(
         index, pod, eval_env, folder, eval_interval_updates=e.eval_interval_updates,
-        eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb),
+        eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb), resume=c.resume is not None,
     )

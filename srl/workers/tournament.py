@@ -92,6 +92,7 @@ class Tournament:
         self.population, self.size, self.ready_evals = population, size, ready_evals
         self.lag_fraction, self.margin, self.exploit_top = lag_fraction, margin, exploit_top
         self.perturb, self.factors = tuple(perturb), tuple(factors)
+        self.seed = seed
         self.rng = random.Random(seed)
         self.entries: list[Entry] = []  # the leaderboard, best first
         self.members = [_Member(lineage=f"m{k}") for k in range(population)]
@@ -153,6 +154,15 @@ class Tournament:
              "source_return": source.eval_return, "hparams": hparams}
         )
         return Replace(member, source, hparams)
+
+    def restore(self, table: dict[str, Any]) -> None:
+        """Continue from a `table()` of the same population (a resumed run's leaderboard.json)."""
+        if table["population"] != self.population:
+            raise ValueError(f"a leaderboard of {table['population']} members, not {self.population}")
+        self.entries = [Entry(**e) for e in table["entries"]]
+        self.replacements = list(table["replacements"])
+        self.members = [_Member(m["evals_since_start"], m["latest_return"], m["lineage"]) for m in table["members"]]
+        self.rng = random.Random(f"{self.seed}/{len(self.replacements)}")  # not the first launch's draws again
 
     def table(self) -> dict[str, Any]:
         """JSON-able state: the leaderboard, the replacements so far, each member's latest return."""
