@@ -78,7 +78,7 @@ def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | No
         values = apply_overrides({**defaults, "env": env_id, "run_dir": str(Path(tmp) / "run")}, given)
         config = build_config(values)
         code = run_experiment(config)
-        run_dir = Path(str(config.run_dir))
+        run_dir = Path(str(config.run.run_dir))
         lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         breakdown = json.loads((run_dir / "summary.json").read_text()).get("time_breakdown", {})
     rate, seconds = sampling_rate(lines, measure_last_s)

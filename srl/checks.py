@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from typing import Any
 
 from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
@@ -16,7 +17,7 @@ from srl.envs.native_backends import vector_entry_point
 
 
 def check_config(config: ExperimentConfig) -> None:
-    """Raise the first problem found; then derive what deterministic=true fixes."""
+    """Raise the first problem found; then derive what run.deterministic=true fixes."""
     for check in _CHECKS:
         if (problem := check(config)) is not None:
             raise ConfigError(problem)
@@ -59,7 +60,7 @@ def _dataflow(config: ExperimentConfig) -> str | None:
         return (f"field 'dataflow.envs_per_actor': {flow.envs_per_actor} must be a multiple of "
                 f"dataflow.ring_splits ({flow.ring_splits})")
     if flow.transport == "tcp" and launch.launcher == "inline":
-        return "field 'dataflow.transport': 'tcp' needs launcher='local' or 'ray', got launcher='inline'"
+        return "field 'dataflow.transport': 'tcp' needs launch.launcher='local' or 'ray', got launch.launcher='inline'"
     burn_in = getattr(config.algo, "burn_in", 0)
     if burn_in >= flow.sample_length:
         return (f"field 'algo.burn_in': {burn_in} must be less than sample_length ({flow.sample_length}): "
@@ -75,15 +76,15 @@ def _replay_and_trainers(config: ExperimentConfig) -> str | None:
     n, pod, det = config.launch.num_trainers, config.pod.enabled, config.run.deterministic
     if config.replay is not None and (det or pod):
         return (f"field 'replay': it needs the actor/buffer/trainer dataflow: it cannot run with "
-                f"deterministic={det} or pod={pod}")
+                f"run.deterministic={det} or pod.enabled={pod}")
     if n == 1:
         return None
     if config.replay is not None:
         return f"field 'launch.num_trainers': {n} cannot run with replay: one buffer worker serves one trainer"
     if pod:
-        return f"field 'launch.num_trainers': {n} cannot run with pod=true: a pod is its own trainer"
+        return f"field 'launch.num_trainers': {n} cannot run with pod.enabled=true: a pod is its own trainer"
     if config.launch.launcher == "inline":
-        return f"field 'launch.num_trainers': {n} needs one process per trainer: launcher='local' or 'ray', not 'inline'"
+        return f"field 'launch.num_trainers': {n} needs one process per trainer: launch.launcher='local' or 'ray', not 'inline'"
     if config.launch.num_actor_workers % n:
         return (f"field 'launch.num_trainers': {n} must divide num_actor_workers ({config.launch.num_actor_workers}): "
                 "each trainer takes the segments of an equal share of the actors (a smaller share would hold the "
@@ -96,13 +97,13 @@ def _lock_step(config: ExperimentConfig) -> str | None:
     if not config.run.deterministic:
         return None
     if (limit := config.stop.time_limit_s) is not None:
-        return (f"field 'stop.time_limit_s': {limit} cannot stop a deterministic=true run in lock step (the update "
-                "reached in a time depends on the machine); set time_limit_s=null and stop by max_updates, "
+        return (f"field 'stop.time_limit_s': {limit} cannot stop a run.deterministic=true run in lock step (the update "
+                "reached in a time depends on the machine); set stop.time_limit_s=null and stop by max_updates, "
                 "total_env_steps or target_return")
     population = config.pod.ensemble.population
     if config.pod.enabled and population > 1:
         return (f"field 'run.deterministic': true cannot run an ensemble (ensemble.population={population}): its "
-                "tournament follows the members' timing; use ensemble.population=1 or deterministic=false")
+                "tournament follows the members' timing; use pod.ensemble.population=1 or run.deterministic=false")
     return None
 
 
@@ -116,13 +117,13 @@ def _pod(config: ExperimentConfig) -> str | None:
     from srl.envs.batched import BATCHED_ENVS
 
     if config.env not in BATCHED_ENVS:
-        return f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {config.env!r}"
+        return f"field 'env': pod.enabled=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {config.env!r}"
     if config.eval.episodes:
-        return "field 'eval.episodes': the evaluator worker needs the dataflow; with pod=true set it to 0"
+        return "field 'eval.episodes': the evaluator worker needs the dataflow; with pod.enabled=true set it to 0"
     if config.dataflow.nonfinite_env == "skip_episode":  # a pod checks each rollout whole (srl.workers.pod)
-        return "field 'dataflow.nonfinite_env': a pod cannot restart one env of its batch; with pod=true use 'error'"
+        return "field 'dataflow.nonfinite_env': a pod cannot restart one env of its batch; with pod.enabled=true use 'error'"
     if config.extra_workers:
-        return "field 'extra_workers': they take the dataflow's streams, which pod=true has not"
+        return "field 'extra_workers': they take the dataflow's streams, which pod.enabled=true has not"
     return _ensemble(config) if pod.ensemble.population > 1 else None
 
 
@@ -140,7 +141,7 @@ def _ensemble(config: ExperimentConfig) -> str | None:
     return None
 
 
-def _unknown(table: registry.Registry[object], name: str) -> str:
+def _unknown(table: registry.Registry[Any], name: str) -> str:
     try:
         table.get(name)
     except registry.UnknownNameError as e:

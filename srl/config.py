@@ -83,12 +83,12 @@ class ReplayConfig(BaseModel):
 
 
 class EnsembleConfig(BaseModel):
-    """A tournament-based ensemble of pods (`pod=true`); see srl.workers.tournament."""
+    """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.workers.tournament."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     population: int = Field(
-        1, ge=1, description="Pods trained at once (one process each with launcher=local); 1 = a single pod."
+        1, ge=1, description="Pods trained at once (one process each with launch.launcher=local); 1 = a single pod."
     )
     eval_interval_updates: int = Field(10, ge=1, description="Updates between a member's evaluations.")
     eval_episodes: int = Field(
@@ -142,7 +142,7 @@ class RunConfig(BaseModel):
                                 "(runs/<experiment>-<env>-<timestamp> where an override changed the env).")
     resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
     run_id: str | None = Field(
-        None, description="Set by srl at a run's first launch and kept by resume=; every checkpoint carries it "
+        None, description="Set by srl at a run's first launch and kept by run.resume=; every checkpoint carries it "
         "and a trainer loads only its own run's (none: a new one)."
     )
     deterministic: bool = Field(
@@ -186,7 +186,7 @@ class LaunchConfig(BaseModel):
         30.0, ge=1.0, description="A silent worker is declared dead after this (>= 1 s: workers report every 0.5 s)."
     )
     worker_memory_limit_mib: int | None = Field(
-        None, ge=1, description="launcher=local: a worker process whose own memory (RSS less shared pages) grows "
+        None, ge=1, description="launch.launcher=local: a worker process whose own memory (RSS less shared pages) grows "
         "past this many MiB ends the run as a failed worker (the others stop cleanly, the summary names it). "
         "None: only a warning line, at half of the machine's memory."
     )
@@ -203,16 +203,16 @@ class LaunchConfig(BaseModel):
         "as a non-finite loss or gradient does; one more ends the run (0: the first one does)."
     )
     ray_address: str | None = Field(
-        None, description="launcher=ray: address of a running Ray cluster (ray://host:10001, auto); "
+        None, description="launch.launcher=ray: address of a running Ray cluster (ray://host:10001, auto); "
         "none: start a local Ray instance for the run."
     )
     ray_resources: dict[str, RayResources] = Field(
         default_factory=dict,
-        description="launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
+        description="launch.launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
         "a role not listed asks for 1 CPU (params: none, it only forwards weights).",
     )
     ray_placement_timeout_s: float = Field(
-        30.0, gt=0, description="launcher=ray: a worker whose resources Ray still cannot grant after this long "
+        30.0, gt=0, description="launch.launcher=ray: a worker whose resources Ray still cannot grant after this long "
         "(other workers hold them) ends the run, naming the worker, its request and the cluster's total and free "
         "resources. A request no node could ever hold is refused before any worker starts. Raise it for a "
         "cluster that autoscales (new nodes take minutes).",
@@ -235,7 +235,7 @@ class DataflowConfig(BaseModel):
     envs_per_actor: int = Field(16, ge=1, le=65536, description="Environments in each actor's ring.")
     ring_splits: int = Field(
         1, ge=1, le=256, description="Groups the ring is split into: while one group waits for actions, the others "
-        "step. Default: 1 with inference=inline (nothing to wait for), 2 with inference=policy_worker."
+        "step. Default: 1 with dataflow.inference=inline (nothing to wait for), 2 with dataflow.inference=policy_worker."
     )
     inference: Literal["policy_worker", "inline"] = Field(
         "inline", description="inline: in each actor, no round trip (a small network on a CPU); policy_worker: "
@@ -249,7 +249,7 @@ class DataflowConfig(BaseModel):
         "lag; past a few, only lag). All slots must fit in free shared memory (/dev/shm), checked before launch."
     )
     batch_segments: int = Field(
-        1, ge=1, le=65536, description="Segments each trainer gathers for one update (with num_trainers=N, N times as many "
+        1, ge=1, le=65536, description="Segments each trainer gathers for one update (with launch.num_trainers=N, N times as many "
         "make one synchronized update)."
     )
     max_policy_lag: int = Field(
@@ -259,17 +259,17 @@ class DataflowConfig(BaseModel):
         "error", description="When an env returns a NaN or an infinity (observation or reward). error: end the run "
         "naming the env, env index and field; skip_episode: record that step with the bad values zeroed and cut "
         "as truncated, restart the env, and count the episode in nonfinite_episodes_skipped, not in the returns "
-        "(actors only: not with pod=true)."
+        "(actors only: not with pod.enabled=true)."
     )
     transport: Literal["shm", "tcp"] = Field(
         "shm",
-        description="Stream backend of launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
+        description="Stream backend of launch.launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
         "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine; "
-        "with launcher=ray each stream listens on its owner's node, found through Ray).",
+        "with launch.launcher=ray each stream listens on its owner's node, found through Ray).",
     )
     bind_host: str = Field(
         "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
-        "launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
+        "launch.launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
     max_queued_bytes_per_peer: int = Field(
         64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
@@ -315,7 +315,7 @@ class StopConfig(BaseModel):
         None, description="Stop once the mean return of the last 100 episodes reaches this."
     )
     time_limit_s: float | None = Field(
-        None, gt=0, description="Stop after this many seconds of training (not with deterministic=true)."
+        None, gt=0, description="Stop after this many seconds of training (not with run.deterministic=true)."
     )
 
 
@@ -339,9 +339,9 @@ class MonitorConfig(BaseModel):
         "besides metrics.jsonl: tensorboard (run_dir/tb), wandb ([wandb] extra; WANDB_MODE=offline works without "
         "network), mlflow ([mlflow] extra); a list for several ([tensorboard,wandb]), [] for none."
     )
-    wandb_project: str | None = Field(None, description="tracker=wandb: the W&B project; none: WANDB_PROJECT, else srl.")
+    wandb_project: str | None = Field(None, description="monitor.tracker=wandb: the W&B project; none: WANDB_PROJECT, else srl.")
     mlflow_tracking_uri: str | None = Field(
-        None, description="tracker=mlflow: the tracking URI (http://host:5000, sqlite:///mlflow.db, file:...); "
+        None, description="monitor.tracker=mlflow: the tracking URI (http://host:5000, sqlite:///mlflow.db, file:...); "
         "none: MLFLOW_TRACKING_URI, else MLflow's default."
     )
     learning_curve: bool = Field(
@@ -393,7 +393,7 @@ class PodConfig(BaseModel):
     device: str = Field("cpu", description="Torch device of a pod (cpu, cuda, cuda:1, ...).")
     ensemble: EnsembleConfig = Field(
         default_factory=EnsembleConfig,
-        description="Tournament-based ensemble of pods (pod=true): ensemble.population=K trains K at once.",
+        description="Tournament-based ensemble of pods (pod=true): pod.ensemble.population=K trains K at once.",
     )
 
 
@@ -402,7 +402,8 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
 
-    experiment: str = Field(description="Name of the experiment (shown in process titles and run dirs).")
+    experiment: str = Field("", description="Name of the experiment (shown in process titles and run dirs); "
+                            "srl run sets it to the experiment's or the file's name.")
     modules: list[str] = Field(
         default_factory=list, description="Python modules to import first (they register envs, algorithms...), "
         "in the controller and every worker; looked for on the Python path, then in the current directory; a,b = two."
@@ -573,8 +574,25 @@ def translate_moved(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def moved_key(key: str) -> str:
+    """Dotted `key` with an old flat first part moved (MOVED): total_env_steps -> stop.total_env_steps,
+    ensemble.population -> pod.ensemble.population; pod.device stays."""
+    first, dot, rest = key.partition(".")
+    new = MOVED.get(first)
+    if new is None or (rest and new.startswith(first + ".")):
+        return key
+    return new + dot + rest
+
+
 def _unwrapped(value: Any) -> Any:
     return value.value if isinstance(value, Replace) else value
+
+
+def experiment_values(name: str) -> dict[str, Any]:
+    """A registered experiment's values: an ExperimentConfig's differences from the defaults (the
+    built-ins), or a dict, its old flat keys moved (MOVED)."""
+    made = registry.experiments.get(name)()
+    return made.model_dump(exclude_defaults=True) if isinstance(made, ExperimentConfig) else translate_moved(made)
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
@@ -708,7 +726,6 @@ def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, l
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
     """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
     import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
-
     from srl.checks import check_config  # its checks read the config's types
 
     values = translate_moved(values)
@@ -735,7 +752,7 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
 def load_saved_config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
     if not path.is_file():
-        raise ConfigError(f"field 'resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
+        raise ConfigError(f"field 'run.resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
     try:  # a damaged file is named on one line, not shown as a parser's traceback
         values = yaml.safe_load(path.read_text())
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:
@@ -754,7 +771,8 @@ def config_reference() -> str:
         for name, f in model.model_fields.items():
             kind = f.annotation.__name__ if isinstance(f.annotation, type) else str(f.annotation)
             kind = kind.replace("typing.", "").replace("srl.api.algorithm.", "").replace("|", "\\|")
-            default = "(required)" if f.is_required() else repr(f.get_default(call_default_factory=True))
+            default = "(required)" if f.is_required() else f.get_default(call_default_factory=True)
+            default = "(section below)" if isinstance(default, BaseModel) else repr(default)
             rows.append(f"| `{name}` | `{kind}` | `{default}` | {f.description or ''} |")
         return rows
 
@@ -765,14 +783,16 @@ def config_reference() -> str:
                "(`policy_kwargs`) unless given with it."), ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
     for name, field in ExperimentConfig.model_fields.items():
-        if field.default_factory is not None and (section := models_in(field.annotation)):
-            lines += [f"## `{name}.*`", "", *table(section[0]), ""]
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            lines += [f"## `{name}.*`: {field.description}", "", *table(field.annotation), ""]
     lines += [("An experiment file (`srl run FILE.yaml key=value ...`) holds the same keys, read by the same "
                "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.experiment_file, "
                "docs/custom.md)."), ""]
     lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
     lines += ["## `pod.ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
+    lines += ["## Keys before sections", "", "Read as the new key, with a one-line note.", "",
+              "| old key | new key |", "| --- | --- |", *(f"| `{old}` | `{new}` |" for old, new in MOVED.items()), ""]
     for name in registry.algorithms.names():
         if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):
             continue  # users' own algorithms are documented by their users

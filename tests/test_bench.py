@@ -9,7 +9,7 @@ import sys
 
 def test_bench_sampling_prints_one_json_line_last():
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "bench", "sampling", "CartPole-v1", "time_limit_s=6", "num_actor_workers=2"],
+        [sys.executable, "-m", "srl.cli", "bench", "sampling", "CartPole-v1", "stop.time_limit_s=6", "launch.num_actor_workers=2"],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -27,17 +27,17 @@ def test_unknown_key_names_it_and_lists_the_allowed_fields():
 
 
 def test_wrong_type_names_the_field_and_the_value():
-    message = error_of("num_actor_workers=two")
+    message = error_of("launch.num_actor_workers=two")
     assert "'num_actor_workers'" in message and "'two'" in message
 
 
 def test_literal_lists_the_allowed_values():
-    message = error_of("launcher=slurm")
+    message = error_of("launch.launcher=slurm")
     assert "'launcher'" in message and "'inline'" in message and "'local'" in message
 
 
 def test_inconsistent_counts():
-    assert "ring_splits" in error_of("envs_per_actor=10", "ring_splits=3")
+    assert "ring_splits" in error_of("dataflow.envs_per_actor=10", "dataflow.ring_splits=3")
 
 
 def test_algorithm_hyperparameters_are_typed_and_checked():
@@ -55,7 +55,7 @@ def test_graph_checks_need_the_spaces():
     from srl.graph import build_graph
 
     with pytest.raises(ConfigError, match="num_policy_workers"):
-        build_graph(load_config("cartpole-ppo", ["num_policy_workers=3", "inference=policy_worker"]))
+        build_graph(load_config("cartpole-ppo", ["launch.num_policy_workers=3", "dataflow.inference=policy_worker"]))
     with pytest.raises(ConfigError, match="field 'env'"):
         build_graph(load_config("cartpole-ppo", ["env=NoSuchEnv-v0"]))
 
@@ -77,7 +77,7 @@ def test_a_dict_override_merges_and_bang_replaces_it_whole():
 
 def test_null_drops_the_experiments_value_and_bang_null_is_none():
     assert load_config("cartpole-ppo").total_env_steps == 500_000
-    assert load_config("cartpole-ppo", ["total_env_steps=null"]).total_env_steps == 1_000_000  # the field's default
+    assert load_config("cartpole-ppo", ["stop.total_env_steps=null"]).total_env_steps == 1_000_000  # the field's default
     pong = load_config("pong-ppo", ["env_kwargs.repeat_action_probability=null"]).env_kwargs
     assert pong == {"frame_stack": 4}
     assert load_config("pong-ppo", ["env_kwargs=null"]).env_kwargs == {}
@@ -108,8 +108,8 @@ def test_many_unknown_fields_are_listed_once_with_the_allowed_ones():
 
 def test_run_dir_names_the_env_when_an_override_changed_it():
     acrobot = load_config("cartpole-ppo", ["env=Acrobot-v1"])
-    assert Path(acrobot.run_dir).parent == Path("runs") and acrobot.experiment == "cartpole-ppo"
-    assert Path(acrobot.run_dir).name.startswith("cartpole-ppo-Acrobot-v1-")
+    assert Path(acrobot.run.run_dir).parent == Path("runs") and acrobot.experiment == "cartpole-ppo"
+    assert Path(acrobot.run.run_dir).name.startswith("cartpole-ppo-Acrobot-v1-")
     breakout = Path(load_config("pong-ppo", ["env=ALE/Breakout-v5"]).run_dir)  # no sub-folder from the slash
     assert breakout.parent == Path("runs") and breakout.name.startswith("pong-ppo-ALE-Breakout-v5-")
     for same in ([], ["env=CartPole-v1"]):  # the experiment's own env: its plain name
@@ -119,7 +119,7 @@ def test_run_dir_names_the_env_when_an_override_changed_it():
 def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):
     run_dir = tmp_path / "never"
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launcher=slurm", f"run_dir={run_dir}"],
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=slurm", f"run.run_dir={run_dir}"],
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
@@ -128,12 +128,12 @@ def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):
 
 
 def test_resolved_config_is_saved_and_reloads(tmp_path):
-    config = load_config("cartpole-ppo", ["seed=5", f"run_dir={tmp_path}"])
+    config = load_config("cartpole-ppo", ["run.seed=5", f"run.run_dir={tmp_path}"])
     config.dump_yaml(tmp_path / "config.yaml")
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert saved["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
-    again = load_config("ignored", [f"resume={tmp_path}"])
-    assert again.seed == 5 and again.algo_config == config.algo_config
+    again = load_config("ignored", [f"run.resume={tmp_path}"])
+    assert again.run.seed == 5 and again.algo_config == config.algo_config
 
 
 def test_config_reference_in_docs_is_current():
@@ -148,22 +148,22 @@ def test_config_reference_in_docs_is_current():
 def test_processes_that_train_may_get_their_own_torch_threads():
     from srl.streams.control import Role
 
-    plain = load_config("cartpole-ppo", ["torch_threads=1"])
+    plain = load_config("cartpole-ppo", ["launch.torch_threads=1"])
     assert plain.threads_for(trains=True) == plain.threads_for(trains=False) == 1
-    split = load_config("cartpole-ppo", ["torch_threads=1", "trainer_torch_threads=2"])
+    split = load_config("cartpole-ppo", ["launch.torch_threads=1", "launch.trainer_torch_threads=2"])
     assert (split.threads_for(trains=True), split.threads_for(trains=False)) == (2, 1)
     assert [role for role in Role if role.trains] == [Role.TRAINER, Role.POD]
-    assert "'trainer_torch_threads'" in error_of("trainer_torch_threads=0")
+    assert "'trainer_torch_threads'" in error_of("launch.trainer_torch_threads=0")
 
 
 def test_srl_show_prints_the_config_a_run_would_use(capsys):
     from srl.cli import main
 
-    assert main(["show", "cartpole-ppo", "seed=3", "algo.lr=0.002"]) == 0
+    assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002"]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)
-    expected = load_config("cartpole-ppo", ["seed=3", "algo.lr=0.002"]).model_dump(mode="json")
+    expected = load_config("cartpole-ppo", ["run.seed=3", "algo.lr=0.002"]).model_dump(mode="json")
     assert {k: v for k, v in shown.items() if k != "run_dir"} == {k: v for k, v in expected.items() if k != "run_dir"}
-    assert main(["show", "cartpole-ppo", "seed=3", "algo.lr=0.002", "--changed"]) == 0
+    assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002", "--changed"]) == 0
     changed = yaml.safe_load(capsys.readouterr().out)
     assert changed["seed"] == 3 and changed["algo"]["lr"] == 0.002 and changed["algo"]["clip_value"] is False
     assert "run_dir" not in changed and "env" not in changed  # CartPole-v1 is the default env

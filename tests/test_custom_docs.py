@@ -176,7 +176,7 @@ def test_the_worker_of_your_own_runs_as_written_on_local_and_tcp(tmp_path):
     graph, *runs = doc_commands("A worker of your own")
     described = run_srl(graph, tmp_path).stdout
     assert "custom:0 (reward-stats)" in described and "stream trainer.samples.tap: trainer:0 -> custom:0" in described
-    assert [argv[:2] for argv in runs] == [["srl", "run"]] * 2 and "transport=tcp" in runs[1], runs
+    assert [argv[:2] for argv in runs] == [["srl", "run"]] * 2 and "dataflow.transport=tcp" in runs[1], runs
     for run in runs:
         before = set(glob.glob(str(tmp_path / "runs" / "sign-a2c-*")))
         run_srl(run, tmp_path)

@@ -107,8 +107,8 @@ def test_epsilon_greedy_explores_each_row_at_its_own_rate():
         (["replay.batch_size=10", "replay.capacity=5", "replay.warmup=5"], "replay"),
         (["env=Pendulum-v1"], "env"),  # q-mlp and dqn need Discrete actions
         (["replay.alpha=-1"], "replay.alpha"),
-        (["deterministic=true"], "replay"),
-        (["pod=true", "env=batched-cartpole", "replay=null"], "replay"),
+        (["run.deterministic=true"], "replay"),
+        (["pod.enabled=true", "env=batched-cartpole", "replay=null"], "replay"),
     ],
 )
 def test_replay_config_errors_name_the_field(overrides, field):
@@ -119,4 +119,4 @@ def test_replay_config_errors_name_the_field(overrides, field):
 
 def test_epsilon_needs_discrete_actions():
     with pytest.raises(ConfigError, match="epsilon"):
-        build_graph(load_config("cartpole-ppo", ["env=Pendulum-v1", "epsilon=0.1"]))
+        build_graph(load_config("cartpole-ppo", ["env=Pendulum-v1", "algo.epsilon=0.1"]))

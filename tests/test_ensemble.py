@@ -29,8 +29,8 @@ def one_thread():
 def small_config(tmp_path: Path, *overrides: str):
     return load_config(
         "cartpole-pod-ensemble",
-        [f"run_dir={tmp_path}", "display=off", "envs_per_actor=16", "ensemble.population=2",
-         "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=4", *overrides],
+        [f"run.run_dir={tmp_path}", "monitor.display=off", "dataflow.envs_per_actor=16", "pod.ensemble.population=2",
+         "pod.ensemble.eval_interval_updates=2", "pod.ensemble.eval_episodes=4", *overrides],
     )
 
 
@@ -64,7 +64,7 @@ def test_member_evaluates_saves_and_adopts_a_perturbed_copy(tmp_path):
 
 
 def test_out_of_range_perturbations_are_not_taken(tmp_path):
-    config = small_config(tmp_path, "ensemble.perturb=[lr,gamma]")
+    config = small_config(tmp_path, "pod.ensemble.perturb=[lr,gamma]")
     m = make_member(config, 0)
     try:
         m.start()
@@ -78,22 +78,22 @@ def test_out_of_range_perturbations_are_not_taken(tmp_path):
 
 def test_ensemble_config_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="ensemble.population"):
-        load_config("cartpole-pod-ensemble", ["ensemble.population=0"])
+        load_config("cartpole-pod-ensemble", ["pod.ensemble.population=0"])
     with pytest.raises(ConfigError, match=r"ensemble.perturb.*epochs.*allowed: .*lr"):
-        build_graph(small_config(tmp_path, "ensemble.perturb=[epochs]"))
-    with pytest.raises(ConfigError, match="need pod=true"):
-        build_graph(load_config("cartpole-ppo", ["ensemble.population=2"]))
+        build_graph(small_config(tmp_path, "pod.ensemble.perturb=[epochs]"))
+    with pytest.raises(ConfigError, match="need pod.enabled=true"):
+        build_graph(load_config("cartpole-ppo", ["pod.ensemble.population=2"]))
     config = small_config(tmp_path)
-    config.resume = str(tmp_path)
+    config.run.resume = str(tmp_path)
     with pytest.raises(ConfigError, match="'resume'"):
         build_graph(config)
-    graph = build_graph(small_config(tmp_path, "ensemble.population=3"))
+    graph = build_graph(small_config(tmp_path, "pod.ensemble.population=3"))
     assert [w.name for w in graph.workers] == ["pod:0", "pod:1", "pod:2"]
     assert {s.name for s in graph.streams} == {"control", "evals", "adopt"}
 
 
 def test_inline_ensemble_writes_a_leaderboard(tmp_path):
-    config = small_config(tmp_path, "launcher=inline", "max_updates=24", "target_return=null")
+    config = small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=24", "stop.target_return=null")
     assert run_experiment(config) == 0
     table = leaderboard.read(tmp_path)
     assert table["population"] == 2 and 1 <= len(table["entries"]) <= 5
@@ -111,8 +111,8 @@ def test_ensemble_replaces_laggards_and_its_best_member_solves_cartpole(tmp_path
     The run usually stops early because a member's last 100 training episodes reach 475."""
     config = load_config(
         "cartpole-pod-ensemble",
-        [f"run_dir={tmp_path}", "display=off", "seed=1", "ensemble.population=3", "total_env_steps=2000000",
-         "ensemble.eval_interval_updates=8", "ensemble.eval_episodes=8"],
+        [f"run.run_dir={tmp_path}", "monitor.display=off", "run.seed=1", "pod.ensemble.population=3", "stop.total_env_steps=2000000",
+         "pod.ensemble.eval_interval_updates=8", "pod.ensemble.eval_episodes=8"],
     )
     assert run_experiment(config) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -130,7 +130,7 @@ def test_ensemble_replaces_laggards_and_its_best_member_solves_cartpole(tmp_path
 
 
 def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_path):
-    config = small_config(tmp_path, "ensemble.eval_episodes=0", "ensemble.eval_interval_updates=1")
+    config = small_config(tmp_path, "pod.ensemble.eval_episodes=0", "pod.ensemble.eval_interval_updates=1")
     m = make_member(config, 0)
     try:
         assert m.eval_env is None
@@ -158,7 +158,7 @@ def test_ray_member_actor_works_in_bursts_and_reports_errors(tmp_path, monkeypat
     # tests find by their titles (Ray's setproctitle moves this process's argv for good)
     monkeypatch.setattr(ray_members, "_set_title", lambda title: None)
 
-    config = small_config(tmp_path, "ensemble.eval_interval_updates=1")
+    config = small_config(tmp_path, "pod.ensemble.eval_interval_updates=1")
     wrong = MemberActor(config, 0, controller_host="203.0.113.9")
     [error] = wrong.work([], 0.0)
     assert error["type"] == "error" and "must run on the manager's host" in error["payload"]["traceback"]

@@ -5,8 +5,8 @@
                                                         leaderboard: keep or delete the checkpoint
                                                         lagging? -> adopt(leader's copy, perturbed hparams)
 
-Runs in the controller process, as the local launcher's supervisor does. `launcher=local` forks
-one process per member; `launcher=inline` polls every member here in turn; `launcher=ray` runs
+Runs in the controller process, as the local launcher's supervisor does. `launch.launcher=local` forks
+one process per member; `launch.launcher=inline` polls every member here in turn; `launch.launcher=ray` runs
 each member in a Ray actor holding `ray_resources.pod` (srl.launch.ray_members), on a local Ray
 instance started for the run unless `ray_address` names a cluster. The run stops when a
 member's mean return over its last 100 training episodes reaches `target_return` (the same rule
@@ -37,11 +37,11 @@ POLL_S = 0.05
 
 
 def make_tournament(graph: Graph) -> Tournament:
-    e = graph.config.ensemble
+    e = graph.config.pod.ensemble
     return Tournament(
         e.population, size=e.leaderboard_size, ready_evals=e.ready_evals, lag_fraction=e.lag_fraction,
         margin=e.margin, exploit_top=e.exploit_top, perturb=tuple(e.perturb),
-        factors=tuple(e.perturb_factors), seed=graph.config.seed,
+        factors=tuple(e.perturb_factors), seed=graph.config.run.seed,
     )
 
 
@@ -50,7 +50,7 @@ class PopulationManager:
 
     def __init__(self, graph: Graph, monitor: RunMonitor, handles: list[Any], started_s: float) -> None:
         self.config, self.monitor, self.handles = graph.config, monitor, handles
-        self.run_dir = Path(str(graph.config.run_dir))
+        self.run_dir = Path(str(graph.config.run.run_dir))
         (self.run_dir / leaderboard.FOLDER).mkdir(parents=True, exist_ok=True)
         self.tournament = make_tournament(graph)
         self.started_s = started_s
@@ -92,7 +92,7 @@ class PopulationManager:
         self.changed = True
 
     def target_reason(self) -> str | None:
-        target = self.config.target_return
+        target = self.config.stop.target_return
         for k, window in enumerate(self.windows):
             mean = window.mean_return
             if target is not None and mean is not None and window.count >= 100 and mean >= target:
@@ -123,11 +123,11 @@ class PopulationManager:
 def _placement(graph: Graph) -> Iterator[Callable[[int], Any]]:
     """A factory of member handles for the configured launcher (with Ray up while it lasts)."""
     config = graph.config
-    if config.launcher == "inline":
+    if config.launch.launcher == "inline":
         from srl.workers.member import make_member
 
         yield lambda k: InlineMember(make_member(config, k))
-    elif config.launcher == "ray":
+    elif config.launch.launcher == "ray":
         from srl.launch.ray_launcher import _connect, _ray
         from srl.launch.ray_members import RayMember
         from srl.launch.ray_placement import check_fits
@@ -170,10 +170,10 @@ def _run(graph: Graph, outputs: RunOutputs, monitor: RunMonitor, make_handle: Ca
         return reason
     finally:
         restore_sigterm()
-        if config.launcher == "ray" and handles:
+        if config.launch.launcher == "ray" and handles:
             from srl.launch.ray_members import write_placement
 
-            write_placement(Path(str(config.run_dir)), handles)
+            write_placement(Path(str(config.run.run_dir)), handles)
         for h in handles:
             h.close()
 
@@ -196,7 +196,7 @@ def _supervise(manager: PopulationManager, outputs: RunOutputs, handles: list[An
                 manager.monitor.on_unplaced(f"pod:{h.index}")
         silent = manager.monitor.silent_workers(names)
         if silent:
-            raise WorkerFailed(silent[0], f"no heartbeat for {manager.config.heartbeat_timeout_s} s")
+            raise WorkerFailed(silent[0], f"no heartbeat for {manager.config.launch.heartbeat_timeout_s} s")
         manager.save()
         outputs.tick(manager.monitor)
         reason = manager.target_reason() or manager.other_reason()

@@ -141,27 +141,27 @@ class RunMonitor:
         return round((self.env_steps - self.start_env_steps) / seconds, 1) if seconds > 0 else None
 
     def _eval_metrics(self) -> dict[str, Any]:
-        if not self.config.eval_episodes:
+        if not self.config.eval.episodes:
             return {}
         mean = sum(self.eval_returns) / len(self.eval_returns) if self.eval_returns else None
         return {"eval/episode_return_mean": mean, "eval/policy_version": self.eval_version}
 
     def stop_reason(self) -> str | None:
         c = self.config
-        if c.deterministic:  # decided at an update boundary from the trained data (srl.workers.stop)
+        if c.run.deterministic:  # decided at an update boundary from the trained data (srl.workers.stop)
             if self.trainer_stop is not None and self.trainer_stop.startswith("target_return"):
                 self._target_reached()
             return self.trainer_stop
         mean = self.episodes.mean_return
-        if c.target_return is not None and mean is not None and self.episodes.count >= WINDOW and mean >= c.target_return:
+        if c.stop.target_return is not None and mean is not None and self.episodes.count >= WINDOW and mean >= c.stop.target_return:
             self._target_reached()
-            return f"target_return {c.target_return} reached (mean of last 100 episodes: {mean:.2f})"
-        if c.max_updates is not None and self.updates >= c.max_updates:
-            return f"max_updates {c.max_updates} reached"
-        if self.env_steps >= c.total_env_steps:
-            return f"total_env_steps {c.total_env_steps} reached"
-        if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:
-            return f"time_limit_s {c.time_limit_s} reached"
+            return f"target_return {c.stop.target_return} reached (mean of last 100 episodes: {mean:.2f})"
+        if c.stop.max_updates is not None and self.updates >= c.stop.max_updates:
+            return f"max_updates {c.stop.max_updates} reached"
+        if self.env_steps >= c.stop.total_env_steps:
+            return f"total_env_steps {c.stop.total_env_steps} reached"
+        if c.stop.time_limit_s is not None and time.monotonic() - self.started_s >= c.stop.time_limit_s:
+            return f"time_limit_s {c.stop.time_limit_s} reached"
         return None
 
     def _target_reached(self) -> None:
@@ -202,7 +202,7 @@ class RunMonitor:
     def silent_workers(self, workers: list[str]) -> list[str]:
         """Workers whose last report is older than the heartbeat timeout."""
         now = time.monotonic()
-        limit = self.config.heartbeat_timeout_s
+        limit = self.config.launch.heartbeat_timeout_s
         return [w for w in workers if now - self.last_report_s.get(w, self.started_s) > limit]
 
 

@@ -106,7 +106,7 @@ class RayMember:
         self.actor = remote.remote(config, index, self.ray.util.get_node_ip_address())
         self.placement = Placement(
             self.ray, self.actor.where.remote(), resources_of(config, Role.POD), "ray_resources.pod",
-            config.ray_placement_timeout_s,
+            config.launch.ray_placement_timeout_s,
         )  # fmt: skip
         self.outbox: list[dict[str, Any]] = []
         self.pending = self.actor.work.remote([], BURST_S)

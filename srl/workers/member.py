@@ -166,18 +166,18 @@ def make_member(config: Any, index: int) -> PodMember:
     from srl.envs.batched import make_batched_env
     from srl.workers.pod import make_pod
 
-    c, e = config, config.ensemble
-    folder = Path(str(c.run_dir)) / "members" / f"m{index}"
-    seed = member_seed(c.seed, index)
+    c, e = config, config.pod.ensemble
+    folder = Path(str(c.run.run_dir)) / "members" / f"m{index}"
+    seed = member_seed(c.run.seed, index)
     pod = make_pod(
-        env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
+        env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
-        total_env_steps=max(1, c.total_env_steps // e.population), seed=seed,  # each member's schedule
-        device=c.device, run_dir=folder,
-        checkpoint_interval_s=c.checkpoint_interval_s,
+        total_env_steps=max(1, c.stop.total_env_steps // e.population), seed=seed,  # each member's schedule
+        device=c.pod.device, run_dir=folder,
+        checkpoint_interval_s=c.run.checkpoint_interval_s,
     )
-    eval_env = make_batched_env(c.env, e.eval_episodes, device=c.device, **c.env_kwargs) if e.eval_episodes else None
+    eval_env = make_batched_env(c.env, e.eval_episodes, device=c.pod.device, **c.env_kwargs) if e.eval_episodes else None
     return PodMember(
         index, pod, eval_env, folder, eval_interval_updates=e.eval_interval_updates,
-        eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb),
+        eval_seed=c.run.seed + 7919, hparam_names=tuple(e.perturb),
     )
