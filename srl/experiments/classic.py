@@ -15,7 +15,7 @@ def cartpole_ppo() -> ExperimentConfig:
 
     Inference runs inline in the actor: a 64x64 MLP acts on 16 rows in ~80 us, less than a round
     trip to a policy worker, and on 2 cores the trainer needs the other core. With a GPU or a large
-    network, `inference=policy_worker` batches requests across actors instead. The trainer is the
+    network, `dataflow.inference=policy_worker` batches requests across actors instead. The trainer is the
     bottleneck here, so one segment slot per group is enough to keep it fed and holds the policy
     lag to one version (two slots: two versions and ~30% more env steps to the target).
     """

@@ -24,7 +24,7 @@ def cartpole_pod() -> ExperimentConfig:
     high constant learning rate. A gradient step on <= 1024 rows costs about the same whatever
     its size (per-op overhead), so few, large minibatches win; 4 epochs reach 475 in ~150k env
     steps where 2 took ~250k (seeds 1-8). The pod is the only worker, so it runs in the
-    launching process (`launcher=inline`: no second torch import), and reports every 0.25 s so
+    launching process (`launch.launcher=inline`: no second torch import), and reports every 0.25 s so
     that the stop at the target is not a second late.
     """
     return ExperimentConfig(
