@@ -109,11 +109,9 @@ def _lock_step(config: ExperimentConfig) -> str | None:
 
 def _pod(config: ExperimentConfig) -> str | None:
     """A pod has no actors, streams or evaluator worker."""
-    pod = config.pod
-    if not pod.enabled:
-        if pod.ensemble.population > 1:
-            return f"field 'pod.ensemble.population': {pod.ensemble.population} pods need pod.enabled=true"
-        return None
+    population = config.pod.ensemble.population
+    if not config.pod.enabled:
+        return f"field 'pod.ensemble.population': {population} pods need pod.enabled=true" if population > 1 else None
     from srl.envs.batched import BATCHED_ENVS
 
     if config.env not in BATCHED_ENVS:
@@ -124,7 +122,7 @@ def _pod(config: ExperimentConfig) -> str | None:
         return "field 'dataflow.nonfinite_env': a pod cannot restart one env of its batch; with pod.enabled=true use 'error'"
     if config.extra_workers:
         return "field 'extra_workers': they take the dataflow's streams, which pod.enabled=true has not"
-    return _ensemble(config) if pod.ensemble.population > 1 else None
+    return _ensemble(config) if population > 1 else None
 
 
 def _ensemble(config: ExperimentConfig) -> str | None:

@@ -76,8 +76,8 @@ def test_a_dict_override_merges_and_bang_replaces_it_whole():
 
 
 def test_null_drops_the_experiments_value_and_bang_null_is_none():
-    assert load_config("cartpole-ppo").total_env_steps == 500_000
-    assert load_config("cartpole-ppo", ["stop.total_env_steps=null"]).total_env_steps == 1_000_000  # the field's default
+    assert load_config("cartpole-ppo").stop.total_env_steps == 500_000
+    assert load_config("cartpole-ppo", ["stop.total_env_steps=null"]).stop.total_env_steps == 1_000_000  # the field's default
     pong = load_config("pong-ppo", ["env_kwargs.repeat_action_probability=null"]).env_kwargs
     assert pong == {"frame_stack": 4}
     assert load_config("pong-ppo", ["env_kwargs=null"]).env_kwargs == {}
@@ -110,10 +110,10 @@ def test_run_dir_names_the_env_when_an_override_changed_it():
     acrobot = load_config("cartpole-ppo", ["env=Acrobot-v1"])
     assert Path(acrobot.run.run_dir).parent == Path("runs") and acrobot.experiment == "cartpole-ppo"
     assert Path(acrobot.run.run_dir).name.startswith("cartpole-ppo-Acrobot-v1-")
-    breakout = Path(load_config("pong-ppo", ["env=ALE/Breakout-v5"]).run_dir)  # no sub-folder from the slash
+    breakout = Path(load_config("pong-ppo", ["env=ALE/Breakout-v5"]).run.run_dir)  # no sub-folder from the slash
     assert breakout.parent == Path("runs") and breakout.name.startswith("pong-ppo-ALE-Breakout-v5-")
     for same in ([], ["env=CartPole-v1"]):  # the experiment's own env: its plain name
-        assert re.fullmatch(r"cartpole-ppo-\d{8}-\d{6}", Path(load_config("cartpole-ppo", same).run_dir).name)
+        assert re.fullmatch(r"cartpole-ppo-\d{8}-\d{6}", Path(load_config("cartpole-ppo", same).run.run_dir).name)
 
 
 def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):

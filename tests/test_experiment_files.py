@@ -60,7 +60,7 @@ def test_merging_env_kwargs_would_keep_the_bases_and_fail(tmp_path):
 def test_null_resets_to_the_default_and_replace_null_is_none(tmp_path):
     text = "base: cartpole-ppo\nmax_policy_lag: null\ntarget_return: !replace null\ndisplay: off\n"
     config = load_config(write(tmp_path, text))
-    assert load_config("cartpole-ppo").max_policy_lag == 5 and config.dataflow.max_policy_lag == 2  # the field's default
+    assert load_config("cartpole-ppo").dataflow.max_policy_lag == 5 and config.dataflow.max_policy_lag == 2  # the field's default
     assert config.stop.target_return is None
     assert config.monitor.display == "off"  # a string, as display=off is on the command line
     inner = load_config(write(tmp_path, "base: mpe-mappo\nenv_kwargs: {N: null, local_ratio: !replace null}\n"))

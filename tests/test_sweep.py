@@ -219,7 +219,7 @@ def test_a_ray_sweep_runs_every_trial_on_one_cluster_two_at_once(tmp_path, capsy
         assert yaml.safe_load((run_dir / "config.yaml").read_text())["ray_address"] == address
         nodes |= {where["node_id"] for where in json.loads((run_dir / "placement.json").read_text()).values()}
     assert len(nodes) == 1  # one cluster: this machine's one node
-    assert load_config(str(sweep_dir / "best.yaml")).ray_address is None
+    assert load_config(str(sweep_dir / "best.yaml")).launch.ray_address is None
     started = [line for line in out.splitlines() if " started: " in line]
     first_done = next(i for i, line in enumerate(out.splitlines()) if " done: " in line)
     assert len(started) == 2 and all(out.splitlines().index(s) < first_done for s in started)  # at once

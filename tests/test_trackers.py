@@ -175,9 +175,9 @@ def test_a_missing_tracker_package_is_one_config_error(monkeypatch, name):
 def test_unknown_tracker_names_the_allowed_ones():
     with pytest.raises(ConfigError, match="tensorboard.*wandb.*mlflow"):
         load_config("cartpole-ppo", ["monitor.tracker=neptune"])
-    assert load_config("cartpole-ppo", ["monitor.tracker=wandb,wandb"]).tracker == ["wandb"]
-    assert load_config("cartpole-ppo", ["monitor.tracker=[]"]).tracker == []
-    assert load_config("cartpole-ppo", []).tracker == ["tensorboard"]
+    assert load_config("cartpole-ppo", ["monitor.tracker=wandb,wandb"]).monitor.tracker == ["wandb"]
+    assert load_config("cartpole-ppo", ["monitor.tracker=[]"]).monitor.tracker == []
+    assert load_config("cartpole-ppo", []).monitor.tracker == ["tensorboard"]
 
 
 def test_a_tracker_that_cannot_start_ends_the_run_with_one_line(tmp_path, offline, capsys):
