@@ -36,10 +36,14 @@ class ConfigError(ValueError):
     """Invalid experiment config; the message names the field and the allowed values."""
 
 
-class RayResources(BaseModel):
-    """What one worker of a role asks Ray for (launcher=ray)."""
+class Settings(BaseModel):
+    """A part of the config: an unknown key is an error, and so is a nan or inf (it means nothing here)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class RayResources(Settings):
+    """What one worker of a role asks Ray for (launcher=ray)."""
 
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved for the worker.")
     num_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the worker (fractions share one).")
@@ -52,10 +56,8 @@ class RayResources(BaseModel):
 RAY_ROLES = ("actor", "policy", "trainer", "params", "pod")
 
 
-class ReplayConfig(BaseModel):
+class ReplayConfig(Settings):
     """The buffer worker's replay memory (srl.workers.buffer); set `replay` to use one."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     capacity: int = Field(100_000, ge=1, description="Transitions kept; the oldest are overwritten.")
     batch_size: int = Field(256, ge=1, description="Transitions in each batch served to the trainer.")
@@ -82,10 +84,8 @@ class ReplayConfig(BaseModel):
         return self
 
 
-class EnsembleConfig(BaseModel):
+class EnsembleConfig(Settings):
     """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.workers.tournament."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     population: int = Field(
         1, ge=1, description="Pods trained at once (one process each with launch.launcher=local); 1 = a single pod."
@@ -113,28 +113,22 @@ class EnsembleConfig(BaseModel):
     )
 
 
-class EnvWrapper(BaseModel):
+class EnvWrapper(Settings):
     """One `env_wrappers` entry: `path(env, **kwargs)` wraps each Gymnasium env (srl.envs.wrappers)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     path: str = Field(description="Import path of the wrapper: package.module.Name or package.module:Name.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments after the env.")
 
 
-class ExtraWorker(BaseModel):
+class ExtraWorker(Settings):
     """One `extra_workers` entry: `count` workers of a registered kind (srl.api.register_worker)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: str = Field(description="A registered worker kind (srl.api.register_worker).")
     count: int = Field(1, ge=1, le=64, description="How many workers of this kind.")
 
 
-class RunConfig(BaseModel):
+class RunConfig(Settings):
     """Where a run writes, its seed, and whether it runs in lock step."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     seed: int = Field(1, ge=0, le=2**32 - 1, description="Seed of envs, policy init and sampling; env i of actor a "
                       "gets its own. 0 to 2^32 - 1: what numpy's and EnvPool's seeding take.")
@@ -155,10 +149,8 @@ class RunConfig(BaseModel):
     checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
 
 
-class LaunchConfig(BaseModel):
+class LaunchConfig(Settings):
     """Worker processes, where they run, their threads and what ends them."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     launcher: Literal["inline", "local", "ray"] = Field(
         "local",
@@ -227,10 +219,8 @@ class LaunchConfig(BaseModel):
         return value
 
 
-class DataflowConfig(BaseModel):
+class DataflowConfig(Settings):
     """How env steps become segments and reach the trainer."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     envs_per_actor: int = Field(16, ge=1, le=65536, description="Environments in each actor's ring.")
     ring_splits: int = Field(
@@ -302,10 +292,8 @@ class DataflowConfig(BaseModel):
         return self.envs_per_actor // self.ring_splits
 
 
-class StopConfig(BaseModel):
+class StopConfig(Settings):
     """When a run stops: the first rule reached."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     max_updates: int | None = Field(None, ge=1, le=2**53, description="Stop after this many trainer updates.")
     total_env_steps: int = Field(
@@ -319,10 +307,8 @@ class StopConfig(BaseModel):
     )
 
 
-class MonitorConfig(BaseModel):
+class MonitorConfig(Settings):
     """Metric reports, the progress display and the trackers."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
     display: Literal["auto", "on", "off", "plain"] = Field(
@@ -368,10 +354,8 @@ class MonitorConfig(BaseModel):
         return value
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(Settings):
     """The evaluator worker (dataflow runs only)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     episodes: int = Field(
         0, ge=0, description="Deterministic evaluation episodes per round, played by an evaluator worker on its own "
@@ -380,10 +364,8 @@ class EvalConfig(BaseModel):
     interval_s: float = Field(10.0, gt=0, description="Seconds between the end of one evaluation round and the next.")
 
 
-class PodConfig(BaseModel):
+class PodConfig(Settings):
     """A pod: one process steps a batched env and trains (`pod.enabled=true`)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     enabled: bool = Field(
         False,
@@ -397,10 +379,8 @@ class PodConfig(BaseModel):
     )
 
 
-class ExperimentConfig(BaseModel):
+class ExperimentConfig(Settings):
     """What is trained (env, policy, algorithm) at the top; how, in one section per concern."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
 
     experiment: str = Field("", description="Name of the experiment (shown in process titles and run dirs); "
                             "srl run sets it to the experiment's or the file's name.")
