@@ -8,6 +8,7 @@ before any process starts. Keys of the config before it had sections are read th
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import ipaddress
 import os
@@ -699,7 +700,9 @@ def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, l
     for inner, fields in unknown.items():
         noun = "field" if len(fields) == 1 else "fields"
         allowed = ", ".join([*(extra or {}).get(inner, []), *inner.model_fields]) or "none"
-        lines.append(f"unknown {noun} {', '.join(map(repr, fields))}; allowed fields: {allowed}")
+        near = [MOVED[m] for f in fields for m in difflib.get_close_matches(f, MOVED, n=1)] * (inner is ExperimentConfig)
+        hint = f" (in a section: {', '.join(near)}?)" if near else ""
+        lines.append(f"unknown {noun} {', '.join(map(repr, fields))}{hint}; allowed fields: {allowed}")
     return "; ".join(lines)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import srl.config as config_module
 from srl.config import RESET, ConfigError, Replace, parse_overrides
 from srl.experiments.multiagent import SPREAD_KWARGS
 from srl.load import load_config
@@ -24,6 +25,22 @@ def error_of(*overrides: str, experiment: str = "cartpole-ppo") -> str:
 def test_unknown_key_names_it_and_lists_the_allowed_fields():
     message = error_of("num_actors=2")
     assert "unknown field 'num_actors'" in message and "num_actor_workers" in message
+
+
+def test_old_flat_keys_are_read_as_their_sections_with_one_note(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(config_module, "_noted", set())
+    old = {"seed": 4, "num_actor_workers": 2, "epsilon": 0.1, "ensemble.eval_episodes": 3, "pod": "false"}
+    config = load_config("cartpole-dqn", [f"{key}={value}" for key, value in old.items()])
+    assert config.run.seed == 4 and config.launch.num_actor_workers == 2 and not config.pod.enabled
+    assert config.algo_config.epsilon == 0.1 and config.pod.ensemble.eval_episodes == 3
+    notes = capsys.readouterr().err.splitlines()
+    assert "note: config key 'seed' is now 'run.seed'; the old name still works" in notes and len(notes) == 5, notes
+    load_config("cartpole-dqn", ["seed" + "=5"])  # the old key again
+    assert capsys.readouterr().err == ""  # once per key
+    flat = {"experiment": "old", "seed": 6, "total_env_steps": 777, "run_id": "r1", "launcher": "inline"}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(flat))  # an older run's saved config
+    resumed = load_config("ignored", [f"run.resume={tmp_path}"])
+    assert (resumed.run.seed, resumed.stop.total_env_steps, resumed.run.run_id) == (6, 777, "r1")
 
 
 def test_wrong_type_names_the_field_and_the_value():

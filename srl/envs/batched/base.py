@@ -232,7 +232,7 @@ class BatchedTorchEnv(ABC):
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(num_envs={self.num_envs}, agents={len(self.agents)}, "
-            f"pod.device={self.device}, dtype={self.dtype}, max_episode_steps={self.max_episode_steps})"
+            f"device={self.device}, dtype={self.dtype}, max_episode_steps={self.max_episode_steps})"
         )
 
 
