@@ -122,7 +122,7 @@ def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
     assert graph.config.run.resume is None
     again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))
     assert again.config.run.resume == str(tmp_path)
-    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.resume is None
+    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.run.resume is None
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 5, 64, 1000])
