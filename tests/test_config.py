@@ -148,7 +148,7 @@ def test_resolved_config_is_saved_and_reloads(tmp_path):
     config = load_config("cartpole-ppo", ["run.seed=5", f"run.run_dir={tmp_path}"])
     config.dump_yaml(tmp_path / "config.yaml")
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    assert saved["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
+    assert saved["run"]["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
     again = load_config("ignored", [f"run.resume={tmp_path}"])
     assert again.run.seed == 5 and again.algo_config == config.algo_config
 
@@ -179,11 +179,12 @@ def test_srl_show_prints_the_config_a_run_would_use(capsys):
     assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002"]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)
     expected = load_config("cartpole-ppo", ["run.seed=3", "algo.lr=0.002"]).model_dump(mode="json")
-    assert {k: v for k, v in shown.items() if k != "run_dir"} == {k: v for k, v in expected.items() if k != "run_dir"}
+    shown["run"].pop("run_dir"), expected["run"].pop("run_dir")  # a new timestamp each time
+    assert shown == expected
     assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002", "--changed"]) == 0
     changed = yaml.safe_load(capsys.readouterr().out)
-    assert changed["seed"] == 3 and changed["algo"]["lr"] == 0.002 and changed["algo"]["clip_value"] is False
-    assert "run_dir" not in changed and "env" not in changed  # CartPole-v1 is the default env
+    assert changed["run"] == {"seed": 3} and changed["algo"]["lr"] == 0.002 and changed["algo"]["clip_value"] is False
+    assert "env" not in changed and "launch" not in changed  # CartPole-v1 and the local launcher are the defaults
     assert "clip_coef" not in changed["algo"]  # 0.2: PPO's default
     assert main(["show", "cartpole-ppo", "algo.lr=-1"]) == 2  # a bad value: the field named, as for run
     assert "algo.lr" in capsys.readouterr().err

@@ -98,11 +98,12 @@ def test_a_runs_saved_config_runs_again_as_a_new_run(tmp_path):
         RunOutputs(first, started_s=0.0)  # writes config.yaml, as a run does
         again = load_config(str(tmp_path / name / "config.yaml"))
         a, b = first.model_dump(), again.model_dump()
-        assert {k for k in a if a[k] != b[k]} == {"run_dir", "run_id"}, name
+        differ = {k for k in a if a[k] != b[k]} | {k for k in a["run"] if a["run"][k] != b["run"][k]}
+        assert differ == {"run", "run_dir", "run_id"}, name
         assert again.run.run_id is None and Path(again.run.run_dir).name.startswith(f"{name}-"), again.run.run_dir
 
     saved = yaml.safe_load((tmp_path / "cartpole-ppo" / "config.yaml").read_text())
-    saved.update(resume=str(tmp_path / "cartpole-ppo"), env_kwargs={"render_mode": None})
+    saved["run"]["resume"], saved["env_kwargs"] = str(tmp_path / "cartpole-ppo"), {"render_mode": None}
     path = write(tmp_path, yaml.safe_dump(saved), "resumed.yaml")
     again = load_config(path)
     assert again.run.resume is None  # the run it resumed is not resumed again
@@ -142,7 +143,7 @@ def test_srl_run_a_file_with_the_console_script(tmp_path):
     assert proc.returncode == 0, proc.stderr
     [run_dir] = (tmp_path / "runs").glob("short-*")
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert (saved["seed"], saved["algo"]["epochs"], saved["launcher"]) == (3, 2, "inline")
+    assert (saved["run"]["seed"], saved["algo"]["epochs"], saved["launch"]["launcher"]) == (3, 2, "inline")
     assert saved["experiment"] == "short" and saved["algo"]["lr"] == 1e-3  # cartpole-ppo's, merged
     assert (run_dir / "summary.json").is_file()
 

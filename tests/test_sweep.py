@@ -26,7 +26,7 @@ from srl.sweep.study import INTERRUPTED, STUDY_FILE, STUDY_NAME, open_study, sug
 
 TINY = ["launch.launcher=inline", "stop.total_env_steps=3000", "monitor.learning_curve=false", "monitor.display=off", "run.checkpoint_interval_s=600"]
 SPACE = {"algo.lr": {"log_uniform": [1.0e-4, 3.0e-3]}, "algo.epochs": {"int": [2, 6]},
-         "envs_per_actor": {"choice": [8, 16]}}
+         "dataflow.envs_per_actor": {"choice": [8, 16]}}
 
 
 def sweep_file(tmp_path: Path, name: str = "sweep.yaml", **fields) -> str:
@@ -51,7 +51,7 @@ def load_study(sweep_dir: Path) -> optuna.Study:
     ({"trials": 0}, "'trials'"),
     ({"pruner": {"hyperband": {}}}, "'pruner': one of none, median, percentile, threshold"),
     ({"pruner": {"median": {"warmup": 3}}}, "'pruner.median': unknown argument 'warmup'"),
-    ({"overrides": ["run.seed=3"]}, "the sweep sets seed itself (use trial_seed"),
+    ({"overrides": ["run.seed=3"]}, "the sweep sets run.seed itself (use trial_seed"),
     ({"space": {"run_dir": {"choice": ["a"]}}}, "the sweep sets run_dir itself"),
 ])
 def test_sweep_file_errors_name_the_field(fields, named):
@@ -64,7 +64,7 @@ def test_sweep_file_errors_name_the_field(fields, named):
 
 @pytest.mark.parametrize("space, named", [
     ({"algo.nope": {"uniform": [0.0, 1.0]}}, "space.algo.nope: "),
-    ({"envs_per_actor": {"choice": [8, 0]}}, "space.envs_per_actor: dataflow.envs_per_actor=0"),
+    ({"envs_per_actor": {"choice": [8, 0]}}, "space.dataflow.envs_per_actor: dataflow.envs_per_actor=0"),
     ({"bogus_key": {"int": [1, 2]}}, "unknown field 'bogus_key'"),
 ])
 def test_a_bad_key_or_value_in_the_space_is_named_before_any_trial(tmp_path, space, named):
@@ -98,7 +98,7 @@ def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, caps
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
     baseline = study.trials[0]  # cartpole-ppo's own values first (epochs 10 is outside the range: kept)
     assert baseline.user_attrs["baseline"]
-    assert baseline.params == {"algo.lr": 1e-3, "algo.epochs": 10, "envs_per_actor": 16}
+    assert baseline.params == {"algo.lr": 1e-3, "algo.epochs": 10, "dataflow.envs_per_actor": 16}
 
     # a sweep killed with a trial running leaves it RUNNING in study.db
     spec = plan_sweep("cartpole-ppo", sweep_file(tmp_path, trials=3, parallel=1), str(sweep_dir), []).spec
@@ -128,7 +128,7 @@ def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, caps
     config = load_config(str(sweep_dir / "best.yaml"))
     assert config.algo.lr == best.params["algo.lr"]
     assert config.algo.epochs == best.params["algo.epochs"]
-    assert config.dataflow.envs_per_actor == best.params["envs_per_actor"]
+    assert config.dataflow.envs_per_actor == best.params["dataflow.envs_per_actor"]
     assert config.run.seed == best.user_attrs["seed"] == best.number  # sweep seed 0 + the trial's number
     assert (config.stop.total_env_steps, config.launch.launcher) == (3000, "inline")  # the fixed overrides
     trial_config = yaml.safe_load((Path(best.user_attrs["run_dir"]) / "config.yaml").read_text())

@@ -100,7 +100,7 @@ def test_every_tracker_logs_the_same_metrics_config_and_curve(tmp_path, offline)
     uri = f"file:{run_dir / 'mlruns'}"
     summary = run(run_dir, "monitor.tracker=[tensorboard,wandb,mlflow]", f"monitor.mlflow_tracking_uri={uri}")
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert config["tracker"] == ["tensorboard", "wandb", "mlflow"]
+    assert config["monitor"]["tracker"] == ["tensorboard", "wandb", "mlflow"]
     assert (run_dir / CURVE_FILE).read_bytes()[:8] == PNG_MAGIC
 
     tb = tensorboard_scalars(run_dir / "tb")
@@ -145,9 +145,9 @@ def test_mlflow_tracking_uri_from_the_environment_and_resume_continues_its_run(t
     assert max(steps) == second["env_steps"] and min(steps) <= first["env_steps"]
     launches = {m.value for m in client.get_metric_history(ml.info.run_id, "launch")}
     assert launches == {1.0, 2.0}
-    assert ml.data.params["total_env_steps"] == "8192"  # params keep the first launch's; config.yaml is the last's
+    assert ml.data.params["stop.total_env_steps"] == "8192"  # params keep the first launch's; config.yaml is the last's
     logged = yaml.safe_load(Path(client.download_artifacts(ml.info.run_id, "config.yaml", str(tmp_path))).read_text())
-    assert logged["total_env_steps"] == 16384
+    assert logged["stop"]["total_env_steps"] == 16384
 
 
 def test_wandb_project_from_the_config(tmp_path, offline):
