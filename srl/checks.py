@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from srl.api import registry
-from srl.config import ConfigError, ExperimentConfig
+from srl.config import ConfigError, ExperimentConfig, with_cwd_on_path
 from srl.envs.native_backends import vector_entry_point
 
 
@@ -28,16 +28,26 @@ def check_config(config: ExperimentConfig) -> None:
 
 
 def _names(config: ExperimentConfig) -> str | None:
-    """The registered names the config chooses."""
-    if config.policy not in registry.policies:
-        return f"field 'policy': {_unknown(registry.policies, config.policy)}"
-    for i, extra in enumerate(config.extra_workers):
-        if extra.kind not in registry.workers:
-            return f"field 'extra_workers[{i}].kind': {_unknown(registry.workers, extra.kind)}"
+    """The registered names the config chooses (its algorithm's: build_config, which types `algo` by it)."""
+    named: list[tuple[str, registry.Registry[Any], str]] = [("policy", registry.policies, config.policy)]
+    named += [(f"extra_workers[{i}].kind", registry.workers, w.kind) for i, w in enumerate(config.extra_workers)]
+    for field, table, name in named:
+        try:
+            table.get(name)
+        except registry.UnknownNameError as e:
+            return f"field {field!r}: {e}"
     return None
 
 
 def _env(config: ExperimentConfig) -> str | None:
+    from srl.envs import wrappers
+
+    with_cwd_on_path()  # a wrapper in the current directory is found, as modules= finds one
+    for i, entry in enumerate(config.env_wrappers):
+        try:
+            wrappers.check(entry.path, entry.kwargs)  # imported here, not where an experiment is only listed
+        except ValueError as e:
+            return f"field 'env_wrappers': entry {i} ({entry.path!r}): {e}"
     backend = config.env_backend
     if config.env_wrappers and backend in ("vector", "envpool"):
         return (f"field 'env_backend': {backend!r} steps all envs in one call, and env_wrappers wrap each env on its "
@@ -137,14 +147,6 @@ def _ensemble(config: ExperimentConfig) -> str | None:
         return (f"field 'pod.ensemble.perturb': {bad} are not float hyperparameters of algorithm "
                 f"{config.algorithm!r}; allowed: {', '.join(numeric)}")
     return None
-
-
-def _unknown(table: registry.Registry[Any], name: str) -> str:
-    try:
-        table.get(name)
-    except registry.UnknownNameError as e:
-        return str(e)
-    return ""
 
 
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (

@@ -438,19 +438,6 @@ class ExperimentConfig(Settings):
             return [{"path": v} if isinstance(v, str) else v for v in value]
         return value
 
-    @field_validator("env_wrappers")
-    @classmethod
-    def _wrappers_import(cls, value: list[EnvWrapper]) -> list[EnvWrapper]:
-        from srl.envs import wrappers
-
-        _with_cwd_on_path()  # a wrapper in the current directory is found, as modules= finds one
-        for i, entry in enumerate(value):
-            try:
-                wrappers.check(entry.path, entry.kwargs)
-            except ValueError as e:
-                raise ValueError(f"entry {i} ({entry.path!r}): {e}") from None
-        return value
-
     def threads_for(self, trains: bool) -> int:
         """torch threads of one process: one that trains may get more than the others."""
         if trains and self.launch.trainer_torch_threads is not None:
@@ -639,7 +626,7 @@ def import_modules(names: list[str] | str) -> None:
     instead. The current directory goes last so that a stray file there cannot shadow a package."""
     parts = [p.strip() for n in ([names] if isinstance(names, str) else names) for p in str(n).split(",")]
     for name in filter(None, parts):
-        _with_cwd_on_path()
+        with_cwd_on_path()
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as e:
@@ -648,7 +635,7 @@ def import_modules(names: list[str] | str) -> None:
             raise ConfigError(f"field 'modules': {_not_found(name, e.name)}") from None
 
 
-def _with_cwd_on_path() -> None:
+def with_cwd_on_path() -> None:
     cwd = os.getcwd()
     if all(os.path.abspath(p or ".") != cwd for p in sys.path):
         sys.path.append(cwd)
