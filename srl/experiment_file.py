@@ -90,7 +90,7 @@ def load_experiment_file(path: Path) -> dict[str, Any]:
         raw["run"] = {key: value for key, value in run.items() if key not in _SAVED_ONLY}
         tree = {key: Replace(value) for key, value in raw.items()}
     else:
-        tree = _tree(raw, path, "")
+        tree = translate_moved(_tree(raw, path, ""))  # dotted old keys too: ensemble.population
     base = tree.pop(BASE, None)
     base = None if base is RESET else base
     if base is not None and not isinstance(base, str):
