@@ -56,9 +56,9 @@ def check_machine(graph: Graph) -> None:
     """Raise ConfigError if this machine cannot hold the run of `graph` (see the module doc)."""
     c = graph.config
     cpus = cpu_count()
-    _check_threads(c.launch.torch_threads, "torch_threads", cpus)
+    _check_threads(c.launch.torch_threads, "launch.torch_threads", cpus)
     if c.launch.trainer_torch_threads is not None:
-        _check_threads(c.launch.trainer_torch_threads, "trainer_torch_threads", cpus)
+        _check_threads(c.launch.trainer_torch_threads, "launch.trainer_torch_threads", cpus)
     if c.launch.launcher == "ray" and c.launch.ray_address is not None:
         return
     if c.launch.launcher != "inline":

@@ -45,12 +45,12 @@ def test_old_flat_keys_are_read_as_their_sections_with_one_note(capsys, monkeypa
 
 def test_wrong_type_names_the_field_and_the_value():
     message = error_of("launch.num_actor_workers=two")
-    assert "'num_actor_workers'" in message and "'two'" in message
+    assert "'launch.num_actor_workers'" in message and "'two'" in message
 
 
 def test_literal_lists_the_allowed_values():
     message = error_of("launch.launcher=slurm")
-    assert "'launcher'" in message and "'inline'" in message and "'local'" in message
+    assert "'launch.launcher'" in message and "'inline'" in message and "'local'" in message
 
 
 def test_inconsistent_counts():
@@ -140,7 +140,7 @@ def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and "'launcher'" in proc.stderr
+    assert "Traceback" not in proc.stderr and "'launch.launcher'" in proc.stderr
     assert not run_dir.exists()
 
 
@@ -170,7 +170,7 @@ def test_processes_that_train_may_get_their_own_torch_threads():
     split = load_config("cartpole-ppo", ["launch.torch_threads=1", "launch.trainer_torch_threads=2"])
     assert (split.threads_for(trains=True), split.threads_for(trains=False)) == (2, 1)
     assert [role for role in Role if role.trains] == [Role.TRAINER, Role.POD]
-    assert "'trainer_torch_threads'" in error_of("launch.trainer_torch_threads=0")
+    assert "'launch.trainer_torch_threads'" in error_of("launch.trainer_torch_threads=0")
 
 
 def test_srl_show_prints_the_config_a_run_would_use(capsys):

@@ -85,7 +85,7 @@ def test_ensemble_config_errors_name_the_field(tmp_path):
         build_graph(load_config("cartpole-ppo", ["pod.ensemble.population=2"]))
     config = small_config(tmp_path)
     config.run.resume = str(tmp_path)
-    with pytest.raises(ConfigError, match="'resume'"):
+    with pytest.raises(ConfigError, match="'run.resume'"):
         build_graph(config)
     graph = build_graph(small_config(tmp_path, "pod.ensemble.population=3"))
     assert [w.name for w in graph.workers] == ["pod:0", "pod:1", "pod:2"]
