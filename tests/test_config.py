@@ -183,7 +183,7 @@ def test_srl_show_prints_the_config_a_run_would_use(capsys):
     assert shown == expected
     assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002", "--changed"]) == 0
     changed = yaml.safe_load(capsys.readouterr().out)
-    assert changed["run"] == {"seed": 3} and changed["algo"]["lr"] == 0.002 and changed["algo"]["clip_value"] is False
+    assert changed["run"] == {"seed": 3} and changed["algo"]["lr"] == 0.002 and changed["algo"]["anneal_env_steps"] == 150_000
     assert "env" not in changed and "launch" not in changed  # CartPole-v1 and the local launcher are the defaults
     assert "clip_coef" not in changed["algo"]  # 0.2: PPO's default
     assert main(["show", "cartpole-ppo", "algo.lr=-1"]) == 2  # a bad value: the field named, as for run

@@ -31,5 +31,5 @@ def pong_ppo() -> ExperimentConfig:
         stop=StopConfig(total_env_steps=10_000_000, target_return=20.0),
         algorithm="ppo",
         algo=PPOConfig(lr=2.5e-4, anneal_env_steps=10_000_000, gamma=0.99, gae_lambda=0.95, clip_coef=0.1,
-                       value_clip_coef=0.1, entropy_coef=0.01, epochs=4, num_minibatches=4),
+                       clip_value=True, value_clip_coef=0.1, entropy_coef=0.01, epochs=4, num_minibatches=4),
     )

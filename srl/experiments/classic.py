@@ -26,7 +26,7 @@ def cartpole_ppo() -> ExperimentConfig:
         ),
         stop=StopConfig(total_env_steps=500_000, target_return=475.0),
         algorithm="ppo",
-        algo=PPOConfig(anneal_env_steps=150_000, final_lr_fraction=0.1, clip_value=False),
+        algo=PPOConfig(anneal_env_steps=150_000, final_lr_fraction=0.1),
     )
 
 
@@ -60,7 +60,7 @@ def acrobot_ppo() -> ExperimentConfig:
         stop=StopConfig(total_env_steps=500_000, target_return=-100.0),
         algorithm="ppo",
         algo=PPOConfig(anneal_env_steps=300_000, final_lr_fraction=0.1, gamma=0.99, gae_lambda=0.95, epochs=4,
-                       num_minibatches=4, entropy_coef=0.01, clip_value=False),
+                       num_minibatches=4, entropy_coef=0.01),
     )
 
 

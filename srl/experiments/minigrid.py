@@ -25,7 +25,7 @@ def _doorkey(env: str, total_env_steps: int, target_return: float) -> Experiment
         dataflow=DataflowConfig(envs_per_actor=8, sample_length=128, segment_slots=1, max_policy_lag=5),
         stop=StopConfig(total_env_steps=total_env_steps, target_return=target_return),
         algorithm="ppo",
-        algo=PPOConfig(gamma=0.99, gae_lambda=0.95, clip_value=False, epochs=4, num_minibatches=4),
+        algo=PPOConfig(gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=4),
     )
 
 

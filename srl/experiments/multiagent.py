@@ -46,8 +46,7 @@ def mpe_mappo() -> ExperimentConfig:
         dataflow=DataflowConfig(sample_length=25, segment_slots=1, max_policy_lag=5),
         stop=StopConfig(total_env_steps=2_000_000),
         algorithm="ppo",
-        algo=PPOConfig(lr=7e-4, anneal_lr=False, gamma=0.99, gae_lambda=0.95, entropy_coef=0.01,
-                       clip_value=False, max_grad_norm=10.0),
+        algo=PPOConfig(lr=7e-4, anneal_lr=False, gamma=0.99, gae_lambda=0.95, entropy_coef=0.01, max_grad_norm=10.0),
     )
 
 
@@ -70,5 +69,5 @@ def tictactoe_ppo() -> ExperimentConfig:
         stop=StopConfig(total_env_steps=300_000),
         algorithm="ppo",
         algo=PPOConfig(anneal_lr=False, gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=4,
-                       entropy_coef=0.01, clip_value=False),
+                       entropy_coef=0.01),
     )

@@ -36,8 +36,7 @@ def cartpole_pod() -> ExperimentConfig:
         monitor=MonitorConfig(log_interval_s=0.25),
         pod=PodConfig(enabled=True),
         algorithm="ppo",
-        algo=PPOConfig(lr=0.01, anneal_lr=False, gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=2,
-                       clip_value=False),
+        algo=PPOConfig(lr=0.01, anneal_lr=False, gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=2),
     )
 
 
@@ -73,7 +72,7 @@ def pendulum_pod() -> ExperimentConfig:
         pod=PodConfig(enabled=True),
         algorithm="ppo",
         algo=PPOConfig(anneal_env_steps=800_000, final_lr_fraction=0.1, gamma=0.9, gae_lambda=0.95,
-                       num_minibatches=8, clip_value=False),
+                       num_minibatches=8),
     )
 
 
@@ -89,6 +88,5 @@ def spread_pod() -> ExperimentConfig:
         dataflow=DataflowConfig(envs_per_actor=128, sample_length=25),
         pod=PodConfig(enabled=True),
         algorithm="ppo",
-        algo=PPOConfig(anneal_lr=False, gamma=0.95, gae_lambda=0.95, epochs=4, num_minibatches=4,
-                       clip_value=False),
+        algo=PPOConfig(anneal_lr=False, gamma=0.95, gae_lambda=0.95, epochs=4, num_minibatches=4),
     )

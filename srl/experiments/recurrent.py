@@ -25,7 +25,7 @@ def cartpole_lstm_ppo() -> ExperimentConfig:
         dataflow=DataflowConfig(segment_slots=1, max_policy_lag=5),
         stop=StopConfig(total_env_steps=500_000, target_return=475.0),
         algorithm="ppo",
-        algo=PPOConfig(anneal_lr=False, gae_lambda=0.9, epochs=4, clip_value=False, burn_in=4),
+        algo=PPOConfig(anneal_lr=False, gae_lambda=0.9, epochs=4, burn_in=4),
     )
 
 
