@@ -153,15 +153,16 @@ class RunMonitor:
                 self._target_reached()
             return self.trainer_stop
         mean = self.episodes.mean_return
-        if c.stop.target_return is not None and mean is not None and self.episodes.count >= WINDOW and mean >= c.stop.target_return:
+        stop, target = c.stop, c.stop.target_return
+        if target is not None and mean is not None and self.episodes.count >= WINDOW and mean >= target:
             self._target_reached()
-            return f"target_return {c.stop.target_return} reached (mean of last 100 episodes: {mean:.2f})"
-        if c.stop.max_updates is not None and self.updates >= c.stop.max_updates:
-            return f"max_updates {c.stop.max_updates} reached"
-        if self.env_steps >= c.stop.total_env_steps:
-            return f"total_env_steps {c.stop.total_env_steps} reached"
-        if c.stop.time_limit_s is not None and time.monotonic() - self.started_s >= c.stop.time_limit_s:
-            return f"time_limit_s {c.stop.time_limit_s} reached"
+            return f"target_return {target} reached (mean of last 100 episodes: {mean:.2f})"
+        if stop.max_updates is not None and self.updates >= stop.max_updates:
+            return f"max_updates {stop.max_updates} reached"
+        if self.env_steps >= stop.total_env_steps:
+            return f"total_env_steps {stop.total_env_steps} reached"
+        if stop.time_limit_s is not None and time.monotonic() - self.started_s >= stop.time_limit_s:
+            return f"time_limit_s {stop.time_limit_s} reached"
         return None
 
     def _target_reached(self) -> None:

@@ -66,19 +66,20 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     lives = incarnations(graph, transport)
     epoch = lives.of(f"actor:{actor}")
     infer, segments = _actor_arrays(graph, transport, actor)
-    groups = range(actor * c.dataflow.ring_splits, (actor + 1) * c.dataflow.ring_splits)  # global group indices
-    envs = [make_vector_env(c.env, c.env_kwargs, c.dataflow.envs_per_split, g * c.dataflow.envs_per_split, c.env_backend,
+    flow = c.dataflow
+    groups = range(actor * flow.ring_splits, (actor + 1) * flow.ring_splits)  # global group indices
+    envs = [make_vector_env(c.env, c.env_kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
-    if c.dataflow.inference == "inline":
+    if flow.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport, clock), infer, actor)
     else:
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
-    seeds = [c.run.seed * 1_000_003 + g * c.dataflow.envs_per_split + epoch * 1_000_000_007 for g in groups]
+    seeds = [c.run.seed * 1_000_003 + g * flow.envs_per_split + epoch * 1_000_000_007 for g in groups]
     samples = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor))
-    guards = [EnvGuard(c.dataflow.nonfinite_env, c.env, g * c.dataflow.envs_per_split, len(graph.agents), actor) for g in groups]
-    return ActorKernel(envs, port, samples, infer, c.dataflow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
+    guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor) for g in groups]
+    return ActorKernel(envs, port, samples, infer, flow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
                        guards=guards)
 
 
@@ -141,7 +142,8 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
 
 def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
     """Deterministic mode: whoever trains decides the stop from what it trained on (srl.workers.stop)."""
-    return LockStepStop(c.stop.total_env_steps, c.stop.target_return, c.stop.max_updates) if c.run.deterministic else None
+    stop = c.stop
+    return LockStepStop(stop.total_env_steps, stop.target_return, stop.max_updates) if c.run.deterministic else None
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
