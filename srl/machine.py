@@ -135,8 +135,9 @@ def _blocks_needed(graph: Graph, total: int) -> str:
     if c.pod.enabled:
         return f"the run's blocks need {gib(total)}"
     per_actor = graph.actor_layout().nbytes
-    return (f"{c.launch.num_actor_workers} actor blocks of {gib(per_actor)} (ring_splits={c.dataflow.ring_splits} x "
-            f"dataflow.segment_slots={c.dataflow.segment_slots} segments of sample_length + 1 = {c.dataflow.sample_length + 1} steps x "
+    flow = c.dataflow
+    return (f"{c.launch.num_actor_workers} actor blocks of {gib(per_actor)} (dataflow.ring_splits={flow.ring_splits} x "
+            f"dataflow.segment_slots={flow.segment_slots} segments of sample_length + 1 = {flow.sample_length + 1} steps x "
             f"{graph.rows_per_split} rows, plus inference slots) and the rest need {gib(total)} in all")
 
 

@@ -68,5 +68,6 @@ def make_wire(graph: Any) -> Wire:
     ports = dict(zip(names, free_ports(host, len(names))))
     return Wire(
         secrets.token_bytes(SECRET_BYTES), ports, host, limits=run_limits(graph),
-        max_queued_bytes=graph.config.dataflow.max_queued_bytes_per_peer, message_bytes=graph.message_bytes(shares_memory=False),
+        max_queued_bytes=graph.config.dataflow.max_queued_bytes_per_peer,
+        message_bytes=graph.message_bytes(shares_memory=False),
     )

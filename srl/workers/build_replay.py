@@ -62,8 +62,8 @@ def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKern
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     return ReplayTrainerKernel(
         policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),
-        run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s, resume=c.run.resume is not None,
-        max_updates=c.stop.max_updates, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
+        run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
+        resume=c.run.resume is not None, max_updates=c.stop.max_updates, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
 
 
