@@ -115,7 +115,8 @@ def test_unknown_keys_name_the_file(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_config(path)
     message = str(error.value)
-    assert message.startswith(f"{path}: invalid config: unknown field 'sed'; allowed fields: base, experiment, ")
+    assert message.startswith(f"{path}: invalid config: unknown field 'sed' (in a section: run.seed?); "
+                              "allowed fields: base, experiment, ")
     assert "unknown field 'algo.lrr'; allowed fields: lr, " in message
     assert "unknown field 'replay.capacityy'; allowed fields: capacity, " in message
 
@@ -154,5 +155,6 @@ def test_srl_run_a_file_with_the_console_script(tmp_path):
     bad = srl_cli("run", "typo.yaml", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stdout == ""
     [line] = bad.stderr.splitlines()
-    assert line.startswith("srl: typo.yaml: invalid config: unknown field 'total_env_step'; allowed fields: "), line
+    assert line.startswith("srl: typo.yaml: invalid config: unknown field 'total_env_step' "
+                           "(in a section: stop.total_env_steps?); allowed fields: "), line
     assert not list((tmp_path / "runs").glob("typo-*"))  # refused before the run dir
