@@ -52,7 +52,7 @@ def load_study(sweep_dir: Path) -> optuna.Study:
     ({"pruner": {"hyperband": {}}}, "'pruner': one of none, median, percentile, threshold"),
     ({"pruner": {"median": {"warmup": 3}}}, "'pruner.median': unknown argument 'warmup'"),
     ({"overrides": ["run.seed=3"]}, "the sweep sets run.seed itself (use trial_seed"),
-    ({"space": {"run_dir": {"choice": ["a"]}}}, "the sweep sets run_dir itself"),
+    ({"space": {"run_dir": {"choice": ["a"]}}}, "the sweep sets run.run_dir itself"),
 ])
 def test_sweep_file_errors_name_the_field(fields, named):
     values = {"objective": "episode_return_mean", "space": SPACE, **fields}
@@ -216,7 +216,7 @@ def test_a_ray_sweep_runs_every_trial_on_one_cluster_two_at_once(tmp_path, capsy
     nodes = set()
     for t in trials:
         run_dir = Path(t.user_attrs["run_dir"])
-        assert yaml.safe_load((run_dir / "config.yaml").read_text())["ray_address"] == address
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["launch"]["ray_address"] == address
         nodes |= {where["node_id"] for where in json.loads((run_dir / "placement.json").read_text()).values()}
     assert len(nodes) == 1  # one cluster: this machine's one node
     assert load_config(str(sweep_dir / "best.yaml")).launch.ray_address is None
