@@ -161,7 +161,7 @@ class LaunchConfig(Settings):
     num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
                                    "envs (and at most 32 worker processes per CPU in all: srl.machine).")
     num_policy_workers: int = Field(
-        1, ge=1, le=1024, description="Policy worker processes (inference='policy_worker')."
+        1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
     )
     num_trainers: int = Field(
         1, ge=1, le=256, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
@@ -264,7 +264,7 @@ class DataflowConfig(Settings):
     )
     max_queued_bytes_per_peer: int = Field(
         64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
-        "queues (per connection, launcher=local or ray): each socket queues this over its stream's largest message, "
+        "queues (per connection, launch.launcher=local or ray): each socket queues this over its stream's largest message, "
         "at least one. At the bound a send waits up to 1 s, then drops the message; a publisher drops a slow "
         "subscriber's; parameters keep only the newest; every drop counts in dropped_messages. The messages that "
         "the slots put in flight (segments, inference, batches) must fit: checked before launch (docs/security.md)."

@@ -12,7 +12,7 @@ the run's resolved config, and the learning curve (and summary.json) at the end:
 - tensorboard (default): event files under run_dir/tb; the config as a text summary; the curve
   is left in the run dir (TensorBoard has no artifacts).
 - wandb (`pip install 'srl[wandb]'`): a W&B run under run_dir/wandb, with the srl run id as its id
-  (resume= continues it), project `wandb_project` (else WANDB_PROJECT, else "srl"), grouped by
+  (run.resume= continues it), project `wandb_project` (else WANDB_PROJECT, else "srl"), grouped by
   experiment; every metric is plotted against `env_steps`. WANDB_MODE=offline works without network
   (`wandb sync run_dir/wandb/offline-run-*` uploads it later).
 - mlflow (`pip install 'srl[mlflow]'`): an MLflow run in the experiment named like the srl

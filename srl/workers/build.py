@@ -108,7 +108,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     group = None
     if graph.of_kind("gradients"):
         if graph.trainer_group is None:
-            raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launcher=local or ray)")
+            raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launch.launcher=local or ray)")
         device = next(policy.parameters()).device
         # epochs of a group's trainers move together (restarted as one): the group's generation
         group = GradientGroup(graph.trainer_group, spec.index, lives.of(spec.name), device, c.launch.heartbeat_timeout_s)

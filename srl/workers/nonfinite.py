@@ -84,7 +84,7 @@ class EnvGuard:
             assign(obs, self._reset(env, int(e), rows, reward, obs), slice(e * self.agents, (e + 1) * self.agents))
         if _bad_obs_rows(obs)[rows].any():
             raise RunHalted(self._describe(rows, reward, obs) + " right after a reset: the run ends "
-                            "(nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")
+                            "(dataflow.nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")
         return dropped
 
     def _reset(self, env: VectorEnv, e: int, rows: np.ndarray, reward: np.ndarray, obs: Obs) -> Obs:
