@@ -62,7 +62,7 @@ def test_interval_between_rounds():
 
 
 def test_pod_rejects_an_evaluator():
-    with pytest.raises(ConfigError, match="eval_episodes"):
+    with pytest.raises(ConfigError, match="eval.episodes"):
         build_graph(load_config("cartpole-pod", ["eval.episodes=2"]))
 
 
