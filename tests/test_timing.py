@@ -56,7 +56,7 @@ def test_table_sums_reports_per_worker_and_formats_percentages():
 def test_run_saves_a_breakdown_per_worker(launcher, tmp_path):
     config = build_config({
         "experiment": "timing", "env": "CartPole-v1", "policy": "random", "algorithm": "none",
-        "launcher": launcher, "total_env_steps": 20_000, "run_dir": str(tmp_path), "display": "off",
+        "launcher": launcher, "inference": "policy_worker", "total_env_steps": 20_000, "run_dir": str(tmp_path), "display": "off",
     })
     assert run_experiment(config) == 0
     saved = json.loads((tmp_path / "time_breakdown.json").read_text())
