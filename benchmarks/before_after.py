@@ -2,13 +2,13 @@
 
     git worktree add /tmp/before <commit>            # the tree before the change
     python benchmarks/before_after.py --before /tmp/before --repeats 7
-    python benchmarks/before_after.py --before /tmp/before --envs CartPole-v1 --srl transport=tcp
+    python benchmarks/before_after.py --before /tmp/before --envs CartPole-v1 --srl dataflow.transport=tcp
 
 For each env id, each repeat runs `srl bench sampling ID` (random policy, a trainer that learns
 nothing) once with the `--before` tree's srl and once with this checkout's (`--after`), in turn,
 the first of the pair alternating between repeats, so drift in the machine's load hits both
 alike. `--srl` overrides go to both sides. Each side is a fresh `python -c` process whose `srl` is
-imported from its tree (PYTHONPATH), with `time_limit_s=--seconds`.
+imported from its tree (PYTHONPATH), with `stop.time_limit_s=--seconds`.
 
 Standard output gets ONE JSON line: per env, each side's env steps/s of every repeat and their
 median, and `after_over_before`: the median of the pairs' ratios (a ratio per pair cancels the
@@ -39,7 +39,7 @@ RUN = "import json, sys; from srl.bench import bench_sampling; print(json.dumps(
 def sampling_run(tree: Path, env_id: str, overrides: list[str], seconds: float) -> tuple[dict, float]:
     """The bench's figures, and the CPU seconds of all its processes (the workers are its children)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    args = [sys.executable, "-c", RUN, env_id, f"time_limit_s={seconds}", "display=off", *overrides]
+    args = [sys.executable, "-c", RUN, env_id, f"stop.time_limit_s={seconds}", "monitor.display=off", *overrides]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=tree, text=True)
         _, status, usage = os.wait4(proc.pid, 0)

@@ -199,12 +199,12 @@ def parse_srl_metrics(path: Path, target: float = TARGET, window: int = WINDOW) 
 
 def run_srl(seed: int, timeout_s: float, workdir: Path, experiment: str = "cartpole-ppo") -> dict[str, Any]:
     run_dir = workdir / f"srl-seed{seed}"
-    cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"seed={seed}", f"target_return={TARGET:g}",
-           f"run_dir={run_dir}"]
+    cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"run.seed={seed}", f"stop.target_return={TARGET:g}",
+           f"run.run_dir={run_dir}"]
     env = _child_env(workdir)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     log_path = workdir / f"srl-seed{seed}.log"
-    log(f"srl  seed={seed}: {' '.join(cmd)}")
+    log(f"srl  run.seed={seed}: {' '.join(cmd)}")
     proc = run_child(cmd, cwd=REPO, env=env, log_path=log_path, timeout_s=timeout_s)
     parsed = parse_srl_metrics(run_dir / "metrics.jsonl")
     summary = None
@@ -228,10 +228,10 @@ def run_srl(seed: int, timeout_s: float, workdir: Path, experiment: str = "cartp
     }
     if not parsed["reached"]:
         result["log_tail"] = _tail(log_path)
-        log(f"srl  seed={seed}: did not reach {TARGET:g} (rc={proc['returncode']}, timed_out={proc['timed_out']})"
+        log(f"srl  run.seed={seed}: did not reach {TARGET:g} (rc={proc['returncode']}, timed_out={proc['timed_out']})"
             f"\n{result['log_tail']}")
     else:
-        log(f"srl  seed={seed}: {time_s:.1f} s, {parsed['env_steps']} env steps "
+        log(f"srl  run.seed={seed}: {time_s:.1f} s, {parsed['env_steps']} env steps "
             f"(launch to exit {proc['wall_s']:.1f} s)")
     return result
 
@@ -244,7 +244,7 @@ def run_sb3(seed: int, timeout_s: float, workdir: Path, py: Path, schedule_steps
            "--window", str(WINDOW), "--max-steps", str(SB3_MAX_STEPS), "--schedule-steps", str(schedule_steps)]
     if torch_threads:
         cmd += ["--torch-threads", str(torch_threads)]
-    log(f"sb3  seed={seed}")
+    log(f"sb3  run.seed={seed}")
     proc = run_child(cmd, cwd=workdir, env=_child_env(workdir), log_path=log_path, timeout_s=timeout_s)
     out = None
     for line in reversed(_tail(log_path, 20000).splitlines()):
@@ -265,10 +265,10 @@ def run_sb3(seed: int, timeout_s: float, workdir: Path, py: Path, schedule_steps
     }
     if not reached:
         result["log_tail"] = _tail(log_path)
-        log(f"sb3  seed={seed}: did not reach {TARGET:g} (rc={proc['returncode']}, timed_out={proc['timed_out']})"
+        log(f"sb3  run.seed={seed}: did not reach {TARGET:g} (rc={proc['returncode']}, timed_out={proc['timed_out']})"
             f"\n{result['log_tail']}")
     else:
-        log(f"sb3  seed={seed}: {result['time_s']:.1f} s, {result['env_steps']} env steps "
+        log(f"sb3  run.seed={seed}: {result['time_s']:.1f} s, {result['env_steps']} env steps "
             f"(launch to exit {proc['wall_s']:.1f} s)")
     return result
 

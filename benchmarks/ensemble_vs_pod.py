@@ -1,7 +1,7 @@
 """Wall time to a target return: a tournament ensemble of pods against one pod, same compute.
 
 Both sides get the same machine (K cores) and the same env-step budget: the ensemble runs K
-member processes (`cartpole-pod-ensemble ensemble.population=K`, one torch thread each), the
+member processes (`cartpole-pod-ensemble pod.ensemble.population=K`, one torch thread each), the
 single pod runs `cartpole-pod` with `--pod-threads` torch threads (default 1: for a 32x32 MLP more
 intra-op threads do not help, and on a loaded machine 2 threads made a seed 5x slower, past the
 timeout) and the same `total_env_steps`. The question is then what the cores a single small pod
@@ -40,7 +40,7 @@ def log(msg: str) -> None:
 def run(experiment: str, overrides: list[str], timeout_s: float) -> dict[str, Any]:
     """One `srl run` in a child process; its summary.json (+ leaderboard facts for an ensemble)."""
     with tempfile.TemporaryDirectory(prefix="srl-ens-bench-") as tmp:
-        cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"run_dir={tmp}/run", "display=off", *overrides]
+        cmd = [sys.executable, "-m", "srl.cli", "run", experiment, f"run.run_dir={tmp}/run", "monitor.display=off", *overrides]
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         started = time.time()
         try:
@@ -81,17 +81,17 @@ def main() -> int:
     parser.add_argument("--total-env-steps", type=int, default=2_000_000, help="budget of each side (all members)")
     parser.add_argument("--pod-threads", type=int, default=1, help="torch threads of the single pod")
     parser.add_argument("--ensemble-overrides", nargs="*", default=[],
-                        help="extra key=value overrides of the ensemble, e.g. ensemble.eval_episodes=0")
+                        help="extra key=value overrides of the ensemble, e.g. pod.ensemble.eval_episodes=0")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     k = args.population
-    common = [f"target_return={args.target}", f"total_env_steps={args.total_env_steps}"]
+    common = [f"stop.target_return={args.target}", f"stop.total_env_steps={args.total_env_steps}"]
     pods, ensembles = [], []
     for seed in args.seeds:
-        pods.append(run("cartpole-pod", [f"seed={seed}", f"torch_threads={args.pod_threads}", *common], args.timeout_s))
+        pods.append(run("cartpole-pod", [f"run.seed={seed}", f"launch.torch_threads={args.pod_threads}", *common], args.timeout_s))
         log(f"seed {seed} pod: {pods[-1]}")
         ensembles.append(
-            run("cartpole-pod-ensemble", [f"seed={seed}", f"ensemble.population={k}", *common, *args.ensemble_overrides], args.timeout_s)
+            run("cartpole-pod-ensemble", [f"run.seed={seed}", f"pod.ensemble.population={k}", *common, *args.ensemble_overrides], args.timeout_s)
         )
         log(f"seed {seed} ensemble: {ensembles[-1]}")
     pod_m, ens_m = median_time(pods), median_time(ensembles)

@@ -5,8 +5,8 @@ rejected or counted.
     python benchmarks/faults.py                      # 20 kills of every role, 1,000 replays, 100 malformed
     python benchmarks/faults.py --runs 3 --kills-per-role 25
 
-Each run is `cartpole-ppo` with `transport=tcp inference=policy_worker` on a CartPole that turns
-one observation in `--poison-every` steps into NaN (`nonfinite_env=skip_episode`), in this one
+Each run is `cartpole-ppo` with `dataflow.transport=tcp dataflow.inference=policy_worker` on a CartPole that turns
+one observation in `--poison-every` steps into NaN (`dataflow.nonfinite_env=skip_episode`), in this one
 process (the local launcher forks the workers from here, so every worker's signed sends are
 recorded as a sniffer on the wire would see them). An attacker thread, once metrics flow:
 
@@ -245,11 +245,11 @@ def soak(args: argparse.Namespace, seed: int) -> dict:
 
     local_launcher._tcp_wire = wire_and_attack
     config = load_config("cartpole-ppo", [
-        f"env={POISONED_ENV}", f"env_kwargs={{every: {args.poison_every}}}", "transport=tcp",
-        "inference=policy_worker", f"seed={seed}", f"run_dir={run_dir}", "display=off", "target_return=null",
-        "total_env_steps=100000000", f"time_limit_s={args.run_limit_s}", "checkpoint_interval_s=1",
-        "max_restarts=1000", "nonfinite_env=skip_episode", "learning_curve=false",
-        f"log_interval_s={args.log_interval_s}",
+        f"env={POISONED_ENV}", f"env_kwargs={{every: {args.poison_every}}}", "dataflow.transport=tcp",
+        "dataflow.inference=policy_worker", f"run.seed={seed}", f"run.run_dir={run_dir}", "monitor.display=off", "stop.target_return=null",
+        "stop.total_env_steps=100000000", f"stop.time_limit_s={args.run_limit_s}", "run.checkpoint_interval_s=1",
+        "launch.max_restarts=1000", "dataflow.nonfinite_env=skip_episode", "monitor.learning_curve=false",
+        f"monitor.log_interval_s={args.log_interval_s}",
     ])  # fmt: skip
     try:
         exit_code = run_experiment(config)
@@ -291,11 +291,11 @@ def _figures(attacker: Attacker, config, run_dir: Path, exit_code: int) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     sent = sum(attacker.replayed.values()) + sum(attacker.malformed.values())
-    segment_steps = config.sample_length * config.envs_per_actor
+    segment_steps = config.dataflow.sample_length * config.dataflow.envs_per_actor
     unaccounted = (summary["env_steps"] - rows[-1]["trained_env_steps"]
                    - (summary["segments_dropped"] + summary["segments_lost"]) * segment_steps
-                   - summary["updates_lost"] * config.batch_segments * segment_steps)  # fmt: skip
-    in_flight = (config.segment_slots * config.num_actor_workers + config.batch_segments) * segment_steps
+                   - summary["updates_lost"] * config.dataflow.batch_segments * segment_steps)  # fmt: skip
+    in_flight = (config.dataflow.segment_slots * config.launch.num_actor_workers + config.dataflow.batch_segments) * segment_steps
     poisoners = [int(p.name.split("-")[0]) for p in PoisonedCartPole.tried.iterdir()]
     poisoned = len(poisoners)
     # an actor killed before its next report takes its skipped episodes with it

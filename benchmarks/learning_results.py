@@ -1,9 +1,9 @@
 """Env steps and wall time to an experiment's target return, over seeds: the figures of docs/results.md.
 
     python benchmarks/learning_results.py cartpole-appo --seeds 1 2 3
-    python benchmarks/learning_results.py acrobot-ppo eval_episodes=5 --seeds 1 2 3   # overrides before the options
+    python benchmarks/learning_results.py acrobot-ppo eval.episodes=5 --seeds 1 2 3   # overrides before the options
 
-Each seed is one `srl run EXPERIMENT seed=N` child process (timed from its launch, imports
+Each seed is one `srl run EXPERIMENT run.seed=N` child process (timed from its launch, imports
 included) in a temporary run dir; `--keep DIR` keeps the run dirs (learning_curve.png,
 metrics.jsonl). Progress goes to stderr; standard output gets ONE JSON line with the medians.
 """
@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_seed(experiment: str, seed: int, run_dir: Path, overrides: list[str], timeout_s: float) -> dict:
-    command = [sys.executable, "-m", "srl.cli", "run", experiment, f"seed={seed}", f"run_dir={run_dir}",
-               "display=off", *overrides]
+    command = [sys.executable, "-m", "srl.cli", "run", experiment, f"run.seed={seed}", f"run.run_dir={run_dir}",
+               "monitor.display=off", *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     started = time.time()
     try:

@@ -15,7 +15,7 @@ timed over the stepping loop only (start-up excluded), with the same env setting
   stepped with a random action per env per step: all 15 advance together, every step.
 * `srl_envpool` (Atari only): the same with `backend="envpool"`: EnvPool steps the 15 envs in
   its C++ threads (one per core) in one call per step; srl's `env_backend=envpool`.
-* `srl_dataflow`: srl's deterministic dataflow (`deterministic=true`: each update takes one
+* `srl_dataflow`: srl's deterministic dataflow (`run.deterministic=true`: each update takes one
   segment from every ring group, each acted by the previous version), 3 actor processes x 5
   envs, inline random policy, the no-op trainer; its env-step rate between its first and last
   reports (`srl bench sampling`), converted to the time for 15 x steps.
@@ -194,9 +194,9 @@ def measure_srl_dataflow(env_id: str, steps: int, repeats: int, atari_obs: str) 
     name, kwargs = srl_env(env_id, atari_obs)
     # Atari frames travel as uint8 (a raw frame 100 kB): shorter segments keep the shared blocks small
     length = 16 if _is_atari(env_id) else 32
-    atari = ["modules=ale_py", "heartbeat_timeout_s=120"] if _is_atari(env_id) else []  # importing ale_py registers ALE/ ids
-    overrides = ["deterministic=true", "num_actor_workers=3", "envs_per_actor=5", "ring_splits=1",
-                 "inference=inline", f"sample_length={length}", f"total_env_steps={total}", "time_limit_s=null",
+    atari = ["modules=ale_py", "launch.heartbeat_timeout_s=120"] if _is_atari(env_id) else []  # importing ale_py registers ALE/ ids
+    overrides = ["run.deterministic=true", "launch.num_actor_workers=3", "dataflow.envs_per_actor=5", "dataflow.ring_splits=1",
+                 "dataflow.inference=inline", f"dataflow.sample_length={length}", f"stop.total_env_steps={total}", "stop.time_limit_s=null",
                  *[f"env_kwargs.{k}={v}" for k, v in kwargs.items()], *atari]
     times = []
     for _ in range(repeats):

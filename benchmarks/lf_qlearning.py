@@ -10,7 +10,7 @@ stops when the mean return of the last 100 finished episodes (all workers) reach
 * `ray`: N Ray actors, each one env; per lock-step the driver sends the table to every actor and
   calls `ray.get` once on their N transitions, then updates. Timed from `ray.init` (the runtime's
   start) to the target, and from the actors' first step (`ray_loop`).
-* `srl`: `srl run lf-qlearning` in deterministic mode (`deterministic=true`: each update takes one
+* `srl`: `srl run lf-qlearning` in deterministic mode (`run.deterministic=true`: each update takes one
   segment from every actor, segment n acted by version n), N actor processes with inline
   inference, the tabular algorithm in the trainer; `summary.json`'s `time_to_target_s`, timed
   from the launch (worker processes start inside it).
@@ -120,10 +120,10 @@ def run_srl(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
     from srl.load import load_config
 
     with tempfile.TemporaryDirectory(prefix="lfq-srl-") as run_dir:
-        budget = [f"max_updates={lock_steps}", "target_return=null"] if lock_steps else []
+        budget = [f"stop.max_updates={lock_steps}", "stop.target_return=null"] if lock_steps else []
         config = load_config("lf-qlearning", [
-            "modules=[_lfq_tabular]", f"num_actor_workers={workers}", f"seed={seed}", f"run_dir={run_dir}",
-            "display=off", "learning_curve=false", "heartbeat_timeout_s=120", *budget,
+            "modules=[_lfq_tabular]", f"launch.num_actor_workers={workers}", f"run.seed={seed}", f"run.run_dir={run_dir}",
+            "monitor.display=off", "monitor.learning_curve=false", "launch.heartbeat_timeout_s=120", *budget,
         ])  # fmt: skip
         code = run_experiment(config)
         summary = json.loads((Path(run_dir) / "summary.json").read_text())

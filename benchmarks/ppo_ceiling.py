@@ -15,7 +15,7 @@ costs three things, each measured here alone, with the experiment's own settings
 - **trainer**: one `PPO.step` (GAE, then epochs x minibatches of forward, backward and Adam) on a
   batch of random frames shaped like a real one.
 
-Done in turn, each with the whole machine (what `launcher=inline` does), the three add up:
+Done in turn, each with the whole machine (what `launch.launcher=inline` does), the three add up:
 `ceiling_env_steps_per_s = env_steps / (env + inference + trainer)`. Running them at once can
 win at most the cores each part leaves idle (`cores_busy`, CPU seconds over wall seconds); on 2
 cores srl's local launcher, which overlaps sampling with training, was no faster than inline
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from common import machine_info  # noqa: E402
 
 # pong-ppo as its runs in docs/results.md: EnvPool on 2 threads, 2 torch threads
-PONG_LONG_RUN = ["env_backend=envpool", "torch_threads=2", "env_kwargs.num_threads=2"]
+PONG_LONG_RUN = ["env_backend=envpool", "launch.torch_threads=2", "env_kwargs.num_threads=2"]
 
 
 def median_s(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -88,11 +88,11 @@ def measure(experiment: str, overrides: list[str], repeats: int) -> dict[str, An
     space), each alone, `repeats` times after a warm-up; their medians and the ceilings."""
     config = load_config(experiment, overrides)
     torch.set_num_threads(config.threads_for(trains=True))
-    steps, rows = config.sample_length, config.envs_per_actor
+    steps, rows = config.dataflow.sample_length, config.dataflow.envs_per_actor
     env = make_vector_env(config.env, config.env_kwargs, rows, backend=config.env_backend)
     try:
-        obs = env.reset(config.seed)
-        rng = np.random.default_rng(config.seed)
+        obs = env.reset(config.run.seed)
+        rng = np.random.default_rng(config.run.seed)
         n_actions = int(env.action_space.n)
 
         def run_env() -> None:
@@ -102,7 +102,7 @@ def measure(experiment: str, overrides: list[str], repeats: int) -> dict[str, An
         parts = {"env": median_s(run_env, repeats)}
     finally:
         env.close()
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.run.seed)
     policy = make_policy(config, env.observation_space, env.action_space)
     frames = torch.from_numpy(np.ascontiguousarray(obs))
 
@@ -112,8 +112,8 @@ def measure(experiment: str, overrides: list[str], repeats: int) -> dict[str, An
                 policy.rollout(frames)
 
     parts["inference"] = median_s(run_inference, repeats)
-    algorithm = registry.algorithms.get(config.algorithm).algorithm_cls(policy, config.algo_config, config.total_env_steps)
-    batch = fake_batch(env.observation_space, steps, rows, n_actions, config.seed)
+    algorithm = registry.algorithms.get(config.algorithm).algorithm_cls(policy, config.algo_config, config.stop.total_env_steps)
+    batch = fake_batch(env.observation_space, steps, rows, n_actions, config.run.seed)
     parts["trainer"] = median_s(lambda: algorithm.step(batch, 0), repeats)
     return summarize(steps * rows, parts) | {
         "threads": {"torch": torch.get_num_threads(), "env": config.env_kwargs.get("num_threads")}

@@ -32,17 +32,17 @@ from srl.load import load_config
 # Short fixed budgets: CartPole 200 updates x 512 env steps; Pong 4 updates x 1024 (a Nature-CNN
 # PPO update of 4 epochs x 4 minibatches takes seconds on a CPU core).
 CASES: dict[str, list[str]] = {
-    "cartpole-ppo": ["max_updates=200"],
-    "pong-ppo": ["max_updates=4", "heartbeat_timeout_s=300"],
+    "cartpole-ppo": ["stop.max_updates=200"],
+    "pong-ppo": ["stop.max_updates=4", "launch.heartbeat_timeout_s=300"],
 }
-COMMON = ["target_return=null", "total_env_steps=1000000000", "display=off", "log_interval_s=0.5",
-          "learning_curve=false", "checkpoint_interval_s=3600"]
+COMMON = ["stop.target_return=null", "stop.total_env_steps=1000000000", "monitor.display=off", "monitor.log_interval_s=0.5",
+          "monitor.learning_curve=false", "run.checkpoint_interval_s=3600"]
 
 
 def ppo_throughput(experiment: str, overrides: list[str]) -> dict[str, Any]:
     """One run of `experiment` with `overrides`: trainer env steps per second after start-up."""
     with tempfile.TemporaryDirectory(prefix="srl-ppo-tp-") as tmp:
-        config = load_config(experiment, [*COMMON, *overrides, f"run_dir={Path(tmp) / 'run'}"])
+        config = load_config(experiment, [*COMMON, *overrides, f"run.run_dir={Path(tmp) / 'run'}"])
         launched = time.perf_counter()
         code = run_experiment(config)
         wall_s = time.perf_counter() - launched

@@ -29,12 +29,12 @@ def main() -> None:
     cluster.add_node(num_cpus=2, resources={"node_b": 4})
     run_dir = Path(tempfile.mkdtemp(prefix="srl-two-nodes-")) / "run"
     command = [
-        sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launcher=ray", f"ray_address={cluster.address}",
-        f"transport={args.transport}", "inference=policy_worker", f"seed={args.seed}", "target_return=475",
-        f"run_dir={run_dir}", "display=off", "heartbeat_timeout_s=120",
-        "ray_resources.actor.resources.node_b=1", "ray_resources.policy.resources.node_b=1",
-        "ray_resources.trainer.resources.node_a=1", "ray_resources.params.resources.node_a=1",
-        "ray_resources.params.num_cpus=0",
+        sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=ray", f"launch.ray_address={cluster.address}",
+        f"dataflow.transport={args.transport}", "dataflow.inference=policy_worker", f"run.seed={args.seed}", "stop.target_return=475",
+        f"run.run_dir={run_dir}", "monitor.display=off", "launch.heartbeat_timeout_s=120",
+        "launch.ray_resources.actor.resources.node_b=1", "launch.ray_resources.policy.resources.node_b=1",
+        "launch.ray_resources.trainer.resources.node_a=1", "launch.ray_resources.params.resources.node_a=1",
+        "launch.ray_resources.params.num_cpus=0",
     ]  # fmt: skip
     started = time.monotonic()
     try:

@@ -17,7 +17,7 @@ load hits all alike), and the median of the repeats is reported:
   `--async-envs`) stepped with batched random actions for `--seconds`, after reset.
 
     python benchmarks/sampling_vs_limit.py                          # CartPole-v1 and ALE/Pong-v5
-    python benchmarks/sampling_vs_limit.py --envs CartPole-v1 --repeats 5 --srl envs_per_actor=64
+    python benchmarks/sampling_vs_limit.py --envs CartPole-v1 --repeats 5 --srl dataflow.envs_per_actor=64
 
 Progress goes to stderr; standard output gets ONE JSON line: per env the medians (env steps
 per second), every repeat, `srl_over_limit` (the ratio this benchmark is about, of medians),
@@ -125,7 +125,7 @@ def srl_rate(env_id: str, seconds: float, overrides: list[str]) -> tuple[float, 
     env process has at ~1.0, and it moves much less with the machine's load than rates do."""
     # bench_sampling measures after start-up; give start-up its own allowance on top
     startup_s = 40.0 if is_atari_id(env_id) else 5.0
-    result = bench_sampling(env_id, [f"time_limit_s={seconds + startup_s}", *overrides])
+    result = bench_sampling(env_id, [f"stop.time_limit_s={seconds + startup_s}", *overrides])
     if result["exit_code"] != 0 or not result["env_steps_per_s"]:
         raise RuntimeError(f"srl bench failed: {result}")
     actors = [v for k, v in result["time_breakdown"].items() if k.startswith("actor:")]

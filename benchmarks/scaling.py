@@ -5,7 +5,7 @@
     python benchmarks/scaling.py --plot docs/scaling.png --from results.jsonl
 
 Each point is `srl bench sampling` (random policy, a trainer that learns nothing, rate taken
-over the run's last `--seconds`, after a start-up allowance that grows with the actor count) with `num_actor_workers=N`, repeated; prints one JSON line
+over the run's last `--seconds`, after a start-up allowance that grows with the actor count) with `launch.num_actor_workers=N`, repeated; prints one JSON line
 per launcher with the median env steps/s of each N. The ideal is linear, N / 5 ms: an actor steps
 its envs one after another, but sleeping uses no CPU, so actors add up until the CPUs are busy
 with everything else (inference, copies, the trainer, process switches).
@@ -37,10 +37,10 @@ def measure(launcher: str, actors: int, seconds: float, envs_per_actor: int, ste
     per_actor_s = per_actor_s if start_per_actor_s is None else start_per_actor_s
     limit_s = seconds + fixed_s + per_actor_s * actors
     result = bench_sampling("sleep", [
-        "modules=sleep_env", f"launcher={launcher}", f"num_actor_workers={actors}", "inference=inline",
-        f"envs_per_actor={envs_per_actor}", "ring_splits=2", "sample_length=32", "segment_slots=2",
-        f"time_limit_s={limit_s}", f"env_kwargs.step_s={step_s}", "heartbeat_timeout_s=300",
-        "ray_resources.actor.num_cpus=0", "ray_resources.trainer.num_cpus=0",
+        "modules=sleep_env", f"launch.launcher={launcher}", f"launch.num_actor_workers={actors}", "dataflow.inference=inline",
+        f"dataflow.envs_per_actor={envs_per_actor}", "dataflow.ring_splits=2", "dataflow.sample_length=32", "dataflow.segment_slots=2",
+        f"stop.time_limit_s={limit_s}", f"env_kwargs.step_s={step_s}", "launch.heartbeat_timeout_s=300",
+        "launch.ray_resources.actor.num_cpus=0", "launch.ray_resources.trainer.num_cpus=0",
     ], measure_last_s=seconds)  # fmt: skip
     if result["exit_code"] != 0 or not result["env_steps_per_s"]:
         print(f"# a run that did not get going (counted as null): {result}", file=sys.stderr, flush=True)

@@ -1,6 +1,6 @@
 """Win / draw / loss of a turn-based run's latest checkpoint against random legal moves.
 
-    srl run tictactoe-ppo seed=1 total_env_steps=40000 run_dir=runs/ttt
+    srl run tictactoe-ppo run.seed=1 stop.total_env_steps=40000 run.run_dir=runs/ttt
     python benchmarks/versus_random.py runs/ttt --games 400 --seed 7
 
 Prints ONE JSON line: the untrained policy's score (same seed, fresh weights) and the trained
@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     config = build_config(load_saved_config(args.run_dir))
     graph = build_graph(config)
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.run.seed)
     policy = make_policy(config, graph.observation_space, graph.action_space)
     untrained = score_against(policy, config.env, config.env_kwargs, args.games, args.seed)
     state = checkpoint.load_latest(args.run_dir)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from srl.config import apply_overrides, build_config, parse_overrides
+from srl.config import apply_overrides, build_config, parse_overrides, translate_moved
 from srl.envs.atari import is_atari_id
 from srl.envs.native_backends import resolve_backend
 from srl.launch.run import run_experiment
@@ -26,46 +26,41 @@ SAMPLING_DEFAULTS: dict[str, Any] = {
     "experiment": "bench-sampling",
     "policy": "random",
     "algorithm": "none",
-    "launcher": "local",
-    "time_limit_s": 10.0,
-    "total_env_steps": 10**12,
-    "display": "off",
-    "log_interval_s": 0.5,
+    "stop": {"time_limit_s": 10.0, "total_env_steps": 10**12},
+    "monitor": {"display": "off", "log_interval_s": 0.5},
     # The fastest placement on a small machine (docs/tuning.md): one actor per core, each acting
-    # inline on one ring of 32 envs; no policy worker competes for the cores.
-    "num_actor_workers": os.cpu_count() or 1,
-    "inference": "inline",
-    "envs_per_actor": 32,
-    "ring_splits": 1,
+    # inline (the default) on one ring of 32 envs; no policy worker competes for the cores.
+    "launch": {"num_actor_workers": os.cpu_count() or 1},
+    "dataflow": {"envs_per_actor": 32},
 }
 # An Atari actor takes seconds to build and reset its envs (no-op starts): fewer envs per actor,
 # a longer run to measure after start-up, and a heartbeat limit that start-up under load can't hit.
-ATARI_DEFAULTS: dict[str, Any] = {"time_limit_s": 40.0, "envs_per_actor": 8, "heartbeat_timeout_s": 120.0}
+ATARI_DEFAULTS: dict[str, Any] = {"stop": {"time_limit_s": 40.0}, "dataflow": {"envs_per_actor": 8},
+                                  "launch": {"heartbeat_timeout_s": 120.0}}
 # A natively batched ring (env_backend vector/envpool: CartPole-v1 by default) costs about the same
 # per call for 32 envs as for 1024, so a big ring amortises the call and the actor's per-step
 # bookkeeping (CartPole, 2 cores: ~35k steps/s at 32 envs, ~200k at 256, ~500k at 1024).
-NATIVE_DEFAULTS: dict[str, Any] = {"envs_per_actor": 1024}
+NATIVE_DEFAULTS: dict[str, Any] = {"dataflow": {"envs_per_actor": 1024}}
 # A per-env ring (env_backend loop) of a cheap env (CartPole: ~10 us a step) pays the actor's
 # per-batch work (inference, recording the row, episode counts, the hand-off) once per ring step:
 # the actor spent 76% of its time in env.step at 32 envs, 92% at 256, 95% at 1024 (docs/benchmarks.md,
 # "Per-env CartPole"); 512 stays clear of the memory 1024 MuJoCo envs per actor would take. An
 # expensive env's step dwarfs that work at any ring size.
-LOOP_DEFAULTS: dict[str, Any] = {"envs_per_actor": 512}
+LOOP_DEFAULTS: dict[str, Any] = {"dataflow": {"envs_per_actor": 512}}
 
 
 def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """SAMPLING_DEFAULTS plus the ones for the env's kind (Atari, natively batched)."""
     values = dict(SAMPLING_DEFAULTS)
     if is_atari_id(env_id):
-        values.update(ATARI_DEFAULTS)
+        values = apply_overrides(values, ATARI_DEFAULTS)
     try:
         backend = resolve_backend(env_id, overrides.get("env_kwargs") or {}, overrides.get("env_backend", "auto"))
     except (ValueError, ImportError):
         backend = "loop"  # build_config then reports the bad value, naming its field
     if is_atari_id(env_id):  # an Atari env's step dominates its call, and its actor is slow to build
         return values
-    values.update(NATIVE_DEFAULTS if backend in ("vector", "envpool") else LOOP_DEFAULTS)
-    return values
+    return apply_overrides(values, NATIVE_DEFAULTS if backend in ("vector", "envpool") else LOOP_DEFAULTS)
 
 
 def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | None = None) -> dict[str, Any]:
@@ -73,15 +68,17 @@ def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | No
     with env steps to the last or, with `measure_last_s`, over the run's last that many seconds
     (for many workers that start one after another, the ramp would otherwise count)."""
     with tempfile.TemporaryDirectory(prefix="srl-bench-") as tmp:
-        given = parse_overrides(overrides)
+        given = translate_moved(parse_overrides(overrides))
         defaults = _defaults(env_id, apply_overrides({}, given))
-        values = apply_overrides({**defaults, "env": env_id, "run_dir": str(Path(tmp) / "run")}, given)
+        values = apply_overrides(apply_overrides(defaults, {"env": env_id, "run": {"run_dir": str(Path(tmp) / "run")}}),
+                                 given)
         config = build_config(values)
         code = run_experiment(config)
-        run_dir = Path(str(config.run_dir))
+        run_dir = Path(str(config.run.run_dir))
         lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         breakdown = json.loads((run_dir / "summary.json").read_text()).get("time_breakdown", {})
     rate, seconds = sampling_rate(lines, measure_last_s)
+    flow, launch = config.dataflow, config.launch
     return {
         "benchmark": "sampling",
         "env": env_id,
@@ -89,9 +86,10 @@ def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | No
         "env_steps": lines[-1]["env_steps"],
         "measured_s": round(seconds, 3),
         "exit_code": code,
-        "config": {k: config.model_dump()[k] for k in ("launcher", "num_actor_workers", "envs_per_actor",
-                                                        "ring_splits", "inference", "num_policy_workers", "env_backend",
-                                                        "sample_length")},
+        "config": {"launcher": launch.launcher, "num_actor_workers": launch.num_actor_workers,
+                   "envs_per_actor": flow.envs_per_actor, "ring_splits": flow.ring_splits, "inference": flow.inference,
+                   "num_policy_workers": launch.num_policy_workers, "env_backend": config.env_backend,
+                   "sample_length": flow.sample_length},
         "time_breakdown": breakdown,  # worker -> seconds per category (srl.monitor.timing)
     }
 

@@ -67,7 +67,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     import srl.builtins  # noqa: F401
     from srl.api import registry
-    from srl.config import ConfigError, ExperimentConfig, import_modules, parse_overrides
+    from srl.config import ConfigError, ExperimentConfig, experiment_values, import_modules, parse_overrides
 
     given = parse_overrides(args.overrides)
     if set(given) - {"modules"}:
@@ -76,7 +76,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = [("experiment", "env", "algorithm")]
     defaults = ExperimentConfig.model_fields
     for name in registry.experiments.names():
-        values = registry.experiments.get(name)()
+        values = experiment_values(name)
         rows.append((name, *(str(values.get(k, defaults[k].default)) for k in ("env", "algorithm"))))
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     for row in rows:
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train an experiment: srl run EXPERIMENT|FILE.yaml [key=value ...]")
     run.add_argument("experiment", help=EXPERIMENT_HELP)
-    run.add_argument("overrides", nargs="*", help="config overrides, e.g. seed=3 launcher=inline algo.lr=3e-4")
+    run.add_argument("overrides", nargs="*", help="config overrides, e.g. run.seed=3 launch.launcher=inline algo.lr=3e-4")
     run.set_defaults(fn=_cmd_run)
     show = sub.add_parser("show", help="print the config a run would use: srl show EXPERIMENT|FILE.yaml [key=value ...]")
     show.add_argument("experiment", help=EXPERIMENT_HELP)
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure srl: srl bench sampling ENV_ID [key=value ...]")
     bench.add_argument("what", choices=["sampling"])
     bench.add_argument("env_id")
-    bench.add_argument("overrides", nargs="*", help="e.g. num_actor_workers=2 time_limit_s=20")
+    bench.add_argument("overrides", nargs="*", help="e.g. launch.num_actor_workers=2 stop.time_limit_s=20")
     bench.set_defaults(fn=_cmd_bench)
     board = sub.add_parser("leaderboard", help="print the leaderboard of an ensemble run, or the league table "
                            "(league.json: Elo and record per snapshot) of a self-play run: srl leaderboard RUN_DIR")

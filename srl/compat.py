@@ -42,8 +42,6 @@ def _space_problems(config: ExperimentConfig, algo: type[Algorithm], space: gym.
             f"{config.algorithm!r} needs {_names(algo.action_spaces)} (algorithms that fit {_name(space)}: "
             f"{_list(n for n in registry.algorithms.names() if _fits(space, _algorithm(n).action_spaces))})"
         )
-    elif config.epsilon is not None and not isinstance(space, gym.spaces.Discrete):  # else said above
-        problems.append(f"field 'epsilon': epsilon-greedy needs Discrete actions, env {config.env!r} has {space}")
     return problems
 
 
@@ -78,7 +76,7 @@ def _policy_problems(config: ExperimentConfig, algo: type[Algorithm], policy: Po
 
 def _replay_problems(config: ExperimentConfig, algo: type[Algorithm]) -> list[str]:
     name = config.algorithm
-    if algo.needs_replay and config.pod:
+    if algo.needs_replay and config.pod.enabled:
         fit = _list(n for n in registry.algorithms.names() if not _algorithm(n).needs_replay)
         return [f"field 'algorithm': {name!r} learns from replay, which a pod (pod=true) cannot hold ({fit} can)"]
     if algo.needs_replay and config.replay is None:

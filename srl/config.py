@@ -1,19 +1,19 @@
-"""The experiment config: typed, each field documented once, validated in one place.
+"""The experiment config: typed, each field documented once, in one section per concern.
 
-`build_config(values)` checks an experiment's values (the registered experiment's dict, or an
-experiment file's, with `key=value` overrides: `srl.load.load_config`) field by field; every
-problem becomes one `ConfigError` that names the field and what is allowed, before any process
-starts. Cross-field checks that need the environment's spaces
-(rows per segment, batch sizes) live in `srl.graph`.
+`build_config(values)` checks an experiment's values (the registered experiment's, or an experiment
+file's, with `key=value` overrides: `srl.load.load_config`) field by field, then across fields
+(srl.checks); every problem becomes one `ConfigError` that names the field and what is allowed,
+before any process starts. Keys of the config before it had sections are read through `MOVED`.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
-import importlib.util
 import ipaddress
 import os
 import sys
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,24 +25,26 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from srl.api import registry
 from srl.api.algorithm import AlgorithmConfig
-from srl.envs.native_backends import vector_entry_point
 
 
 class ConfigError(ValueError):
     """Invalid experiment config; the message names the field and the allowed values."""
 
 
-class RayResources(BaseModel):
-    """What one worker of a role asks Ray for (launcher=ray)."""
+class Settings(BaseModel):
+    """A part of the config: an unknown key is an error, and so is a nan or inf (it means nothing here)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class RayResources(Settings):
+    """What one worker of a role asks Ray for (launcher=ray)."""
 
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved for the worker.")
     num_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the worker (fractions share one).")
@@ -55,10 +57,8 @@ class RayResources(BaseModel):
 RAY_ROLES = ("actor", "policy", "trainer", "params", "pod")
 
 
-class ReplayConfig(BaseModel):
+class ReplayConfig(Settings):
     """The buffer worker's replay memory (srl.workers.buffer); set `replay` to use one."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     capacity: int = Field(100_000, ge=1, description="Transitions kept; the oldest are overwritten.")
     batch_size: int = Field(256, ge=1, description="Transitions in each batch served to the trainer.")
@@ -85,13 +85,11 @@ class ReplayConfig(BaseModel):
         return self
 
 
-class EnsembleConfig(BaseModel):
-    """A tournament-based ensemble of pods (`pod=true`); see srl.workers.tournament."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class EnsembleConfig(Settings):
+    """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.workers.tournament."""
 
     population: int = Field(
-        1, ge=1, description="Pods trained at once (one process each with launcher=local); 1 = a single pod."
+        1, ge=1, description="Pods trained at once (one process each with launch.launcher=local); 1 = a single pod."
     )
     eval_interval_updates: int = Field(10, ge=1, description="Updates between a member's evaluations.")
     eval_episodes: int = Field(
@@ -116,57 +114,295 @@ class EnsembleConfig(BaseModel):
     )
 
 
-class EnvWrapper(BaseModel):
+class EnvWrapper(Settings):
     """One `env_wrappers` entry: `path(env, **kwargs)` wraps each Gymnasium env (srl.envs.wrappers)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     path: str = Field(description="Import path of the wrapper: package.module.Name or package.module:Name.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments after the env.")
 
 
-class ExtraWorker(BaseModel):
+class ExtraWorker(Settings):
     """One `extra_workers` entry: `count` workers of a registered kind (srl.api.register_worker)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: str = Field(description="A registered worker kind (srl.api.register_worker).")
     count: int = Field(1, ge=1, le=64, description="How many workers of this kind.")
 
 
-class DeviceConfig(BaseModel):
-    """Torch device of each role's networks (srl.devices): auto | cpu | cuda | cuda:N."""
+class RunConfig(Settings):
+    """Where a run writes, its seed, and whether it runs in lock step."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    trainer: str = Field("auto", description="Trainers (and their optimizers): auto = CUDA where torch sees a "
-                         "device, else the CPU. Trainers of a group take one GPU each (trainer i: GPU i mod count).")
-    policy: str = Field("auto", description="Policy workers (inference=policy_worker): one batch per request wave "
-                        "goes to the device and back.")
-    actor: str = Field("cpu", description="Inline inference in each actor (inference=inline): cpu, since every "
-                       "actor process would hold a CUDA context of its own; a GPU suits policy workers instead.")
-    eval: str = Field("cpu", description="The evaluator's policy (eval_episodes > 0).")
-
-
-class ExperimentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan or inf setting means nothing here
-
-    experiment: str = Field(description="Name of the experiment (shown in process titles and run dirs).")
     seed: int = Field(1, ge=0, le=2**32 - 1, description="Seed of envs, policy init and sampling; env i of actor a "
                       "gets its own. 0 to 2^32 - 1: what numpy's and EnvPool's seeding take.")
     run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp> "
                                 "(runs/<experiment>-<env>-<timestamp> where an override changed the env).")
     resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
+    run_id: str | None = Field(
+        None, description="Set by srl at a run's first launch and kept by run.resume=; every checkpoint carries it "
+        "and a trainer loads only its own run's (none: a new one)."
+    )
+    deterministic: bool = Field(
+        False,
+        description="Lock-step dataflow: same seed, same parameters, whatever the timing. Sets batch_segments to "
+        "num_actor_workers * ring_splits (one segment per ring group per update) and keeps every segment. The "
+        "trainer decides max_updates, total_env_steps (env steps it trained on) and target_return (episodes that "
+        "ended in its segments) after an update, so every run stops after the same one; time_limit_s is refused.",
+    )
+    checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
+
+
+class LaunchConfig(Settings):
+    """Worker processes, where they run, their threads and what ends them."""
+
     launcher: Literal["inline", "local", "ray"] = Field(
         "local",
         description="inline: every worker in this process (debugging); local: one process per worker; "
         "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
+    num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
+                                   "envs (and at most 32 worker processes per CPU in all: srl.machine).")
+    num_policy_workers: int = Field(
+        1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
+    )
+    num_trainers: int = Field(
+        1, ge=1, le=256, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
+        "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
+        "trainer 0 publishes parameters and writes checkpoints. num_actor_workers must be a multiple of it.",
+    )
+    torch_threads: int = Field(
+        1, ge=1, le=1024, description="torch intra-op threads per worker process (at most 4 per CPU: srl.machine)."
+    )
+    trainer_torch_threads: int | None = Field(
+        None, ge=1, le=1024, description="torch intra-op threads of processes that train (trainers, pods, an inline "
+        "run); unset: torch_threads. A CNN update is the heaviest work of a run: give it the spare cores."
+    )
+    heartbeat_timeout_s: float = Field(
+        30.0, ge=1.0, description="A silent worker is declared dead after this (>= 1 s: workers report every 0.5 s)."
+    )
+    worker_memory_limit_mib: int | None = Field(
+        None, ge=1, description="launch.launcher=local: a worker process whose own memory (RSS less shared pages) grows "
+        "past this many MiB ends the run as a failed worker (the others stop cleanly, the summary names it). "
+        "None: only a warning line, at half of the machine's memory."
+    )
+    max_restarts: int = Field(
+        3, ge=0, description="Restarts of one worker allowed within restart_window_s; one more failure ends "
+        "the run with its traceback (0: any failure ends the run). Trainers resume from their checkpoint."
+    )
+    restart_window_s: float = Field(
+        60.0, gt=0, description="Seconds over which max_restarts is counted (a crash loop ends the run)."
+    )
+    max_nonfinite_updates: int = Field(
+        10, ge=0, description="Updates in a row that may be undone (no new version, counted in "
+        "nonfinite_updates_skipped) for leaving a NaN or an infinity in the policy or the algorithm's state, "
+        "as a non-finite loss or gradient does; one more ends the run (0: the first one does)."
+    )
+    ray_address: str | None = Field(
+        None, description="launch.launcher=ray: address of a running Ray cluster (ray://host:10001, auto); "
+        "none: start a local Ray instance for the run."
+    )
+    ray_resources: dict[str, RayResources] = Field(
+        default_factory=dict,
+        description="launch.launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
+        "a role not listed asks for 1 CPU (params: none, it only forwards weights).",
+    )
+    ray_placement_timeout_s: float = Field(
+        30.0, gt=0, description="launch.launcher=ray: a worker whose resources Ray still cannot grant after this long "
+        "(other workers hold them) ends the run, naming the worker, its request and the cluster's total and free "
+        "resources. A request no node could ever hold is refused before any worker starts. Raise it for a "
+        "cluster that autoscales (new nodes take minutes).",
+    )
+
+    @field_validator("ray_resources")
+    @classmethod
+    def _known_roles(cls, value: dict[str, RayResources]) -> dict[str, RayResources]:
+        unknown = sorted(set(value) - set(RAY_ROLES))
+        if unknown:
+            raise ValueError(f"unknown roles {unknown}; roles are {', '.join(RAY_ROLES)}")
+        return value
+
+
+class DataflowConfig(Settings):
+    """How env steps become segments and reach the trainer."""
+
+    envs_per_actor: int = Field(16, ge=1, le=65536, description="Environments in each actor's ring.")
+    ring_splits: int = Field(
+        1, ge=1, le=256, description="Groups the ring is split into: while one group waits for actions, the others "
+        "step. Default: 1 with dataflow.inference=inline (nothing to wait for), 2 with dataflow.inference=policy_worker."
+    )
+    inference: Literal["policy_worker", "inline"] = Field(
+        "inline", description="inline: in each actor, no round trip (a small network on a CPU); policy_worker: "
+        "batched across actors in policy workers (a GPU, a large network)."
+    )
+    sample_length: int = Field(
+        32, ge=1, le=100_000, description="Env steps per trajectory segment sent to the trainer (T)."
+    )
+    segment_slots: int = Field(
+        2, ge=1, le=64, description="Segment buffers per ring group; more let actors run ahead of the trainer (more "
+        "lag; past a few, only lag). All slots must fit in free shared memory (/dev/shm), checked before launch."
+    )
+    batch_segments: int = Field(
+        1, ge=1, le=65536, description="Segments each trainer gathers for one update (with launch.num_trainers=N, N times as many "
+        "make one synchronized update)."
+    )
+    max_policy_lag: int = Field(
+        2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."
+    )
+    nonfinite_env: Literal["error", "skip_episode"] = Field(
+        "error", description="When an env returns a NaN or an infinity (observation or reward). error: end the run "
+        "naming the env, env index and field; skip_episode: record that step with the bad values zeroed and cut "
+        "as truncated, restart the env, and count the episode in nonfinite_episodes_skipped, not in the returns "
+        "(actors only: not with pod.enabled=true)."
+    )
+    transport: Literal["shm", "tcp"] = Field(
+        "shm",
+        description="Stream backend of launch.launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
+        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine; "
+        "with launch.launcher=ray each stream listens on its owner's node, found through Ray).",
+    )
+    bind_host: str = Field(
+        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
+        "launch.launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
+    )
+    max_queued_bytes_per_peer: int = Field(
+        64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
+        "queues (per connection, launch.launcher=local or ray): each socket queues this over its stream's largest message, "
+        "at least one. At the bound a send waits up to 1 s, then drops the message; a publisher drops a slow "
+        "subscriber's; parameters keep only the newest; every drop counts in dropped_messages. The messages that "
+        "the slots put in flight (segments, inference, batches) must fit: checked before launch (docs/security.md)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ring_splits_for_inference(cls, data: Any) -> Any:
+        """ring_splits unset: 2 groups where actions come from a policy worker (one steps while the
+        other waits), 1 inline."""
+        if isinstance(data, dict) and data.get("ring_splits") is None:
+            data = {**data, "ring_splits": 2 if data.get("inference") == "policy_worker" else 1}
+        return data
+
+    @field_validator("bind_host")
+    @classmethod
+    def _check_bind_host(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"bind_host must be an IP address (127.0.0.1, 0.0.0.0, ::1), got {value!r}") from None
+        return value
+
+    @property
+    def envs_per_split(self) -> int:
+        return self.envs_per_actor // self.ring_splits
+
+
+class StopConfig(Settings):
+    """When a run stops: the first rule reached."""
+
+    max_updates: int | None = Field(None, ge=1, le=2**53, description="Stop after this many trainer updates.")
+    total_env_steps: int = Field(
+        1_000_000, ge=1, le=2**53, description="Stop after this many env steps (all actors)."
+    )
+    target_return: float | None = Field(
+        None, description="Stop once the mean return of the last 100 episodes reaches this."
+    )
+    time_limit_s: float | None = Field(
+        None, gt=0, description="Stop after this many seconds of training (not with run.deterministic=true)."
+    )
+
+
+class MonitorConfig(Settings):
+    """Metric reports, the progress display and the trackers."""
+
+    log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
+    display: Literal["auto", "on", "off", "plain"] = Field(
+        "auto", description="Progress while a run goes. auto/on: a live table on a terminal, and off a terminal "
+        "(stdout a file or a pipe: nohup, CI) one plain line every progress_interval_s; plain: the lines even on "
+        "a terminal; off: neither. Both show progress toward the nearest stop rule with an ETA."
+    )
+    progress_interval_s: float = Field(
+        15.0, gt=0, le=3600, description="Seconds between the plain progress lines (display off a terminal, or "
+        "plain); one line at most per metric report (log_interval_s)."
+    )
+    tracker: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
+        ["tensorboard"], description="Where metrics, the config and the learning curve go "
+        "besides metrics.jsonl: tensorboard (run_dir/tb), wandb ([wandb] extra; WANDB_MODE=offline works without "
+        "network), mlflow ([mlflow] extra); a list for several ([tensorboard,wandb]), [] for none."
+    )
+    wandb_project: str | None = Field(None, description="monitor.tracker=wandb: the W&B project; none: WANDB_PROJECT, else srl.")
+    mlflow_tracking_uri: str | None = Field(
+        None, description="monitor.tracker=mlflow: the tracking URI (http://host:5000, sqlite:///mlflow.db, file:...); "
+        "none: MLFLOW_TRACKING_URI, else MLflow's default."
+    )
+    learning_curve: bool = Field(
+        True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
+        "(needs matplotlib, the [plot] extra; skipped with a note without it)."
+    )
+
+    @field_validator("tracker", mode="before")
+    @classmethod
+    def _split_trackers(cls, value: Any) -> Any:
+        if value is None or value == "none":
+            return []
+        return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+
+    @field_validator("tracker")
+    @classmethod
+    def _trackers_installed(cls, value: list[str]) -> list[str]:
+        from srl.monitor.trackers import missing_package
+
+        value = list(dict.fromkeys(value))  # each once
+        for name in value:
+            if (why := missing_package(name)) is not None:
+                raise ValueError(why)
+        return value
+
+
+class EvalConfig(Settings):
+    """The evaluator worker (dataflow runs only)."""
+
+    episodes: int = Field(
+        0, ge=0, description="Deterministic evaluation episodes per round, played by an evaluator worker on its own "
+        "env with the newest parameters (eval/episode_return_mean); 0 = no evaluator."
+    )
+    interval_s: float = Field(10.0, gt=0, description="Seconds between the end of one evaluation round and the next.")
+
+
+class DeviceConfig(Settings):
+    """Torch device of each role's networks (srl.devices): auto | cpu | cuda | cuda:N; what each
+    resolved to is in summary.json."""
+
+    trainer: str = Field("auto", description="Trainers (and their optimizers): auto = CUDA where torch sees a "
+                         "device, else the CPU. Trainers of a group take one GPU each (trainer i: GPU i mod count).")
+    policy: str = Field("auto", description="Policy workers (dataflow.inference=policy_worker): one batch per "
+                        "request wave goes to the device and back.")
+    actor: str = Field("cpu", description="Inline inference in each actor (dataflow.inference=inline): cpu, since "
+                       "every actor process would hold a CUDA context of its own; a GPU suits policy workers instead.")
+    eval: str = Field("cpu", description="The evaluator's policy (eval.episodes > 0).")
+
+
+class PodConfig(Settings):
+    """A pod: one process steps a batched env and trains (`pod.enabled=true`)."""
+
+    enabled: bool = Field(
+        False,
+        description="One pod process steps a batched env (envs_per_actor of them) and trains on `device`; "
+        "no actors, policy workers or streams. Needs a batched env (batched-cartpole, ...).",
+    )
+    device: str = Field("cpu", description="Torch device of a pod (auto, cpu, cuda, cuda:N; srl.devices); an "
+                        "ensemble's members take one GPU each with cuda.")
+    ensemble: EnsembleConfig = Field(
+        default_factory=EnsembleConfig,
+        description="Tournament-based ensemble of pods (pod=true): pod.ensemble.population=K trains K at once.",
+    )
+
+
+class ExperimentConfig(Settings):
+    """What is trained (env, policy, algorithm) at the top; how, in one section per concern."""
+
+    experiment: str = Field("", description="Name of the experiment (shown in process titles and run dirs); "
+                            "srl run sets it to the experiment's or the file's name.")
     modules: list[str] = Field(
         default_factory=list, description="Python modules to import first (they register envs, algorithms...), "
         "in the controller and every worker; looked for on the Python path, then in the current directory; a,b = two."
     )
-
     env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the env factory.")
     env_wrappers: list[EnvWrapper] = Field(
@@ -187,186 +423,22 @@ class ExperimentConfig(BaseModel):
     algo: SerializeAsAny[AlgorithmConfig] | dict[str, Any] = Field(
         default_factory=dict, description="Hyperparameters of `algorithm` (its own typed config)."
     )
-
-    pod: bool = Field(
-        False,
-        description="One pod process steps a batched env (envs_per_actor of them) and trains on `device`; "
-        "no actors, policy workers or streams. Needs a batched env (batched-cartpole, ...).",
-    )
-    device: str = Field("cpu", description="Torch device of a pod (cpu, cuda, cuda:1, auto).")
-    devices: DeviceConfig = Field(
-        default_factory=DeviceConfig, description="Torch device of trainers, policy workers, inline inference and "
-        "the evaluator (srl.devices); what each resolved to is in summary.json."
-    )
-    ensemble: EnsembleConfig = Field(
-        default_factory=EnsembleConfig,
-        description="Tournament-based ensemble of pods (pod=true): ensemble.population=K trains K at once.",
-    )
-    num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
-                                   "envs (and at most 32 worker processes per CPU in all: srl.machine).")
-    envs_per_actor: int = Field(16, ge=1, le=65536, description="Environments in each actor's ring.")
-    ring_splits: int = Field(
-        1, ge=1, le=256, description="Groups the ring is split into: while one group waits for actions, the others "
-        "step. Default: 1 with inference=inline (nothing to wait for), 2 with inference=policy_worker."
-    )
-    inference: Literal["policy_worker", "inline"] = Field(
-        "inline", description="inline: in each actor, no round trip (a small network on a CPU); policy_worker: "
-        "batched across actors in policy workers (a GPU, a large network)."
-    )
-    num_policy_workers: int = Field(
-        1, ge=1, le=1024, description="Policy worker processes (inference='policy_worker')."
-    )
-    sample_length: int = Field(
-        32, ge=1, le=100_000, description="Env steps per trajectory segment sent to the trainer (T)."
-    )
-    segment_slots: int = Field(
-        2, ge=1, le=64, description="Segment buffers per ring group; more let actors run ahead of the trainer (more "
-        "lag; past a few, only lag). All slots must fit in free shared memory (/dev/shm), checked before launch."
-    )
-    batch_segments: int = Field(
-        1, ge=1, le=65536, description="Segments each trainer gathers for one update (with num_trainers=N, N times as many "
-        "make one synchronized update)."
-    )
-    num_trainers: int = Field(
-        1, ge=1, le=256, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
-        "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
-        "trainer 0 publishes parameters and writes checkpoints. num_actor_workers must be a multiple of it.",
-    )
-    max_policy_lag: int = Field(
-        2, ge=0, description="Drop segments acted more than this many versions before the trainer's current one."
-    )
-
-    deterministic: bool = Field(
-        False,
-        description="Lock-step dataflow: same seed, same parameters, whatever the timing. Sets batch_segments to "
-        "num_actor_workers * ring_splits (one segment per ring group per update) and keeps every segment. The "
-        "trainer decides max_updates, total_env_steps (env steps it trained on) and target_return (episodes that "
-        "ended in its segments) after an update, so every run stops after the same one; time_limit_s is refused.",
-    )
-    max_updates: int | None = Field(None, ge=1, le=2**53, description="Stop after this many trainer updates.")
-    total_env_steps: int = Field(
-        1_000_000, ge=1, le=2**53, description="Stop after this many env steps (all actors)."
-    )
-    target_return: float | None = Field(
-        None, description="Stop once the mean return of the last 100 episodes reaches this."
-    )
-    time_limit_s: float | None = Field(
-        None, gt=0, description="Stop after this many seconds of training (not with deterministic=true)."
-    )
-
-    log_interval_s: float = Field(1.0, gt=0, le=2.0, description="Seconds between metric reports (<= 2).")
-    checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
-    display: Literal["auto", "on", "off", "plain"] = Field(
-        "auto", description="Progress while a run goes. auto/on: a live table on a terminal, and off a terminal "
-        "(stdout a file or a pipe: nohup, CI) one plain line every progress_interval_s; plain: the lines even on "
-        "a terminal; off: neither. Both show progress toward the nearest stop rule with an ETA."
-    )
-    progress_interval_s: float = Field(
-        15.0, gt=0, le=3600, description="Seconds between the plain progress lines (display off a terminal, or "
-        "plain); one line at most per metric report (log_interval_s)."
-    )
-    tracker: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
-        ["tensorboard"], description="Where metrics, the config and the learning curve go "
-        "besides metrics.jsonl: tensorboard (run_dir/tb), wandb ([wandb] extra; WANDB_MODE=offline works without "
-        "network), mlflow ([mlflow] extra); a list for several ([tensorboard,wandb]), [] for none."
-    )
-    wandb_project: str | None = Field(None, description="tracker=wandb: the W&B project; none: WANDB_PROJECT, else srl.")
-    mlflow_tracking_uri: str | None = Field(
-        None, description="tracker=mlflow: the tracking URI (http://host:5000, sqlite:///mlflow.db, file:...); "
-        "none: MLFLOW_TRACKING_URI, else MLflow's default."
-    )
-    heartbeat_timeout_s: float = Field(
-        30.0, ge=1.0, description="A silent worker is declared dead after this (>= 1 s: workers report every 0.5 s)."
-    )
-    torch_threads: int = Field(
-        1, ge=1, le=1024, description="torch intra-op threads per worker process (at most 4 per CPU: srl.machine)."
-    )
-    trainer_torch_threads: int | None = Field(
-        None, ge=1, le=1024, description="torch intra-op threads of processes that train (trainers, pods, an inline "
-        "run); unset: torch_threads. A CNN update is the heaviest work of a run: give it the spare cores."
-    )
-    worker_memory_limit_mib: int | None = Field(
-        None, ge=1, description="launcher=local: a worker process whose own memory (RSS less shared pages) grows "
-        "past this many MiB ends the run as a failed worker (the others stop cleanly, the summary names it). "
-        "None: only a warning line, at half of the machine's memory."
-    )
-    max_restarts: int = Field(
-        3, ge=0, description="Restarts of one worker allowed within restart_window_s; one more failure ends "
-        "the run with its traceback (0: any failure ends the run). Trainers resume from their checkpoint."
-    )
-    restart_window_s: float = Field(
-        60.0, gt=0, description="Seconds over which max_restarts is counted (a crash loop ends the run)."
-    )
-    ray_address: str | None = Field(
-        None, description="launcher=ray: address of a running Ray cluster (ray://host:10001, auto); "
-        "none: start a local Ray instance for the run."
-    )
-    ray_resources: dict[str, RayResources] = Field(
-        default_factory=dict,
-        description="launcher=ray: resources per worker role (actor, policy, trainer, params, pod); "
-        "a role not listed asks for 1 CPU (params: none, it only forwards weights).",
-    )
-    ray_placement_timeout_s: float = Field(
-        30.0, gt=0, description="launcher=ray: a worker whose resources Ray still cannot grant after this long "
-        "(other workers hold them) ends the run, naming the worker, its request and the cluster's total and free "
-        "resources. A request no node could ever hold is refused before any worker starts. Raise it for a "
-        "cluster that autoscales (new nodes take minutes).",
-    )
-    transport: Literal["shm", "tcp"] = Field(
-        "shm",
-        description="Stream backend of launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "
-        "ZeroMQ tcp with HMAC-signed raw frames, slot arrays sent with each message (workers on any machine; "
-        "with launcher=ray each stream listens on its owner's node, found through Ray).",
-    )
-    bind_host: str = Field(
-        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
-        "launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
-    )
-    max_queued_bytes_per_peer: int = Field(
-        64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
-        "queues (per connection, launcher=local or ray): each socket queues this over its stream's largest message, "
-        "at least one. At the bound a send waits up to 1 s, then drops the message; a publisher drops a slow "
-        "subscriber's; parameters keep only the newest; every drop counts in dropped_messages. The messages that "
-        "the slots put in flight (segments, inference, batches) must fit: checked before launch (docs/security.md)."
-    )
-    learning_curve: bool = Field(
-        True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
-        "(needs matplotlib, the [plot] extra; skipped with a note without it)."
-    )
-    nonfinite_env: Literal["error", "skip_episode"] = Field(
-        "error", description="When an env returns a NaN or an infinity (observation or reward). error: end the run "
-        "naming the env, env index and field; skip_episode: record that step with the bad values zeroed and cut "
-        "as truncated, restart the env, and count the episode in nonfinite_episodes_skipped, not in the returns "
-        "(actors only: not with pod=true)."
-    )
-    max_nonfinite_updates: int = Field(
-        10, ge=0, description="Updates in a row that may be undone (no new version, counted in "
-        "nonfinite_updates_skipped) for leaving a NaN or an infinity in the policy or the algorithm's state, "
-        "as a non-finite loss or gradient does; one more ends the run (0: the first one does)."
-    )
-    run_id: str | None = Field(
-        None, description="Set by srl at a run's first launch and kept by resume=; every checkpoint carries it "
-        "and a trainer loads only its own run's (none: a new one)."
-    )
-    eval_episodes: int = Field(
-        0, ge=0, description="Deterministic evaluation episodes per round, played by an evaluator worker on its own "
-        "env with the newest parameters (eval/episode_return_mean); 0 = no evaluator."
-    )
-    eval_interval_s: float = Field(10.0, gt=0, description="Seconds between the end of one evaluation round and the next.")
-    extra_workers: list[ExtraWorker] = Field(
-        default_factory=list, description="Workers of your own kinds beside the built-in ones, each with the "
-        "streams its kind declares (docs/custom.md): [{kind: reward-stats, count: 1}]."
-    )
-
     replay: ReplayConfig | None = Field(
         None, description="A buffer worker between actors and trainer, with this replay memory "
         "(replay algorithms: dqn); None = segments go straight to the trainer (on-policy)."
     )
-    epsilon: float | None = Field(
-        None, gt=0, le=1, description="Per-env epsilon-greedy exploration (Ape-X): env i of N acts at random "
-        "with probability epsilon^(1 + epsilon_alpha * i / (N - 1)). Discrete actions; None = off."
+    extra_workers: list[ExtraWorker] = Field(
+        default_factory=list, description="Workers of your own kinds beside the built-in ones, each with the "
+        "streams its kind declares (docs/custom.md): [{kind: reward-stats, count: 1}]."
     )
-    epsilon_alpha: float = Field(7.0, ge=0, description="Spread of the per-env epsilons (0 = all equal).")
+    run: RunConfig = Field(default_factory=RunConfig, description=RunConfig.__doc__)
+    launch: LaunchConfig = Field(default_factory=LaunchConfig, description=LaunchConfig.__doc__)
+    dataflow: DataflowConfig = Field(default_factory=DataflowConfig, description=DataflowConfig.__doc__)
+    stop: StopConfig = Field(default_factory=StopConfig, description=StopConfig.__doc__)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description=MonitorConfig.__doc__)
+    eval: EvalConfig = Field(default_factory=EvalConfig, description=EvalConfig.__doc__)
+    pod: PodConfig = Field(default_factory=PodConfig, description=PodConfig.__doc__)
+    devices: DeviceConfig = Field(default_factory=DeviceConfig, description=DeviceConfig.__doc__)
 
     @field_validator("modules", mode="before")
     @classmethod
@@ -381,156 +453,11 @@ class ExperimentConfig(BaseModel):
             return [{"path": v} if isinstance(v, str) else v for v in value]
         return value
 
-    @field_validator("env_wrappers")
-    @classmethod
-    def _wrappers_import(cls, value: list[EnvWrapper]) -> list[EnvWrapper]:
-        from srl.envs import wrappers
-
-        _with_cwd_on_path()  # a wrapper in the current directory is found, as modules= finds one
-        for i, entry in enumerate(value):
-            try:
-                wrappers.check(entry.path, entry.kwargs)
-            except ValueError as e:
-                raise ValueError(f"entry {i} ({entry.path!r}): {e}") from None
-        return value
-
-    @field_validator("env_backend")
-    @classmethod
-    def _wrapped_envs_loop(cls, value: str, info: ValidationInfo) -> str:
-        if info.data.get("env_wrappers") and value in ("vector", "envpool"):
-            raise ValueError(
-                f"{value!r} steps all envs in one call, and env_wrappers wrap each env on its own: use "
-                "env_backend=loop (or auto), or leave env_wrappers empty"
-            )
-        return value
-
-    @field_validator("tracker", mode="before")
-    @classmethod
-    def _split_trackers(cls, value: Any) -> Any:
-        if value is None or value == "none":
-            return []
-        return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
-
-    @field_validator("tracker")
-    @classmethod
-    def _trackers_installed(cls, value: list[str]) -> list[str]:
-        from srl.monitor.trackers import missing_package
-
-        value = list(dict.fromkeys(value))  # each once
-        for name in value:
-            if (why := missing_package(name)) is not None:
-                raise ValueError(why)
-        return value
-
-    @field_validator("ray_resources")
-    @classmethod
-    def _known_roles(cls, value: dict[str, RayResources]) -> dict[str, RayResources]:
-        unknown = sorted(set(value) - set(RAY_ROLES))
-        if unknown:
-            raise ValueError(f"unknown roles {unknown}; roles are {', '.join(RAY_ROLES)}")
-        return value
-
-    @field_validator("bind_host")
-    @classmethod
-    def _check_bind_host(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(f"bind_host must be an IP address (127.0.0.1, 0.0.0.0, ::1), got {value!r}") from None
-        return value
-
-    @model_validator(mode="after")
-    def _check_transport(self) -> ExperimentConfig:
-        if self.transport == "tcp" and self.launcher == "inline":
-            raise ValueError("transport='tcp' needs launcher='local' or 'ray', got launcher='inline'")
-        return self
-
-    @model_validator(mode="after")
-    def _check_env_backend(self) -> ExperimentConfig:
-        if self.env_backend == "envpool" and importlib.util.find_spec("envpool") is None:
-            raise ValueError("env_backend='envpool' needs EnvPool, which is not installed: pip install 'srl[envpool]'")
-        if self.env_backend == "vector" and vector_entry_point(self.env) is None:
-            raise ValueError(
-                f"env_backend='vector' needs a Gymnasium id with a vector entry point (CartPole-v1); env "
-                f"{self.env!r} has none: use env_backend='loop' (or 'envpool' for EnvPool's ids)"
-            )
-        return self
-
-    @field_validator("time_limit_s")
-    @classmethod
-    def _no_clock_in_lock_step(cls, value: float | None, info: ValidationInfo) -> float | None:
-        """A deterministic run stops where its trainer decides from what it trained on (srl.workers.stop)."""
-        if value is not None and info.data.get("deterministic"):
-            raise ValueError(
-                f"time_limit_s={value} cannot stop a deterministic=true run in lock step (the update reached "
-                "in a time depends on the machine); set time_limit_s=null and stop by max_updates, "
-                "total_env_steps or target_return"
-            )
-        return value
-
-    @field_validator("deterministic")
-    @classmethod
-    def _no_tournament_in_lock_step(cls, value: bool, info: ValidationInfo) -> bool:
-        ensemble = info.data.get("ensemble")
-        if value and info.data.get("pod") and ensemble is not None and ensemble.population > 1:
-            raise ValueError(
-                f"deterministic=true cannot run an ensemble (ensemble.population={ensemble.population}): its "
-                "tournament follows the members' timing; use ensemble.population=1 or deterministic=false"
-            )
-        return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _ring_splits_for_inference(cls, data: Any) -> Any:
-        """ring_splits unset: 2 groups where actions come from a policy worker (one steps while the
-        other waits), 1 inline."""
-        if isinstance(data, dict) and data.get("ring_splits") is None:
-            data = {**data, "ring_splits": 2 if data.get("inference") == "policy_worker" else 1}
-        return data
-
-    @model_validator(mode="after")
-    def _check_counts(self) -> ExperimentConfig:
-        if self.envs_per_actor % self.ring_splits:
-            raise ValueError(
-                f"envs_per_actor ({self.envs_per_actor}) must be a multiple of ring_splits ({self.ring_splits})"
-            )
-        if self.replay is not None and (self.deterministic or self.pod):
-            raise ValueError(
-                f"replay needs the actor/buffer/trainer dataflow: it cannot run with "
-                f"deterministic={self.deterministic} or pod={self.pod}"
-            )
-        self._check_trainers()
-        if self.deterministic:  # derived: every update is one segment from each ring group, none dropped
-            self.batch_segments = self.num_actor_workers * self.ring_splits // self.num_trainers
-            self.max_policy_lag = max(self.max_policy_lag, 1)
-        return self
-
-    def _check_trainers(self) -> None:
-        """Several trainers are one synchronous group fed by the actor/trainer dataflow."""
-        n = self.num_trainers
-        if n == 1:
-            return
-        if self.replay is not None:
-            raise ValueError(f"num_trainers={n} cannot run with replay: one buffer worker serves one trainer")
-        if self.pod:
-            raise ValueError(f"num_trainers={n} cannot run with pod=true: a pod is its own trainer")
-        if self.launcher == "inline":
-            raise ValueError(f"num_trainers={n} needs one process per trainer: launcher='local' or 'ray', not 'inline'")
-        if self.num_actor_workers % n:
-            raise ValueError(
-                f"num_trainers ({n}) must divide num_actor_workers ({self.num_actor_workers}): each trainer takes "
-                "the segments of an equal share of the actors (a smaller share would hold the group back)"
-            )
-
-    @property
-    def envs_per_split(self) -> int:
-        return self.envs_per_actor // self.ring_splits
-
     def threads_for(self, trains: bool) -> int:
         """torch threads of one process: one that trains may get more than the others."""
-        if trains and self.trainer_torch_threads is not None:
-            return self.trainer_torch_threads
-        return self.torch_threads
+        if trains and self.launch.trainer_torch_threads is not None:
+            return self.launch.trainer_torch_threads
+        return self.launch.torch_threads
 
     @property
     def algo_config(self) -> AlgorithmConfig:
@@ -550,11 +477,24 @@ def show_config(config: ExperimentConfig, changed_only: bool = False) -> str:
     values = config.model_dump(mode="json")
     if changed_only:
         defaults = ExperimentConfig(experiment=config.experiment).model_dump(mode="json")
-        algo_defaults = type(config.algo_config)().model_dump(mode="json")
-        algo = {k: v for k, v in values["algo"].items() if algo_defaults.get(k) != v}
-        values = {k: v for k, v in values.items() if k not in ("algo", "run_dir") and defaults.get(k) != v}
-        values = {**values, **({"algo": algo} if algo else {})}
+        defaults["algo"] = type(config.algo_config)().model_dump(mode="json")
+        values["run"].pop("run_dir")
+        values = _changed(values, defaults)
     return yaml.safe_dump(values, sort_keys=False)
+
+
+def _changed(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The values unlike their defaults, section by section."""
+    out = {}
+    for key, value in values.items():
+        default = defaults.get(key)
+        if isinstance(value, dict) and isinstance(default, dict) and default:
+            value = _changed(value, default)
+            if value:
+                out[key] = value
+        elif value != default:
+            out[key] = value
+    return out
 
 
 _WORDS = {"on", "off", "yes", "no", "y", "n"}
@@ -575,6 +515,67 @@ class Replace:
     """`key=!value`: the value whole, where a dict would otherwise be merged into the experiment's."""
 
     value: Any
+
+
+# The one table of moved keys: each flat key of the config before it had sections, and its place now.
+# Input with an old key (an experiment, an experiment file, an override, a saved config.yaml, a
+# sweep) is read as the new one, with a one-line note naming it (once per key and process).
+MOVED = {
+    **{k: f"run.{k}" for k in ("seed", "run_dir", "resume", "run_id", "deterministic", "checkpoint_interval_s")},
+    **{k: f"launch.{k}" for k in (
+        "launcher", "num_actor_workers", "num_policy_workers", "num_trainers", "torch_threads", "trainer_torch_threads",
+        "heartbeat_timeout_s", "worker_memory_limit_mib", "max_restarts", "restart_window_s", "max_nonfinite_updates",
+        "ray_address", "ray_resources", "ray_placement_timeout_s")},
+    **{k: f"dataflow.{k}" for k in (
+        "envs_per_actor", "ring_splits", "inference", "sample_length", "segment_slots", "batch_segments",
+        "max_policy_lag", "nonfinite_env", "transport", "bind_host", "max_queued_bytes_per_peer")},
+    **{k: f"stop.{k}" for k in ("max_updates", "total_env_steps", "target_return", "time_limit_s")},
+    **{k: f"monitor.{k}" for k in ("log_interval_s", "display", "progress_interval_s", "tracker", "wandb_project",
+                                   "mlflow_tracking_uri", "learning_curve")},
+    "eval_episodes": "eval.episodes", "eval_interval_s": "eval.interval_s",
+    "pod": "pod.enabled", "device": "pod.device", "ensemble": "pod.ensemble",
+    "epsilon": "algo.epsilon", "epsilon_alpha": "algo.epsilon_alpha",  # DQN's and R2D2's own now
+}
+_noted: set[str] = set()
+
+
+def translate_moved(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (plain, or an override tree with RESET and Replace) with every old flat key moved to
+    its section (MOVED), each noted once on stderr. A section given by its own name (`pod: {...}`) stays."""
+    out = dict(values)
+    for old, new in MOVED.items():
+        if old not in out or (new.startswith(old + ".") and isinstance(_unwrapped(out[old]), dict)):
+            continue
+        section, leaf = new.split(".")
+        holder = out.get(section)
+        inner = _unwrapped(holder)
+        merged = {**(inner if isinstance(inner, dict) else {}), leaf: out.pop(old)}
+        out[section] = Replace(merged) if isinstance(holder, Replace) else merged
+        if old not in _noted:
+            _noted.add(old)
+            print(f"note: config key {old!r} is now {new!r}; the old name still works", file=sys.stderr)
+    return out
+
+
+def moved_key(key: str) -> str:
+    """Dotted `key` with an old flat first part moved (MOVED): total_env_steps -> stop.total_env_steps,
+    ensemble.population -> pod.ensemble.population; pod.device stays."""
+    first, dot, rest = key.partition(".")
+    new = MOVED.get(first)
+    if new is None or (rest and new.startswith(first + ".")):
+        return key
+    return new + dot + rest
+
+
+def _unwrapped(value: Any) -> Any:
+    return value.value if isinstance(value, Replace) else value
+
+
+def experiment_values(name: str) -> dict[str, Any]:
+    """A registered experiment's values: an ExperimentConfig's differences from the defaults (the
+    built-ins), or a dict, its old flat keys moved (MOVED)."""
+    made = registry.experiments.get(name)()
+    return made.model_dump(exclude_defaults=True) if isinstance(made, ExperimentConfig) else translate_moved(made)
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
@@ -640,7 +641,7 @@ def import_modules(names: list[str] | str) -> None:
     instead. The current directory goes last so that a stray file there cannot shadow a package."""
     parts = [p.strip() for n in ([names] if isinstance(names, str) else names) for p in str(n).split(",")]
     for name in filter(None, parts):
-        _with_cwd_on_path()
+        with_cwd_on_path()
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as e:
@@ -649,7 +650,7 @@ def import_modules(names: list[str] | str) -> None:
             raise ConfigError(f"field 'modules': {_not_found(name, e.name)}") from None
 
 
-def _with_cwd_on_path() -> None:
+def with_cwd_on_path() -> None:
     cwd = os.getcwd()
     if all(os.path.abspath(p or ".") != cwd for p in sys.path):
         sys.path.append(cwd)
@@ -670,8 +671,7 @@ def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
     for err in error.errors():
         field = prefix + ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            nested: dict[str, type[BaseModel]] = {"ray_resources": RayResources, "env_wrappers": EnvWrapper}
-            unknown.setdefault(nested.get(str(err["loc"][0]), model), []).append(field)
+            unknown.setdefault(owner(model, err["loc"][:-1]), []).append(field)
         else:
             got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
             lines.append(f"field {field!r}: {err['msg']}{got}")
@@ -680,22 +680,41 @@ def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
     return "invalid config: " + "; ".join(lines)
 
 
+def owner(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The model whose fields are at `loc` inside `model` (dict keys and list indexes pass through)."""
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is not None:
+            model = next(iter(models_in(field.annotation)), model)
+    return model
+
+
+def models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type holds: RunConfig, ReplayConfig | None, dict[str, RayResources], ..."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in models_in(arg)]
+
+
 def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, list[str]] | None = None) -> str:
     """"unknown field 'x'; allowed fields: ..." for each model's unknown fields (`extra`: more allowed)."""
     lines = []
     for inner, fields in unknown.items():
         noun = "field" if len(fields) == 1 else "fields"
         allowed = ", ".join([*(extra or {}).get(inner, []), *inner.model_fields]) or "none"
-        lines.append(f"unknown {noun} {', '.join(map(repr, fields))}; allowed fields: {allowed}")
+        near = [MOVED[m] for f in fields for m in difflib.get_close_matches(f, MOVED, n=1)] * (inner is ExperimentConfig)
+        hint = f" (in a section: {', '.join(near)}?)" if near else ""
+        lines.append(f"unknown {noun} {', '.join(map(repr, fields))}{hint}; allowed fields: {allowed}")
     return "; ".join(lines)
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
     """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
     import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
+    from srl.checks import check_config  # its checks read the config's types
 
+    values = translate_moved(values)
     import_modules(values.get("modules", []))
-    values = dict(values)
     algo_values = values.pop("algo", {}) or {}
     try:
         config = ExperimentConfig.model_validate(values)
@@ -711,70 +730,21 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
         config.algo = entry.config_cls.model_validate(algo_values)
     except ValidationError as e:
         raise ConfigError(_format(e, "algo.", entry.config_cls)) from None
-    burn_in = getattr(config.algo, "burn_in", 0)
-    if burn_in >= config.sample_length:
-        raise ConfigError(
-            f"field 'algo.burn_in': {burn_in} must be less than sample_length ({config.sample_length}): "
-            "burn-in steps carry no loss, so a segment needs steps after them"
-        )
-    if config.env_wrappers and config.env in registry.envs and config.env != "gymnasium":
-        from srl.envs import wrappers_need_gymnasium
-
-        raise ConfigError(f"field 'env_wrappers': {wrappers_need_gymnasium(config.env)}")
-    _check_devices(config)
-    for i, extra in enumerate(config.extra_workers):
-        if extra.kind not in registry.workers:
-            raise ConfigError(f"field 'extra_workers[{i}].kind': {_unknown(registry.workers, extra.kind)}")
-    for field, table in (("env", None), ("policy", registry.policies)):
-        if table is not None and getattr(config, field) not in table:
-            raise ConfigError(f"field {field!r}: {_unknown(table, getattr(config, field))}")
+    check_config(config)
     return config
-
-
-def _check_devices(config: ExperimentConfig) -> None:
-    """Device names, and CUDA asked for where there is none. Under Ray the workers' nodes may have
-    GPUs that the driver's lacks: only the names are checked there (ray_resources asks for GPUs)."""
-    from srl import devices
-
-    named = {"device": config.device, **{f"devices.{role}": name for role, name in config.devices}}
-    for field, name in named.items():
-        why = devices.problem(name) if config.launcher != "ray" else (
-            None if devices.NAME.fullmatch(name) else f"{name!r} is not a device name; allowed: {devices.ALLOWED}")
-        if why is not None:
-            raise ConfigError(f"field {field!r}: {why}")
-    used = devices.used(config)
-    if config.launcher == "local" and torch_cuda_initialized() and any(d.startswith("cuda") for d in used.values()):
-        raise ConfigError(
-            f"field 'launcher': local forks its workers, and CUDA is already initialised in this process, so a "
-            f"forked worker could not use it ({used}); start the run from a new process, or use launcher=inline"
-        )
-
-
-def torch_cuda_initialized() -> bool:
-    import torch
-
-    return torch.cuda.is_initialized()
-
-
-def _unknown(table: registry.Registry[Any], name: str) -> str:
-    try:
-        table.get(name)
-    except registry.UnknownNameError as e:
-        return str(e)
-    return ""
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
     if not path.is_file():
-        raise ConfigError(f"field 'resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
+        raise ConfigError(f"field 'run.resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
     try:  # a damaged file is named on one line, not shown as a parser's traceback
         values = yaml.safe_load(path.read_text())
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:
         raise ConfigError(f"{path}: not a readable YAML config ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: not a config (a YAML mapping of fields), got {type(values).__name__}")
-    return values
+    return translate_moved(values)
 
 
 def config_reference() -> str:
@@ -786,7 +756,8 @@ def config_reference() -> str:
         for name, f in model.model_fields.items():
             kind = f.annotation.__name__ if isinstance(f.annotation, type) else str(f.annotation)
             kind = kind.replace("typing.", "").replace("srl.api.algorithm.", "").replace("|", "\\|")
-            default = "(required)" if f.is_required() else repr(f.get_default(call_default_factory=True))
+            default = "(required)" if f.is_required() else f.get_default(call_default_factory=True)
+            default = "(section below)" if isinstance(default, BaseModel) else repr(default)
             rows.append(f"| `{name}` | `{kind}` | `{default}` | {f.description or ''} |")
         return rows
 
@@ -796,12 +767,17 @@ def config_reference() -> str:
                "`a=!null` is None itself. A new `algorithm` (`policy`) drops the experiment's `algo.*` "
                "(`policy_kwargs`) unless given with it."), ""]
     lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
+    for name, field in ExperimentConfig.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            lines += [f"## `{name}.*`: {field.description}", "", *table(field.annotation), ""]
     lines += [("An experiment file (`srl run FILE.yaml key=value ...`) holds the same keys, read by the same "
                "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.experiment_file, "
                "docs/custom.md)."), ""]
     lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
-    lines += ["## `ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
+    lines += ["## `pod.ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
+    lines += ["## Keys before sections", "", "Read as the new key, with a one-line note.", "",
+              "| old key | new key |", "| --- | --- |", *(f"| `{old}` | `{new}` |" for old, new in MOVED.items()), ""]
     for name in registry.algorithms.names():
         if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):
             continue  # users' own algorithms are documented by their users

@@ -52,9 +52,9 @@ def problem(name: str) -> str | None:
 def used(config: ExperimentConfig) -> dict[str, str]:
     """What each role of `config` runs on, as resolved here (summary.json). Under Ray with
     `ray_address`, workers on other nodes resolve `auto` against their own GPUs."""
-    if config.pod:
-        return {"pod": str(resolve(config.device))}
+    if config.pod.enabled:
+        return {"pod": str(resolve(config.pod.device))}
     roles = {"trainer": config.devices.trainer}
-    roles.update({"policy": config.devices.policy} if config.inference == "policy_worker" else {"actor": config.devices.actor})
-    roles.update({"eval": config.devices.eval} if config.eval_episodes > 0 else {})
+    roles.update({"policy": config.devices.policy} if config.dataflow.inference == "policy_worker" else {"actor": config.devices.actor})
+    roles.update({"eval": config.devices.eval} if config.eval.episodes > 0 else {})
     return {role: str(resolve(name)) for role, name in roles.items()}

@@ -77,7 +77,7 @@ def _trained(run_dir: Path) -> tuple[ExperimentConfig, Graph, Policy, dict[str, 
         raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
     graph = build_graph(config)
     policy = make_policy(config, graph.observation_space, graph.action_space)
-    state = checkpoint.load_latest(run_dir, config.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
+    state = checkpoint.load_latest(run_dir, config.run.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
     if state is None:
         raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
     return config, graph, policy.eval(), state

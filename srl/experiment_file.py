@@ -15,7 +15,7 @@ A mapping merges into the base's, key by key; `!replace VALUE` sets it whole (th
 booleans (`display: off` is the string "off"). Overrides on the command line apply after the file.
 
 A run's own config.yaml is an experiment file too (`srl run runs/<dir>/config.yaml` runs it again,
-as a new run). A file holding a `run_id` is such a saved config, every field of it: each value is
+as a new run). A file holding a `run.run_id` is such a saved config, every field of it: each value is
 taken as it is (set whole; a null is None), except `run_id`, `run_dir` and `resume`, which are left
 out. The run is named after the file's `experiment` key, else after the file (its stem).
 """
@@ -23,6 +23,7 @@ out. The run is named after the file's `experiment` key, else after the file (it
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +34,14 @@ from srl.api import registry
 from srl.config import (
     RESET,
     ConfigError,
-    EnsembleConfig,
-    EnvWrapper,
     ExperimentConfig,
-    RayResources,
     Replace,
-    ReplayConfig,
     apply_overrides,
     drop_stale_settings,
+    experiment_values,
     import_modules,
+    models_in,
+    translate_moved,
     unknown_fields,
 )
 
@@ -84,11 +84,13 @@ _Loader.add_constructor(REPLACE_TAG, _construct_replace)
 
 def load_experiment_file(path: Path) -> dict[str, Any]:
     """The config values of experiment file `path`: its base experiment's, with the file's over them."""
-    raw = _read(path)
-    if raw.get("run_id") is not None:  # a run's saved config.yaml, every field: run it again, as a new run
-        tree = {key: Replace(value) for key, value in raw.items() if key not in _SAVED_ONLY}
+    raw = translate_moved(_read(path))
+    run = raw.get("run")
+    if isinstance(run, dict) and run.get("run_id") is not None:  # a run's saved config.yaml: run it again, anew
+        raw["run"] = {key: value for key, value in run.items() if key not in _SAVED_ONLY}
+        tree = {key: Replace(value) for key, value in raw.items()}
     else:
-        tree = _tree(raw, path, "")
+        tree = translate_moved(_tree(raw, path, ""))  # dotted old keys too: ensemble.population
     base = tree.pop(BASE, None)
     base = None if base is RESET else base
     if base is not None and not isinstance(base, str):
@@ -97,7 +99,7 @@ def load_experiment_file(path: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if base is not None:
         try:
-            values = registry.experiments.get(base)()
+            values = experiment_values(base)
         except registry.UnknownNameError as e:
             raise ConfigError(f"{path}: {BASE}: {e}") from None
     values = apply_overrides(drop_stale_settings(values, tree), tree)
@@ -162,33 +164,31 @@ def _check_known(path: Path, tree: dict[str, Any], values: dict[str, Any]) -> No
         algo_model: type[BaseModel] | None = registry.algorithms.get(algorithm).config_cls
     except registry.UnknownNameError:
         algo_model = None  # build_config names the unknown algorithm
-    sections: dict[str, type[BaseModel] | None] = {"algo": algo_model, "replay": ReplayConfig,
-                                                   "ensemble": EnsembleConfig}
     unknown: dict[type[BaseModel], list[str]] = {}
-    for key, value in tree.items():
-        if key not in ExperimentConfig.model_fields:
-            unknown.setdefault(ExperimentConfig, []).append(key)
-            continue
-        value = value.value if isinstance(value, Replace) else value
-        if key == "env_wrappers" and isinstance(value, list):
-            for i, entry in enumerate(value):
-                if isinstance(entry, dict):
-                    _unknown_in(EnvWrapper, entry, f"{key}.{i}.", unknown)
-        if not isinstance(value, dict):
-            continue
-        section = sections.get(key)
-        if section is not None:
-            _unknown_in(section, value, f"{key}.", unknown)
-        elif key == "ray_resources":
-            for role, resources in value.items():
-                if isinstance(resources, dict):
-                    _unknown_in(RayResources, resources, f"{key}.{role}.", unknown)
+    _unknown_in(ExperimentConfig, tree, "", unknown, algo_model)
     if unknown:
         raise ConfigError(f"{path}: invalid config: {unknown_fields(unknown, extra={ExperimentConfig: [BASE]})}")
 
 
 def _unknown_in(model: type[BaseModel], values: dict[str, Any], prefix: str,
-                unknown: dict[type[BaseModel], list[str]]) -> None:
-    for key in values:
-        if key not in model.model_fields:
+                unknown: dict[type[BaseModel], list[str]], algo_model: type[BaseModel] | None = None) -> None:
+    """Keys of `values` that `model` lacks, and those of its sections, entries and `algo`."""
+    for key, value in values.items():
+        field = model.model_fields.get(key)
+        if field is None:
             unknown.setdefault(model, []).append(prefix + key)
+            continue
+        value = value.value if isinstance(value, Replace) else value
+        inner = algo_model if key == "algo" else next(iter(models_in(field.annotation)), None)
+        kind = typing.get_origin(field.annotation)
+        if inner is None:
+            continue
+        if kind is dict and isinstance(value, dict):  # ray_resources: role -> resources
+            entries = [(f"{key}.{k}.", v) for k, v in value.items()]
+        elif kind is list and isinstance(value, list):  # env_wrappers
+            entries = [(f"{key}.{i}.", v) for i, v in enumerate(value)]
+        else:
+            entries = [(f"{key}.", value)]
+        for inner_prefix, entry in entries:
+            if isinstance(entry, dict):
+                _unknown_in(inner, entry, prefix + inner_prefix, unknown)

@@ -4,7 +4,7 @@
     actor a --trainer.samples (trainer t = a mod N: trainer.{t}.samples)--> trainer t --actor.{a}.released--> actor a
     actor a --trainer.samples--> buffer --trainer.batches--> trainer --buffer.released--> buffer   (replay)
     trainer t <--gradients (torch.distributed all-reduce)--> trainer u   (num_trainers = N > 1)
-    trainer 0 --params.in--> parameter service --params.out--> policy workers (actors with inference=inline), eval
+    trainer 0 --params.in--> parameter service --params.out--> policy workers (actors with dataflow.inference=inline), eval
     every worker --controller.in--> controller --control.out--> every worker
     a samples stream's consumer --<samples stream>.tap--> extra workers that take "samples" (srl.api.worker)
 
@@ -91,23 +91,23 @@ class Graph:
 
     @property
     def rows_per_split(self) -> int:
-        return self.config.envs_per_split * len(self.agents)
+        return self.config.dataflow.envs_per_split * len(self.agents)
 
     @property
     def rows_per_batch(self) -> int:
-        return self.rows_per_split * self.config.batch_segments
+        return self.rows_per_split * self.config.dataflow.batch_segments
 
     def policy_worker_of(self, actor: int) -> int:
-        return actor % self.config.num_policy_workers
+        return actor % self.config.launch.num_policy_workers
 
     def actors_of(self, policy_worker: int) -> list[int]:
-        return [a for a in range(self.config.num_actor_workers) if self.policy_worker_of(a) == policy_worker]
+        return [a for a in range(self.config.launch.num_actor_workers) if self.policy_worker_of(a) == policy_worker]
 
     def trainer_of(self, actor: int) -> int:
-        return actor % self.config.num_trainers
+        return actor % self.config.launch.num_trainers
 
     def actors_of_trainer(self, trainer: int) -> list[int]:
-        return [a for a in range(self.config.num_actor_workers) if self.trainer_of(a) == trainer]
+        return [a for a in range(self.config.launch.num_actor_workers) if self.trainer_of(a) == trainer]
 
     def slot_fields(self) -> dict[str, FieldSpec]:
         """What one inference slot row holds: obs, action and the policy's outputs."""
@@ -129,13 +129,13 @@ class Graph:
 
     def actor_layout(self) -> Layout:
         """One shared block per actor: its inference slots and its segment slots."""
-        rows, steps = self.rows_per_split, self.config.sample_length + 1
+        rows, steps = self.rows_per_split, self.config.dataflow.sample_length + 1
         arrays: dict[str, ArraySpec] = {}
-        for s in range(self.config.ring_splits):
+        for s in range(self.config.dataflow.ring_splits):
             for name, spec in self.slot_fields().items():
                 arrays[f"infer.{s}.{name}"] = ArraySpec((rows, *spec.shape), spec.dtype)
             arrays[f"infer.{s}.version"] = ArraySpec((1,), np.dtype(np.int64))
-            for k in range(self.config.segment_slots):
+            for k in range(self.config.dataflow.segment_slots):
                 for name, spec in self.segment_fields().items():
                     arrays[f"sample.{s}.{k}.{name}"] = ArraySpec((steps, rows, *spec.shape), spec.dtype)
         return Layout(arrays)
@@ -147,7 +147,7 @@ class Graph:
 
         obs, action = space_spec(self.observation_space), space_spec(self.action_space)
         if C.HIDDEN in self.policy_fields:  # recurrent: whole sequences with their start state
-            return sequence_batch_fields(obs, action, self.config.sample_length, self.policy_fields[C.HIDDEN])
+            return sequence_batch_fields(obs, action, self.config.dataflow.sample_length, self.policy_fields[C.HIDDEN])
         return batch_fields(obs, action)
 
     def buffer_layout(self) -> Layout:
@@ -165,10 +165,10 @@ class Graph:
         from srl.streams.incarnations import INCARNATIONS_BLOCK, incarnations_layout
 
         restarts = {INCARNATIONS_BLOCK: incarnations_layout([w.name for w in self.workers])}
-        if self.config.pod:
+        if self.config.pod.enabled:
             return restarts
         layout = self.actor_layout()
-        blocks = {actor_block(a): layout for a in range(self.config.num_actor_workers)}
+        blocks = {actor_block(a): layout for a in range(self.config.launch.num_actor_workers)}
         if self.config.replay is not None:
             from srl.streams.batches import BUFFER_BLOCK
 
@@ -231,28 +231,21 @@ def build_graph(config: ExperimentConfig) -> Graph:
         raise ConfigError(f"field 'env': env {config.env!r}: {e}") from None
     space_spec(action_space)
     policy = _checked_policy(config, observation_space, action_space)
-    if config.pod and policy.recurrent:
-        raise ConfigError(f"field 'pod': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
+    if config.pod.enabled and policy.recurrent:
+        raise ConfigError(f"field 'pod.enabled': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
     graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields(),
                   policy_inputs=policy.input_fields())
     _check_recurrent(graph, policy.recurrent)
-    if config.ensemble.population > 1 and not config.pod:
-        raise ConfigError(f"field 'ensemble.population': {config.ensemble.population} pods need pod=true")
-    if config.pod:
+    if config.pod.enabled:
         return _pod_graph(graph)
-    if config.inference == "policy_worker" and config.num_policy_workers > config.num_actor_workers:
-        raise ConfigError(
-            f"num_policy_workers ({config.num_policy_workers}) exceeds num_actor_workers "
-            f"({config.num_actor_workers}): each policy worker serves at least one actor"
-        )
-    workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.num_actor_workers)]
-    if config.inference == "policy_worker":
-        workers += [WorkerSpec(Role.POLICY, p) for p in range(config.num_policy_workers)]
+    workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
+    if config.dataflow.inference == "policy_worker":
+        workers += [WorkerSpec(Role.POLICY, p) for p in range(config.launch.num_policy_workers)]
     if config.replay is not None:
         workers.append(WorkerSpec(Role.BUFFER, 0))
-    workers += [WorkerSpec(Role.TRAINER, t) for t in range(config.num_trainers)]
+    workers += [WorkerSpec(Role.TRAINER, t) for t in range(config.launch.num_trainers)]
     workers.append(WorkerSpec(Role.PARAMS, 0))
-    if config.eval_episodes:
+    if config.eval.episodes:
         workers.append(WorkerSpec(Role.EVAL, 0))
     graph.workers = workers + extra_workers(config)
     graph.streams = declare_streams(graph, tuple(tensor_bytes(policy)))
@@ -289,58 +282,30 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
 def _pod_graph(graph: Graph) -> Graph:
     """A pod: one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
     pod:K-1, their evaluations in their reports and the manager's adopts on control.out
-    (srl.launch.ensemble)."""
-    from srl.envs.batched import BATCHED_ENVS
-
+    (srl.launch.ensemble). Its config was checked by srl.checks."""
     c = graph.config
-    if c.env not in BATCHED_ENVS:
-        raise ConfigError(f"field 'env': pod=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {c.env!r}")
-    if c.eval_episodes:
-        raise ConfigError("field 'eval_episodes': the evaluator worker needs the dataflow; with pod=true set it to 0")
-    if c.nonfinite_env == "skip_episode":  # a pod checks each rollout whole (srl.workers.pod)
-        raise ConfigError("field 'nonfinite_env': a pod cannot restart one env of its batch; with pod=true use 'error'")
-    if c.extra_workers:
-        raise ConfigError("field 'extra_workers': they take the dataflow's streams, which pod=true has not")
-    if c.ensemble.population > 1:
-        _check_ensemble(c)
-    graph.workers = [WorkerSpec(Role.POD, k) for k in range(c.ensemble.population)]
+    graph.workers = [WorkerSpec(Role.POD, k) for k in range(c.pod.ensemble.population)]
     graph.streams = control_streams(tuple(w.name for w in graph.workers))
     _check_batch(graph)
     return graph
 
 
-def _check_ensemble(config: ExperimentConfig) -> None:
-    """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
-    field such as epochs would not be one). Members hand the controller their evaluations as files
-    in the run directory, so they run on its host."""
-    if config.launcher == "ray" and config.transport == "tcp":
-        raise ConfigError("field 'transport': ensemble members share the run directory with the controller, so "
-                          "they run on its host; with ensemble.population > 1 use transport=shm")
-    numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
-    bad = [n for n in config.ensemble.perturb if n not in numeric]
-    if bad:
-        raise ConfigError(
-            f"field 'ensemble.perturb': {bad} are not float hyperparameters of algorithm "
-            f"{config.algorithm!r}; allowed: {', '.join(numeric)}"
-        )
-
-
 def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:
     """Every stream a run of `graph` opens, under the name it opens it (the stream modules' names),
     wired by the graph's rules (`policy_worker_of`, `trainer_of`). `tensors`: the policy's."""
-    c, T, rows = graph.config, graph.config.sample_length, f"{graph.rows_per_split} rows"
+    c, T, rows = graph.config, graph.config.dataflow.sample_length, f"{graph.rows_per_split} rows"
     actor = graph.actor_layout().arrays
     infer, segment = _frames(actor, "infer.0."), _frames(actor, "sample.0.0.")
-    segments_out = c.ring_splits * c.segment_slots  # an actor's segment slots: all may be out at once
+    segments_out = c.dataflow.ring_splits * c.dataflow.segment_slots  # an actor's segment slots: all may be out at once
     streams = []
-    if c.inference == "policy_worker":
-        for p in range(c.num_policy_workers):
+    if c.dataflow.inference == "policy_worker":
+        for p in range(c.launch.num_policy_workers):
             mine, server = graph.actors_of(p), f"policy:{p}"
             streams.append(StreamSpec(requests_name(p), "requests", server, _actors(mine), (server,), Delivery.SLOTS,
-                                      f"obs ({rows})", infer, c.ring_splits))
+                                      f"obs ({rows})", infer, c.dataflow.ring_splits))
             streams += [StreamSpec(replies_name(a), "replies", f"actor:{a}", (server,), (f"actor:{a}",),
-                                   Delivery.SLOTS, "actions, policy outputs", infer, c.ring_splits) for a in mine]
-    takers = ["buffer:0"] if c.replay is not None else [f"trainer:{t}" for t in range(c.num_trainers)]
+                                   Delivery.SLOTS, "actions, policy outputs", infer, c.dataflow.ring_splits) for a in mine]
+    takers = ["buffer:0"] if c.replay is not None else [f"trainer:{t}" for t in range(c.launch.num_trainers)]
     for t, taker in enumerate(takers):
         mine = graph.actors_of_trainer(t)
         streams.append(StreamSpec(samples_name(t), "samples", taker, _actors(mine), (taker,), Delivery.SLOTS,
@@ -353,13 +318,13 @@ def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:
                                   f"replay batches of {c.replay.batch_size}", batch, n))
         streams.append(StreamSpec(RELEASED_NAME, "released", "buffer:0", ("trainer:0",), ("buffer:0",),
                                   Delivery.SLOTS, "batch slots back with |TD|", batch, n))
-    if c.num_trainers > 1:  # the controller serves the group's rendezvous (srl.streams.gradients)
+    if c.launch.num_trainers > 1:  # the controller serves the group's rendezvous (srl.streams.gradients)
         trainers = tuple(takers)
         streams.append(StreamSpec(GRADIENTS, "gradients", CONTROLLER, trainers, trainers, Delivery.COLLECTIVE,
                                   "gradients, averaged each update", via="torch.distributed"))
     subscribers = tuple(w.name for w in graph.workers if w.role in (Role.POLICY, Role.EVAL))
-    if c.inference == "inline":
-        subscribers = _actors(range(c.num_actor_workers)) + subscribers
+    if c.dataflow.inference == "inline":
+        subscribers = _actors(range(c.launch.num_actor_workers)) + subscribers
     # trainer 0 publishes (it leads a group); subscribers ask the service for weights on it too
     streams.append(StreamSpec(SERVICE_IN, "params", SERVICE, ("trainer:0", *subscribers), (SERVICE,),
                               Delivery.NEWEST, "versioned weights", tensors))
@@ -395,9 +360,9 @@ def _check_batch(graph: Graph) -> None:
     c = graph.config
     entry = registry.algorithms.get(c.algorithm)
     try:
-        entry.algorithm_cls.check_batch(c.algo_config, c.sample_length, graph.rows_per_batch)
+        entry.algorithm_cls.check_batch(c.algo_config, c.dataflow.sample_length, graph.rows_per_batch)
     except ValueError as e:
-        raise ConfigError(f"batch of {c.sample_length} steps x {graph.rows_per_batch} rows: {e}") from None
+        raise ConfigError(f"batch of {c.dataflow.sample_length} steps x {graph.rows_per_batch} rows: {e}") from None
 
 
 def _check_recurrent(graph: Graph, recurrent: bool) -> None:

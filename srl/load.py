@@ -20,9 +20,11 @@ from srl.config import (
     apply_overrides,
     build_config,
     drop_stale_settings,
+    experiment_values,
     import_modules,
     load_saved_config,
     parse_overrides,
+    translate_moved,
 )
 from srl.experiment_file import is_experiment_file, load_experiment_file
 
@@ -32,23 +34,24 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     `key=value` overrides applied."""
     import srl.builtins  # noqa: F401
 
-    top = parse_overrides(overrides or [])
+    top = translate_moved(parse_overrides(overrides or []))
     given = apply_overrides({}, top)
     import_modules(given.get("modules", []))
-    if given.get("resume"):
-        base = load_saved_config(Path(str(given["resume"])))
-        base["run_dir"] = str(given["resume"])  # a resumed run goes on writing where it was
+    run = given.get("run")
+    if resume := run.get("resume") if isinstance(run, dict) else None:
+        base = load_saved_config(Path(str(resume)))
+        base["run"] = {**base.get("run", {}), "run_dir": str(resume)}  # a resumed run goes on writing where it was
     else:
         base = _experiment_values(experiment)
     base = drop_stale_settings(base, top)
     config = build_config(apply_overrides(base, top))
-    if config.run_dir is None:
+    if config.run.run_dir is None:
         name = _run_name(str(base.get("experiment", experiment)), base, config.env)
         stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         n = 1  # runs launched in the same second each get their own directory (srl.launch.rundir)
         while Path(f"{stem}-{n}" if n > 1 else stem).exists():
             n += 1
-        config.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
+        config.run.run_dir = f"{stem}-{n}" if n > 1 else str(stem)
     return config
 
 
@@ -57,11 +60,9 @@ def _experiment_values(experiment: str) -> dict[str, Any]:
     if is_experiment_file(experiment):
         return load_experiment_file(Path(experiment))
     try:
-        base = registry.experiments.get(experiment)()
+        return {**experiment_values(experiment), "experiment": experiment}
     except registry.UnknownNameError as e:
         raise ConfigError(str(e)) from None
-    base["experiment"] = experiment
-    return base
 
 
 def _run_name(experiment: str, base: dict[str, Any], env: str) -> str:

@@ -56,15 +56,15 @@ def check_machine(graph: Graph) -> None:
     """Raise ConfigError if this machine cannot hold the run of `graph` (see the module doc)."""
     c = graph.config
     cpus = cpu_count()
-    _check_threads(c.torch_threads, "torch_threads", cpus)
-    if c.trainer_torch_threads is not None:
-        _check_threads(c.trainer_torch_threads, "trainer_torch_threads", cpus)
-    if c.launcher == "ray" and c.ray_address is not None:
+    _check_threads(c.launch.torch_threads, "launch.torch_threads", cpus)
+    if c.launch.trainer_torch_threads is not None:
+        _check_threads(c.launch.trainer_torch_threads, "launch.trainer_torch_threads", cpus)
+    if c.launch.launcher == "ray" and c.launch.ray_address is not None:
         return
-    if c.launcher != "inline":
+    if c.launch.launcher != "inline":
         _check_processes(graph, cpus)
         _check_open_files(graph)
-    shm = shared_bytes(graph) if c.launcher != "inline" and c.transport == "shm" else 0
+    shm = shared_bytes(graph) if c.launch.launcher != "inline" and c.dataflow.transport == "shm" else 0
     if shm:
         free = shutil.disk_usage(SHM_DIR).free if SHM_DIR.is_dir() else None
         if free is not None and shm > free:
@@ -116,12 +116,12 @@ def raise_open_files_limit(graph: Graph) -> None:
 
 def _worker_counts(graph: Graph) -> str:
     c = graph.config
-    if c.pod:
-        return f"field 'ensemble.population': {c.ensemble.population}"
-    fields = [f"num_actor_workers={c.num_actor_workers}"]
-    if c.inference == "policy_worker":
-        fields.append(f"num_policy_workers={c.num_policy_workers}")
-    fields.append(f"num_trainers={c.num_trainers}")
+    if c.pod.enabled:
+        return f"field 'pod.ensemble.population': {c.pod.ensemble.population}"
+    fields = [f"launch.num_actor_workers={c.launch.num_actor_workers}"]
+    if c.dataflow.inference == "policy_worker":
+        fields.append(f"launch.num_policy_workers={c.launch.num_policy_workers}")
+    fields.append(f"launch.num_trainers={c.launch.num_trainers}")
     return "fields " + ", ".join(fields)
 
 
@@ -132,11 +132,12 @@ def shared_bytes(graph: Graph) -> int:
 
 def _blocks_needed(graph: Graph, total: int) -> str:
     c = graph.config
-    if c.pod:
+    if c.pod.enabled:
         return f"the run's blocks need {gib(total)}"
     per_actor = graph.actor_layout().nbytes
-    return (f"{c.num_actor_workers} actor blocks of {gib(per_actor)} (ring_splits={c.ring_splits} x "
-            f"segment_slots={c.segment_slots} segments of sample_length + 1 = {c.sample_length + 1} steps x "
+    flow = c.dataflow
+    return (f"{c.launch.num_actor_workers} actor blocks of {gib(per_actor)} (dataflow.ring_splits={flow.ring_splits} x "
+            f"dataflow.segment_slots={flow.segment_slots} segments of sample_length + 1 = {flow.sample_length + 1} steps x "
             f"{graph.rows_per_split} rows, plus inference slots) and the rest need {gib(total)} in all")
 
 
@@ -159,7 +160,7 @@ def replay_bytes(graph: Graph) -> int:
 
     obs, action = space_spec(graph.observation_space), space_spec(graph.action_space)
     if C.HIDDEN in graph.policy_fields:
-        fields = sequence_fields(obs, action, graph.config.sample_length, graph.policy_fields[C.HIDDEN])
+        fields = sequence_fields(obs, action, graph.config.dataflow.sample_length, graph.policy_fields[C.HIDDEN])
     else:
         fields = transition_fields(obs, action)
     return replay.capacity * (_fields_bytes(fields) + 3 * 8)  # + sum-tree nodes and insertion stamps
@@ -167,17 +168,17 @@ def replay_bytes(graph: Graph) -> int:
 
 def batch_bytes(graph: Graph) -> int:
     """The trainer's batch of segments (each trainer holds one)."""
-    if graph.config.pod or graph.config.replay is not None:
+    if graph.config.pod.enabled or graph.config.replay is not None:
         return 0
-    steps = graph.config.sample_length + 1
-    return steps * graph.rows_per_batch * _fields_bytes(graph.segment_fields()) * graph.config.num_trainers
+    steps = graph.config.dataflow.sample_length + 1
+    return steps * graph.rows_per_batch * _fields_bytes(graph.segment_fields()) * graph.config.launch.num_trainers
 
 
 def _check_memory(graph: Graph) -> None:
-    if graph.config.pod:
+    if graph.config.pod.enabled:
         return
     blocks = shared_bytes(graph)
-    if graph.config.transport == "tcp":  # no shared memory: each block lives in its actor and its reader
+    if graph.config.dataflow.transport == "tcp":  # no shared memory: each block lives in its actor and its reader
         blocks *= 2
     needed = blocks + batch_bytes(graph) + replay_bytes(graph)
     available = psutil.virtual_memory().available

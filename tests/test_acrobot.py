@@ -10,7 +10,7 @@ BUDGET_ENV_STEPS = 150_000  # seeds 1-3 reach the target in 33k-46k steps
 
 def test_acrobot_ppo_reaches_minus_100(run_dir):
     config = load_config(
-        "acrobot-ppo", ["seed=1", f"total_env_steps={BUDGET_ENV_STEPS}", f"run_dir={run_dir}", "display=off"]
+        "acrobot-ppo", ["run.seed=1", f"stop.total_env_steps={BUDGET_ENV_STEPS}", f"run.run_dir={run_dir}", "monitor.display=off"]
     )
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -143,7 +143,7 @@ def test_loss_formulas_with_lagged_samples(clip_ratio):
 
 def test_cartpole_appo_reaches_475_with_policy_lag(run_dir):
     config = load_config(
-        "cartpole-appo", ["seed=1", "total_env_steps=250000", f"run_dir={run_dir}", "display=off"]
+        "cartpole-appo", ["run.seed=1", "stop.total_env_steps=250000", f"run.run_dir={run_dir}", "monitor.display=off"]
     )
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -357,15 +357,15 @@ def test_actor_workers_train_on_a_batched_env_with_the_inline_launcher(run_dir):
     config = load_config(
         "cartpole-ppo",
         [
-            "launcher=inline",
+            "launch.launcher=inline",
             "env=batched-cartpole",
             "modules=srl.envs.batched",
-            "envs_per_actor=64",
-            "sample_length=8",
-            "total_env_steps=4096",
-            "target_return=null",
-            "display=off",
-            f"run_dir={run_dir}",
+            "dataflow.envs_per_actor=64",
+            "dataflow.sample_length=8",
+            "stop.total_env_steps=4096",
+            "stop.target_return=null",
+            "monitor.display=off",
+            f"run.run_dir={run_dir}",
         ],
     )
     assert run_experiment(config) == 0

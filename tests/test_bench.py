@@ -9,7 +9,7 @@ import sys
 
 def test_bench_sampling_prints_one_json_line_last():
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "bench", "sampling", "CartPole-v1", "time_limit_s=6", "num_actor_workers=2"],
+        [sys.executable, "-m", "srl.cli", "bench", "sampling", "CartPole-v1", "stop.time_limit_s=6", "launch.num_actor_workers=2"],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -23,10 +23,10 @@ def test_bench_sampling_prints_one_json_line_last():
 def test_rings_of_cheap_envs_are_big_and_atari_keeps_small_ones():
     from srl.bench import _defaults
 
-    assert _defaults("CartPole-v1", {})["envs_per_actor"] == 1024  # auto -> vector backend
-    assert _defaults("CartPole-v1", {"env_backend": "loop"})["envs_per_actor"] == 512  # per-batch work amortised
-    assert _defaults("Acrobot-v1", {})["envs_per_actor"] == 512  # no vector entry point: loop
-    assert _defaults("ALE/Pong-v5", {"env_backend": "bogus"})["envs_per_actor"] == 8  # build_config will refuse it
+    assert _defaults("CartPole-v1", {})["dataflow"]["envs_per_actor"] == 1024  # auto -> vector backend
+    assert _defaults("CartPole-v1", {"env_backend": "loop"})["dataflow"]["envs_per_actor"] == 512  # per-batch work amortised
+    assert _defaults("Acrobot-v1", {})["dataflow"]["envs_per_actor"] == 512  # no vector entry point: loop
+    assert _defaults("ALE/Pong-v5", {"env_backend": "bogus"})["dataflow"]["envs_per_actor"] == 8  # build_config will refuse it
 
 
 def test_sampling_rate_leaves_the_start_up_ramp_out_when_asked():

@@ -16,8 +16,8 @@ def summary_of(run_dir):
 
 
 def test_resume_continues_version_steps_and_optimizer(run_dir):
-    base = ["launcher=inline", "target_return=null", f"run_dir={run_dir}", "display=off", "checkpoint_interval_s=0.5"]
-    assert run_experiment(load_config("cartpole-ppo", [*base, "total_env_steps=6000"])) == 0
+    base = ["launch.launcher=inline", "stop.target_return=null", f"run.run_dir={run_dir}", "monitor.display=off", "run.checkpoint_interval_s=0.5"]
+    assert run_experiment(load_config("cartpole-ppo", [*base, "stop.total_env_steps=6000"])) == 0
     first = summary_of(run_dir)
     meta = checkpoint.latest_meta(run_dir)
     assert meta["version"] == first["policy_version"] > 0
@@ -25,8 +25,8 @@ def test_resume_continues_version_steps_and_optimizer(run_dir):
     assert state["algorithm"]["optimizer"]["state"], "optimizer moments are saved"
     policy_hash = first["params_sha256"]
 
-    resumed = load_config("cartpole-ppo", [f"resume={run_dir}", "total_env_steps=12000"])
-    assert str(resumed.run_dir) == str(run_dir)
+    resumed = load_config("cartpole-ppo", [f"run.resume={run_dir}", "stop.total_env_steps=12000"])
+    assert str(resumed.run.run_dir) == str(run_dir)
     assert run_experiment(resumed) == 0
     second = summary_of(run_dir)
     assert second["policy_version"] > first["policy_version"]
@@ -49,7 +49,7 @@ def test_srl_eval_reports_the_return_of_the_saved_policy(run_dir):
     import subprocess
     import sys
 
-    base = ["launcher=inline", "target_return=null", f"run_dir={run_dir}", "display=off", "total_env_steps=3000"]
+    base = ["launch.launcher=inline", "stop.target_return=null", f"run.run_dir={run_dir}", "monitor.display=off", "stop.total_env_steps=3000"]
     assert run_experiment(load_config("cartpole-ppo", base)) == 0
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "eval", str(run_dir), "--episodes", "3"],

@@ -55,8 +55,8 @@ def test_a_missing_module_or_another_key_is_one_line(user_dir, capsys):
     err = capsys.readouterr().err
     assert err.startswith("srl: field 'modules': no module named 'list_mod_nowhere'; looked in "), err
     assert str(user_dir) in err and len(err.splitlines()) == 1
-    assert main(["list", "seed=3"]) == 2
-    assert capsys.readouterr().err == "srl: 'list' takes only modules=... (got seed=3)\n"
+    assert main(["list", "run.seed=3"]) == 2
+    assert capsys.readouterr().err == "srl: 'list' takes only modules=... (got run.seed=3)\n"
 
 
 def _list_in_a_fresh_process(*args: str) -> str:

@@ -39,7 +39,7 @@ def test_pong_ppo_config_is_valid():
 
     config = load_config("pong-ppo", [])
     assert config.policy == "actor-critic-cnn" and config.env == "ALE/Pong-v5"
-    assert config.algo_config.clip_coef == 0.1 and config.sample_length * config.envs_per_actor == 1024
+    assert config.algo_config.clip_coef == 0.1 and config.dataflow.sample_length * config.dataflow.envs_per_actor == 1024
 
 
 # -- mixed precision: the bfloat16 trunk ------------------------------------------------------------

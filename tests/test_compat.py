@@ -178,7 +178,7 @@ def test_the_issue_command_fails_before_any_process_starts(tmp_path):
     run_dir = tmp_path / "never"
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "run", "pendulum-sac", "env=Acrobot-v1", "policy=actor-critic-mlp",
-         f"run_dir={run_dir}"],
+         f"run.run_dir={run_dir}"],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2, proc.stderr

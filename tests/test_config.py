@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import srl.config as config_module
 from srl.config import RESET, ConfigError, Replace, parse_overrides
 from srl.experiments.multiagent import SPREAD_KWARGS
 from srl.load import load_config
@@ -26,18 +27,34 @@ def test_unknown_key_names_it_and_lists_the_allowed_fields():
     assert "unknown field 'num_actors'" in message and "num_actor_workers" in message
 
 
+def test_old_flat_keys_are_read_as_their_sections_with_one_note(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(config_module, "_noted", set())
+    old = {"seed": 4, "num_actor_workers": 2, "epsilon": 0.1, "ensemble.eval_episodes": 3, "pod": "false"}
+    config = load_config("cartpole-dqn", [f"{key}={value}" for key, value in old.items()])
+    assert config.run.seed == 4 and config.launch.num_actor_workers == 2 and not config.pod.enabled
+    assert config.algo_config.epsilon == 0.1 and config.pod.ensemble.eval_episodes == 3
+    notes = capsys.readouterr().err.splitlines()
+    assert "note: config key 'seed' is now 'run.seed'; the old name still works" in notes and len(notes) == 5, notes
+    load_config("cartpole-dqn", ["seed" + "=5"])  # the old key again
+    assert capsys.readouterr().err == ""  # once per key
+    flat = {"experiment": "old", "seed": 6, "total_env_steps": 777, "run_id": "r1", "launcher": "inline"}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(flat))  # an older run's saved config
+    resumed = load_config("ignored", [f"run.resume={tmp_path}"])
+    assert (resumed.run.seed, resumed.stop.total_env_steps, resumed.run.run_id) == (6, 777, "r1")
+
+
 def test_wrong_type_names_the_field_and_the_value():
-    message = error_of("num_actor_workers=two")
-    assert "'num_actor_workers'" in message and "'two'" in message
+    message = error_of("launch.num_actor_workers=two")
+    assert "'launch.num_actor_workers'" in message and "'two'" in message
 
 
 def test_literal_lists_the_allowed_values():
-    message = error_of("launcher=slurm")
-    assert "'launcher'" in message and "'inline'" in message and "'local'" in message
+    message = error_of("launch.launcher=slurm")
+    assert "'launch.launcher'" in message and "'inline'" in message and "'local'" in message
 
 
 def test_inconsistent_counts():
-    assert "ring_splits" in error_of("envs_per_actor=10", "ring_splits=3")
+    assert "ring_splits" in error_of("dataflow.envs_per_actor=10", "dataflow.ring_splits=3")
 
 
 def test_algorithm_hyperparameters_are_typed_and_checked():
@@ -55,7 +72,7 @@ def test_graph_checks_need_the_spaces():
     from srl.graph import build_graph
 
     with pytest.raises(ConfigError, match="num_policy_workers"):
-        build_graph(load_config("cartpole-ppo", ["num_policy_workers=3", "inference=policy_worker"]))
+        build_graph(load_config("cartpole-ppo", ["launch.num_policy_workers=3", "dataflow.inference=policy_worker"]))
     with pytest.raises(ConfigError, match="field 'env'"):
         build_graph(load_config("cartpole-ppo", ["env=NoSuchEnv-v0"]))
 
@@ -76,8 +93,8 @@ def test_a_dict_override_merges_and_bang_replaces_it_whole():
 
 
 def test_null_drops_the_experiments_value_and_bang_null_is_none():
-    assert load_config("cartpole-ppo").total_env_steps == 500_000
-    assert load_config("cartpole-ppo", ["total_env_steps=null"]).total_env_steps == 1_000_000  # the field's default
+    assert load_config("cartpole-ppo").stop.total_env_steps == 500_000
+    assert load_config("cartpole-ppo", ["stop.total_env_steps=null"]).stop.total_env_steps == 1_000_000  # the field's default
     pong = load_config("pong-ppo", ["env_kwargs.repeat_action_probability=null"]).env_kwargs
     assert pong == {"frame_stack": 4}
     assert load_config("pong-ppo", ["env_kwargs=null"]).env_kwargs == {}
@@ -108,32 +125,32 @@ def test_many_unknown_fields_are_listed_once_with_the_allowed_ones():
 
 def test_run_dir_names_the_env_when_an_override_changed_it():
     acrobot = load_config("cartpole-ppo", ["env=Acrobot-v1"])
-    assert Path(acrobot.run_dir).parent == Path("runs") and acrobot.experiment == "cartpole-ppo"
-    assert Path(acrobot.run_dir).name.startswith("cartpole-ppo-Acrobot-v1-")
-    breakout = Path(load_config("pong-ppo", ["env=ALE/Breakout-v5"]).run_dir)  # no sub-folder from the slash
+    assert Path(acrobot.run.run_dir).parent == Path("runs") and acrobot.experiment == "cartpole-ppo"
+    assert Path(acrobot.run.run_dir).name.startswith("cartpole-ppo-Acrobot-v1-")
+    breakout = Path(load_config("pong-ppo", ["env=ALE/Breakout-v5"]).run.run_dir)  # no sub-folder from the slash
     assert breakout.parent == Path("runs") and breakout.name.startswith("pong-ppo-ALE-Breakout-v5-")
     for same in ([], ["env=CartPole-v1"]):  # the experiment's own env: its plain name
-        assert re.fullmatch(r"cartpole-ppo-\d{8}-\d{6}", Path(load_config("cartpole-ppo", same).run_dir).name)
+        assert re.fullmatch(r"cartpole-ppo-\d{8}-\d{6}", Path(load_config("cartpole-ppo", same).run.run_dir).name)
 
 
 def test_cli_prints_one_line_without_traceback_and_starts_nothing(tmp_path):
     run_dir = tmp_path / "never"
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launcher=slurm", f"run_dir={run_dir}"],
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=slurm", f"run.run_dir={run_dir}"],
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and "'launcher'" in proc.stderr
+    assert "Traceback" not in proc.stderr and "'launch.launcher'" in proc.stderr
     assert not run_dir.exists()
 
 
 def test_resolved_config_is_saved_and_reloads(tmp_path):
-    config = load_config("cartpole-ppo", ["seed=5", f"run_dir={tmp_path}"])
+    config = load_config("cartpole-ppo", ["run.seed=5", f"run.run_dir={tmp_path}"])
     config.dump_yaml(tmp_path / "config.yaml")
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    assert saved["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
-    again = load_config("ignored", [f"resume={tmp_path}"])
-    assert again.seed == 5 and again.algo_config == config.algo_config
+    assert saved["run"]["seed"] == 5 and saved["algo"]["lr"] == config.algo_config.lr
+    again = load_config("ignored", [f"run.resume={tmp_path}"])
+    assert again.run.seed == 5 and again.algo_config == config.algo_config
 
 
 def test_config_reference_in_docs_is_current():
@@ -148,25 +165,26 @@ def test_config_reference_in_docs_is_current():
 def test_processes_that_train_may_get_their_own_torch_threads():
     from srl.streams.control import Role
 
-    plain = load_config("cartpole-ppo", ["torch_threads=1"])
+    plain = load_config("cartpole-ppo", ["launch.torch_threads=1"])
     assert plain.threads_for(trains=True) == plain.threads_for(trains=False) == 1
-    split = load_config("cartpole-ppo", ["torch_threads=1", "trainer_torch_threads=2"])
+    split = load_config("cartpole-ppo", ["launch.torch_threads=1", "launch.trainer_torch_threads=2"])
     assert (split.threads_for(trains=True), split.threads_for(trains=False)) == (2, 1)
     assert [role for role in Role if role.trains] == [Role.TRAINER, Role.POD]
-    assert "'trainer_torch_threads'" in error_of("trainer_torch_threads=0")
+    assert "'launch.trainer_torch_threads'" in error_of("launch.trainer_torch_threads=0")
 
 
 def test_srl_show_prints_the_config_a_run_would_use(capsys):
     from srl.cli import main
 
-    assert main(["show", "cartpole-ppo", "seed=3", "algo.lr=0.002"]) == 0
+    assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002"]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)
-    expected = load_config("cartpole-ppo", ["seed=3", "algo.lr=0.002"]).model_dump(mode="json")
-    assert {k: v for k, v in shown.items() if k != "run_dir"} == {k: v for k, v in expected.items() if k != "run_dir"}
-    assert main(["show", "cartpole-ppo", "seed=3", "algo.lr=0.002", "--changed"]) == 0
+    expected = load_config("cartpole-ppo", ["run.seed=3", "algo.lr=0.002"]).model_dump(mode="json")
+    shown["run"].pop("run_dir"), expected["run"].pop("run_dir")  # a new timestamp each time
+    assert shown == expected
+    assert main(["show", "cartpole-ppo", "run.seed=3", "algo.lr=0.002", "--changed"]) == 0
     changed = yaml.safe_load(capsys.readouterr().out)
-    assert changed["seed"] == 3 and changed["algo"]["lr"] == 0.002 and changed["algo"]["clip_value"] is False
-    assert "run_dir" not in changed and "env" not in changed  # CartPole-v1 is the default env
+    assert changed["run"] == {"seed": 3} and changed["algo"]["lr"] == 0.002 and changed["algo"]["anneal_env_steps"] == 150_000
+    assert "env" not in changed and "launch" not in changed  # CartPole-v1 and the local launcher are the defaults
     assert "clip_coef" not in changed["algo"]  # 0.2: PPO's default
     assert main(["show", "cartpole-ppo", "algo.lr=-1"]) == 2  # a bad value: the field named, as for run
     assert "algo.lr" in capsys.readouterr().err

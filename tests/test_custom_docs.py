@@ -138,15 +138,15 @@ def test_experiment_files_and_wrappers_run_as_written(tmp_path):
     saved = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
     assert saved["env_kwargs"] == {"module": "mpe2.simple_reference_v3", "max_cycles": 25}  # replaced whole
     assert saved["algo"]["lr"] == 1e-3 and saved["algo"]["epochs"] == 10  # merged into mpe-mappo's
-    assert saved["total_env_steps"] == 2000 and saved["launcher"] == "inline"  # the command line last
+    assert saved["stop"]["total_env_steps"] == 2000 and saved["launch"]["launcher"] == "inline"  # the command line last
 
     placeholder = "runs/mpe-reference-<date>-<time>/config.yaml"
     assert rerun == ["srl", "run", placeholder], rerun
     run_srl(["srl", "run", os.path.relpath(Path(run_dir) / "config.yaml", tmp_path)], tmp_path)
     first, again = sorted(glob.glob(str(tmp_path / "runs" / "mpe-reference-*")))
     redone = yaml.safe_load((Path(again) / "config.yaml").read_text())
-    differ = {k for k in saved if saved[k] != redone[k]}
-    assert differ == {"run_dir", "run_id"}, differ  # the same experiment, as a new run
+    differ = {k for k in saved if saved[k] != redone[k]} | {k for k in saved["run"] if saved["run"][k] != redone["run"][k]}
+    assert differ == {"run", "run_dir", "run_id"}, differ  # the same experiment, as a new run
 
     doorkey, short = doc_commands("wrappers")
     described = run_srl(doorkey, tmp_path).stdout
@@ -176,7 +176,7 @@ def test_the_worker_of_your_own_runs_as_written_on_local_and_tcp(tmp_path):
     graph, *runs = doc_commands("A worker of your own")
     described = run_srl(graph, tmp_path).stdout
     assert "custom:0 (reward-stats)" in described and "stream trainer.samples.tap: trainer:0 -> custom:0" in described
-    assert [argv[:2] for argv in runs] == [["srl", "run"]] * 2 and "transport=tcp" in runs[1], runs
+    assert [argv[:2] for argv in runs] == [["srl", "run"]] * 2 and "dataflow.transport=tcp" in runs[1], runs
     for run in runs:
         before = set(glob.glob(str(tmp_path / "runs" / "sign-a2c-*")))
         run_srl(run, tmp_path)

@@ -17,11 +17,11 @@ from srl.graph import Graph, build_graph
 from srl.launch.run import run_experiment
 from srl.load import load_config
 
-STEPS = ["total_env_steps=1500", "target_return=null", "display=off"]
-POLICY_WORKERS = ["inference=policy_worker", "num_actor_workers=2", "num_policy_workers=2", "eval_episodes=1",
-                  "eval_interval_s=0.2"]  # fmt: skip
-TRAINERS = ["inference=inline", "num_actor_workers=2", "num_trainers=2"]
-REPLAY = ["num_actor_workers=2", "replay.warmup=64", "replay.batch_size=32"]
+STEPS = ["stop.total_env_steps=1500", "stop.target_return=null", "monitor.display=off"]
+POLICY_WORKERS = ["dataflow.inference=policy_worker", "launch.num_actor_workers=2", "launch.num_policy_workers=2", "eval.episodes=1",
+                  "eval.interval_s=0.2"]  # fmt: skip
+TRAINERS = ["dataflow.inference=inline", "launch.num_actor_workers=2", "launch.num_trainers=2"]
+REPLAY = ["launch.num_actor_workers=2", "replay.warmup=64", "replay.batch_size=32"]
 EXTRA = ["extra_workers=[{kind: segment-counter, count: 2}, {kind: count-sink}]"]
 
 
@@ -67,7 +67,7 @@ def opened(run_dir: Path) -> dict[str, set[tuple[str, str]]]:
 
 def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkeypatch) -> tuple[dict, dict]:
     monkeypatch.setenv("SRL_RECORD_STREAMS", "1")  # forked workers inherit it
-    config = load_config(experiment, [*overrides, *STEPS, "launcher=local", f"run_dir={run_dir}"])
+    config = load_config(experiment, [*overrides, *STEPS, "launch.launcher=local", f"run.run_dir={run_dir}"])
     assert run_experiment(config) == 0
     return declared(build_graph(config)), opened(run_dir)
 
@@ -76,11 +76,11 @@ def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkey
 @pytest.mark.parametrize(
     "experiment,overrides",
     [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
-     ("cartpole-pod", []), ("cartpole-pod-ensemble", ["ensemble.population=2", "envs_per_actor=16"])],
+     ("cartpole-pod", []), ("cartpole-pod-ensemble", ["pod.ensemble.population=2", "dataflow.envs_per_actor=16"])],
     ids=["policy-workers", "trainers", "replay", "pod", "ensemble"],
 )
 def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport, run_dir, monkeypatch):
-    want, got = run_and_compare(experiment, [*overrides, f"transport={transport}"], run_dir, monkeypatch)
+    want, got = run_and_compare(experiment, [*overrides, f"dataflow.transport={transport}"], run_dir, monkeypatch)
     assert got == want, {w: (sorted(got.get(w, set()) ^ want.get(w, set()))) for w in set(got) | set(want)}
     if EXTRA[0] in overrides:  # the taps and the counters' own stream carried something
         assert int((run_dir / "segments_counted").read_text()) > 0

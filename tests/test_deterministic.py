@@ -32,13 +32,13 @@ from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
 
-COMMON = ["seed=7", "num_actor_workers=2", "max_updates=12", "display=off", "target_return=null"]
+COMMON = ["run.seed=7", "launch.num_actor_workers=2", "stop.max_updates=12", "monitor.display=off", "stop.target_return=null"]
 
 
 def params_hash(run_dir, *overrides: str, jitter_s: float = 0.004) -> str:
     env = {**os.environ, "SRL_TEST_JITTER_MAX_S": str(jitter_s)}
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *COMMON, *overrides, f"run_dir={run_dir}"],
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *COMMON, *overrides, f"run.run_dir={run_dir}"],
         capture_output=True, text=True, timeout=180, env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -49,27 +49,27 @@ def params_hash(run_dir, *overrides: str, jitter_s: float = 0.004) -> str:
 
 @pytest.mark.parametrize(
     "workers",
-    [["inference=inline"], ["inference=policy_worker", "num_policy_workers=2", "ring_splits=2"]],
+    [["dataflow.inference=inline"], ["dataflow.inference=policy_worker", "launch.num_policy_workers=2", "dataflow.ring_splits=2"]],
     ids=["inline-inference", "two-policy-workers"],
 )
 def test_two_deterministic_runs_give_identical_parameters(tmp_path, workers):
-    first = params_hash(tmp_path / "a", "deterministic=true", *workers)
-    second = params_hash(tmp_path / "b", "deterministic=true", *workers)
+    first = params_hash(tmp_path / "a", "run.deterministic=true", *workers)
+    second = params_hash(tmp_path / "b", "run.deterministic=true", *workers)
     assert first == second
-    inline = params_hash(tmp_path / "c", "deterministic=true", "launcher=inline", *workers, jitter_s=0)
+    inline = params_hash(tmp_path / "c", "run.deterministic=true", "launch.launcher=inline", *workers, jitter_s=0)
     assert inline == first, "the one-process run computes the same parameters"
 
 
 def test_without_deterministic_mode_timing_changes_the_result(tmp_path):
     """The control: proves the comparison above can fail."""
-    workers = ["inference=policy_worker", "num_policy_workers=2", "ring_splits=2"]
+    workers = ["dataflow.inference=policy_worker", "launch.num_policy_workers=2", "dataflow.ring_splits=2"]
     hashes = {params_hash(tmp_path / f"r{i}", *workers, jitter_s=0.004) for i in range(2)}
     assert len(hashes) == 2
 
 
 # ------------------------------------------------------------------------------ lock-step stops
 
-README = ["deterministic=true", "seed=7", "num_actor_workers=2"]  # the README's example
+README = ["run.deterministic=true", "run.seed=7", "launch.num_actor_workers=2"]  # the README's example
 STEPS_PER_UPDATE = 2 * 16 * 32  # cartpole-ppo: 2 actors x 16 envs x 32-step segments, all trained on
 
 
@@ -77,8 +77,8 @@ def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, env: dict | No
     """`srl run cartpole-ppo OVERRIDES` (every worker's timing jittered): its summary.json."""
     env = {**os.environ, "SRL_TEST_JITTER_MAX_S": str(jitter_s), **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *overrides, f"run_dir={run_dir}",
-         "display=off", "learning_curve=false"],
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *overrides, f"run.run_dir={run_dir}",
+         "monitor.display=off", "monitor.learning_curve=false"],
         capture_output=True, text=True, timeout=600, env=env, start_new_session=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -98,8 +98,8 @@ def same_stop(*summaries: dict) -> dict:
 def test_the_readme_example_stops_after_the_same_update_in_every_run(tmp_path):
     """total_env_steps counts the env steps the trainer trained on (1024 per update): 6000 is
     reached after update 6 in every run, whichever launcher, however far the actors ran ahead."""
-    runs = [summary_of(tmp_path / k, *README, "total_env_steps=6000") for k in "ab"]
-    runs.append(summary_of(tmp_path / "inline", *README, "total_env_steps=6000", "launcher=inline", jitter_s=0))
+    runs = [summary_of(tmp_path / k, *README, "stop.total_env_steps=6000") for k in "ab"]
+    runs.append(summary_of(tmp_path / "inline", *README, "stop.total_env_steps=6000", "launch.launcher=inline", jitter_s=0))
     first = same_stop(*runs)
     assert first["stop_reason"] == "total_env_steps 6000 reached"
     assert first["updates"] == -(-6000 // STEPS_PER_UPDATE) == 6
@@ -108,9 +108,9 @@ def test_the_readme_example_stops_after_the_same_update_in_every_run(tmp_path):
 def test_a_reached_target_return_stops_after_the_same_update_in_every_run(tmp_path):
     """The mean of the last 100 episodes that ended in the trained segments: the same episodes,
     in the same order, in every run."""
-    target = ["total_env_steps=200000", "target_return=30"]
+    target = ["stop.total_env_steps=200000", "stop.target_return=30"]
     runs = [summary_of(tmp_path / k, *README, *target) for k in "ab"]
-    runs.append(summary_of(tmp_path / "inline", *README, *target, "launcher=inline", jitter_s=0))
+    runs.append(summary_of(tmp_path / "inline", *README, *target, "launch.launcher=inline", jitter_s=0))
     first = same_stop(*runs)
     assert first["stop_reason"].startswith("target_return 30.0 reached (mean of last 100 episodes: ")
     assert float(first["stop_reason"].rsplit(" ", 1)[1].rstrip(")")) >= 30.0
@@ -118,20 +118,20 @@ def test_a_reached_target_return_stops_after_the_same_update_in_every_run(tmp_pa
     assert first["time_to_target_s"] is not None
 
 
-@pytest.mark.parametrize("rule", ["total_env_steps=6000", "target_return=30"])
+@pytest.mark.parametrize("rule", ["stop.total_env_steps=6000", "stop.target_return=30"])
 def test_two_trainers_agree_on_the_stop_update(tmp_path, rule):
     """Each trainer sees only its actors' segments: they count the group's env steps and pool
     their episodes, so both stop after the same update, in every run."""
     digests, runs = [], []
     for k in "ab":
-        runs.append(summary_of(tmp_path / k, *README, "num_trainers=2", "total_env_steps=200000", rule,
+        runs.append(summary_of(tmp_path / k, *README, "launch.num_trainers=2", "stop.total_env_steps=200000", rule,
                                env={"SRL_RECORD_PARAM_DIGESTS": "1"}))  # fmt: skip
         mine = [json.loads((tmp_path / k / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
         assert mine[0] == mine[1], "the trainers took different steps, or stopped after different updates"
         digests.append(mine[0])
     first = same_stop(*runs)
     assert digests[0] == digests[1] and max(map(int, digests[0])) == first["updates"]
-    assert first["stop_reason"].startswith(rule.split("=")[0])
+    assert first["stop_reason"].startswith(rule.split("=")[0].removeprefix("stop."))
     if rule.startswith("total_env_steps"):
         assert first["updates"] == 6, "the group's env steps: both trainers' shares"
 
@@ -142,8 +142,8 @@ def test_a_deterministic_pod_stops_after_the_same_update_in_every_run(tmp_path):
     for k in "ab":
         env = {**os.environ, "SRL_TEST_JITTER_MAX_S": "0.004"}
         proc = subprocess.run(
-            [sys.executable, "-m", "srl.cli", "run", "cartpole-pod", "deterministic=true", "seed=7",
-             "launcher=local", "target_return=60", f"run_dir={tmp_path / k}", "display=off", "learning_curve=false"],
+            [sys.executable, "-m", "srl.cli", "run", "cartpole-pod", "run.deterministic=true", "run.seed=7",
+             "launch.launcher=local", "stop.target_return=60", f"run.run_dir={tmp_path / k}", "monitor.display=off", "monitor.learning_curve=false"],
             capture_output=True, text=True, timeout=300, env=env, start_new_session=True, check=False,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -152,26 +152,26 @@ def test_a_deterministic_pod_stops_after_the_same_update_in_every_run(tmp_path):
 
 
 def test_a_deterministic_run_on_ray_stops_where_the_local_run_stops(tmp_path):
-    local = summary_of(tmp_path / "local", *README, "total_env_steps=6000")
-    on_ray = summary_of(tmp_path / "ray", *README, "total_env_steps=6000", "launcher=ray", "heartbeat_timeout_s=120")
+    local = summary_of(tmp_path / "local", *README, "stop.total_env_steps=6000")
+    on_ray = summary_of(tmp_path / "ray", *README, "stop.total_env_steps=6000", "launch.launcher=ray", "launch.heartbeat_timeout_s=120")
     assert same_stop(local, on_ray)["updates"] == 6
 
 
 def test_time_limit_s_is_refused_before_any_process_starts(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *README, "time_limit_s=60",
-         f"run_dir={tmp_path / 'run'}", "display=off"],
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *README, "stop.time_limit_s=60",
+         f"run.run_dir={tmp_path / 'run'}", "monitor.display=off"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode != 0 and not (tmp_path / "run").exists()
     out = proc.stdout + proc.stderr
-    assert "field 'time_limit_s'" in out and "time_limit_s=null" in out and "Traceback" not in out, out
+    assert "field 'stop.time_limit_s'" in out and "stop.time_limit_s=null" in out and "Traceback" not in out, out
     with pytest.raises(ConfigError, match="time_limit_s"):
-        load_config("cartpole-ppo", [*README, "time_limit_s=60"])
-    load_config("cartpole-ppo", [*README, "max_updates=10"])  # the rules decided at an update are accepted
-    load_config("cartpole-ppo", ["time_limit_s=60"])  # and time_limit_s outside deterministic mode
+        load_config("cartpole-ppo", [*README, "stop.time_limit_s=60"])
+    load_config("cartpole-ppo", [*README, "stop.max_updates=10"])  # the rules decided at an update are accepted
+    load_config("cartpole-ppo", ["stop.time_limit_s=60"])  # and time_limit_s outside deterministic mode
     with pytest.raises(ConfigError, match="deterministic.*ensemble"):
-        load_config("cartpole-pod", ["deterministic=true", "ensemble.population=2"])
+        load_config("cartpole-pod", ["run.deterministic=true", "pod.ensemble.population=2"])
 
 
 # ------------------------------------------------------------------------------ the kernels' decision

@@ -41,19 +41,19 @@ def test_cuda_where_there_is_none_is_refused_before_launch(monkeypatch, run_dir)
     for override, field in (("devices.trainer=cuda", "devices.trainer"), ("devices.policy=cuda:0", "devices.policy"),
                             ("devices.eval=tpu", "devices.eval")):
         with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
-            load_config("cartpole-ppo", [override, f"run_dir={run_dir}"])
+            load_config("cartpole-ppo", [override, f"run.run_dir={run_dir}"])
         assert not run_dir.exists()
-    with pytest.raises(ConfigError, match="'device'"):
-        load_config("cartpole-pod", ["device=cuda"])
+    with pytest.raises(ConfigError, match="'pod.device'"):
+        load_config("cartpole-pod", ["pod.device=cuda"])
     # under Ray the GPUs are the workers' nodes', not the driver's: only the name is checked
-    config = load_config("cartpole-ppo", ["launcher=ray", "devices.trainer=cuda"])
+    config = load_config("cartpole-ppo", ["launch.launcher=ray", "devices.trainer=cuda"])
     assert config.devices.trainer == "cuda"
 
 
 def test_summary_says_what_each_role_used(run_dir):
     config = load_config("cartpole-ppo", [
-        "launcher=inline", "inference=policy_worker", "devices.trainer=cpu", "devices.policy=cpu",
-        "total_env_steps=3000", f"run_dir={run_dir}", "display=off",
+        "launch.launcher=inline", "dataflow.inference=policy_worker", "devices.trainer=cpu", "devices.policy=cpu",
+        "stop.total_env_steps=3000", f"run.run_dir={run_dir}", "monitor.display=off",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -68,8 +68,8 @@ needs_cuda = pytest.mark.gpu
 @pytest.mark.parametrize("launcher", ["local", "inline"])
 def test_ppo_trainer_and_policy_worker_on_cuda_reach_475(launcher, run_dir):
     config = load_config("cartpole-ppo", [
-        f"launcher={launcher}", "inference=policy_worker", "devices.trainer=cuda", "devices.policy=cuda",
-        "seed=1", "total_env_steps=400000", f"run_dir={run_dir}", "display=off",
+        f"launch.launcher={launcher}", "dataflow.inference=policy_worker", "devices.trainer=cuda", "devices.policy=cuda",
+        "run.seed=1", "stop.total_env_steps=400000", f"run.run_dir={run_dir}", "monitor.display=off",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -82,14 +82,14 @@ def test_ppo_trainer_and_policy_worker_on_cuda_reach_475(launcher, run_dir):
 @needs_cuda
 def test_dqn_and_sac_replay_trainers_on_cuda_learn(tmp_path):
     dqn = tmp_path / "dqn"
-    config = load_config("cartpole-dqn", ["devices.trainer=cuda", "seed=1", "total_env_steps=40000",
-                                          f"run_dir={dqn}", "display=off"])
+    config = load_config("cartpole-dqn", ["devices.trainer=cuda", "run.seed=1", "stop.total_env_steps=40000",
+                                          f"run.run_dir={dqn}", "monitor.display=off"])
     assert run_experiment(config) == 0
     summary = json.loads((dqn / "summary.json").read_text())
     assert summary["devices"]["trainer"] == "cuda:0" and summary["episode_return_mean"] >= 100, summary
     sac = tmp_path / "sac"
-    config = load_config("pendulum-sac", ["devices.trainer=cuda", "seed=1", "total_env_steps=3000",
-                                          f"run_dir={sac}", "display=off"])
+    config = load_config("pendulum-sac", ["devices.trainer=cuda", "run.seed=1", "stop.total_env_steps=3000",
+                                          f"run.run_dir={sac}", "monitor.display=off"])
     assert run_experiment(config) == 0
     assert json.loads((sac / "summary.json").read_text())["updates"] > 100
 
@@ -97,8 +97,8 @@ def test_dqn_and_sac_replay_trainers_on_cuda_learn(tmp_path):
 def test_a_local_run_is_refused_where_cuda_is_initialised_already(monkeypatch):
     """The local launcher forks its workers: a child of a process that used CUDA cannot use it."""
     monkeypatch.setattr(devices, "cuda_count", lambda: 1)
-    monkeypatch.setattr("srl.config.torch_cuda_initialized", lambda: True)
-    with pytest.raises(ConfigError, match="launcher=inline"):
+    monkeypatch.setattr("srl.checks.torch_cuda_initialized", lambda: True)
+    with pytest.raises(ConfigError, match="launch.launcher=inline"):
         load_config("cartpole-ppo", ["devices.trainer=cuda"])
-    assert load_config("cartpole-ppo", ["devices.trainer=cpu"]).launcher == "local"  # every role on the CPU
-    assert load_config("cartpole-ppo", ["devices.trainer=cuda", "launcher=inline"]).launcher == "inline"
+    assert load_config("cartpole-ppo", ["devices.trainer=cpu"]).launch.launcher == "local"  # every role on the CPU
+    assert load_config("cartpole-ppo", ["devices.trainer=cuda", "launch.launcher=inline"]).launch.launcher == "inline"

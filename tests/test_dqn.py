@@ -107,8 +107,8 @@ def test_epsilon_greedy_explores_each_row_at_its_own_rate():
         (["replay.batch_size=10", "replay.capacity=5", "replay.warmup=5"], "replay"),
         (["env=Pendulum-v1"], "env"),  # q-mlp and dqn need Discrete actions
         (["replay.alpha=-1"], "replay.alpha"),
-        (["deterministic=true"], "replay"),
-        (["pod=true", "env=batched-cartpole", "replay=null"], "replay"),
+        (["run.deterministic=true"], "replay"),
+        (["pod.enabled=true", "env=batched-cartpole", "replay=null"], "replay"),
     ],
 )
 def test_replay_config_errors_name_the_field(overrides, field):
@@ -117,6 +117,9 @@ def test_replay_config_errors_name_the_field(overrides, field):
         build_graph(load_config(experiment, overrides))
 
 
-def test_epsilon_needs_discrete_actions():
-    with pytest.raises(ConfigError, match="epsilon"):
-        build_graph(load_config("cartpole-ppo", ["env=Pendulum-v1", "epsilon=0.1"]))
+def test_epsilon_is_dqns_own_setting_and_needs_discrete_actions():
+    with pytest.raises(ConfigError, match=r"unknown field 'algo\.epsilon'"):  # PPO explores by sampling
+        load_config("cartpole-ppo", ["algo.epsilon=0.1"])
+    assert load_config("cartpole-dqn", []).algo_config.epsilon == 0.2  # the default is what cartpole-dqn uses
+    with pytest.raises(ConfigError, match="Discrete"):
+        build_graph(load_config("cartpole-dqn", ["env=Pendulum-v1", "algo.epsilon=0.1"]))

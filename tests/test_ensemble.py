@@ -31,8 +31,8 @@ def one_thread():
 def small_config(tmp_path: Path, *overrides: str):
     return load_config(
         "cartpole-pod-ensemble",
-        [f"run_dir={tmp_path}", "display=off", "envs_per_actor=16", "ensemble.population=2",
-         "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=4", *overrides],
+        [f"run.run_dir={tmp_path}", "monitor.display=off", "dataflow.envs_per_actor=16", "pod.ensemble.population=2",
+         "pod.ensemble.eval_interval_updates=2", "pod.ensemble.eval_episodes=4", *overrides],
     )
 
 
@@ -66,7 +66,7 @@ def test_member_evaluates_saves_and_adopts_a_perturbed_copy(tmp_path):
 
 
 def test_out_of_range_perturbations_are_not_taken(tmp_path):
-    config = small_config(tmp_path, "ensemble.perturb=[lr,gamma]")
+    config = small_config(tmp_path, "pod.ensemble.perturb=[lr,gamma]")
     m = make_member(config, 0)
     try:
         m.start()
@@ -80,20 +80,20 @@ def test_out_of_range_perturbations_are_not_taken(tmp_path):
 
 def test_ensemble_config_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="ensemble.population"):
-        load_config("cartpole-pod-ensemble", ["ensemble.population=0"])
+        load_config("cartpole-pod-ensemble", ["pod.ensemble.population=0"])
     with pytest.raises(ConfigError, match=r"ensemble.perturb.*epochs.*allowed: .*lr"):
-        build_graph(small_config(tmp_path, "ensemble.perturb=[epochs]"))
-    with pytest.raises(ConfigError, match="'transport'.*use transport=shm"):
-        build_graph(small_config(tmp_path, "launcher=ray", "transport=tcp"))
-    with pytest.raises(ConfigError, match="need pod=true"):
-        build_graph(load_config("cartpole-ppo", ["ensemble.population=2"]))
-    graph = build_graph(small_config(tmp_path, "ensemble.population=3"))
+        build_graph(small_config(tmp_path, "pod.ensemble.perturb=[epochs]"))
+    with pytest.raises(ConfigError, match="'transport'.*use dataflow.transport=shm"):
+        build_graph(small_config(tmp_path, "launch.launcher=ray", "dataflow.transport=tcp"))
+    with pytest.raises(ConfigError, match="need pod.enabled=true"):
+        build_graph(load_config("cartpole-ppo", ["pod.ensemble.population=2"]))
+    graph = build_graph(small_config(tmp_path, "pod.ensemble.population=3"))
     assert [w.name for w in graph.workers] == ["pod:0", "pod:1", "pod:2"]
     assert {s.name for s in graph.streams} == {"controller.in", "control.out"}  # the one control stream pair
 
 
 def test_inline_ensemble_writes_a_leaderboard(tmp_path):
-    config = small_config(tmp_path, "launcher=inline", "max_updates=24", "target_return=null")
+    config = small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=24", "stop.target_return=null")
     assert run_experiment(config) == 0
     table = leaderboard.read(tmp_path)
     assert table["population"] == 2 and 1 <= len(table["entries"]) <= 5
@@ -111,8 +111,8 @@ def test_ensemble_replaces_laggards_and_its_best_member_solves_cartpole(tmp_path
     The run usually stops early because a member's last 100 training episodes reach 475."""
     config = load_config(
         "cartpole-pod-ensemble",
-        [f"run_dir={tmp_path}", "display=off", "seed=1", "ensemble.population=3", "total_env_steps=2000000",
-         "ensemble.eval_interval_updates=8", "ensemble.eval_episodes=8"],
+        [f"run.run_dir={tmp_path}", "monitor.display=off", "run.seed=1", "pod.ensemble.population=3", "stop.total_env_steps=2000000",
+         "pod.ensemble.eval_interval_updates=8", "pod.ensemble.eval_episodes=8"],
     )
     assert run_experiment(config) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -130,7 +130,7 @@ def test_ensemble_replaces_laggards_and_its_best_member_solves_cartpole(tmp_path
 
 
 def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_path):
-    config = small_config(tmp_path, "ensemble.eval_episodes=0", "ensemble.eval_interval_updates=1")
+    config = small_config(tmp_path, "pod.ensemble.eval_episodes=0", "pod.ensemble.eval_interval_updates=1")
     m = make_member(config, 0)
     try:
         assert m.eval_env is None
@@ -150,7 +150,7 @@ def test_without_eval_episodes_a_member_is_scored_by_its_training_episodes(tmp_p
 def test_an_adopt_command_is_taken_once_and_a_restarted_member_keeps_it(tmp_path):
     """The manager sends adopt n until a report shows it: a repeat changes nothing. The adopted
     weights are checkpointed at once, so a restarted member (resume) is still the copy."""
-    config = small_config(tmp_path, "ensemble.eval_interval_updates=1")
+    config = small_config(tmp_path, "pod.ensemble.eval_interval_updates=1")
     a, b = make_member(config, 0), make_member(config, 1)
     try:
         for m in (a, b):
@@ -168,7 +168,7 @@ def test_an_adopt_command_is_taken_once_and_a_restarted_member_keeps_it(tmp_path
             b.command({"type": "explode"})
     finally:
         a.close(), b.close()
-    config.resume = str(tmp_path)
+    config.run.resume = str(tmp_path)
     reborn = make_member(config, 1)
     try:
         assert reborn.adoptions == 1 and reborn.hparams() == {"lr": 0.008}
@@ -190,8 +190,8 @@ def test_a_killed_member_is_restarted_from_its_checkpoint_and_the_run_reaches_it
 
     config = load_config(
         "cartpole-pod-ensemble",
-        [f"run_dir={tmp_path}", "display=off", "seed=1", "launcher=local", "ensemble.population=2",
-         "total_env_steps=2000000", "checkpoint_interval_s=1", "ensemble.eval_episodes=8"],
+        [f"run.run_dir={tmp_path}", "monitor.display=off", "run.seed=1", "launch.launcher=local", "pod.ensemble.population=2",
+         "stop.total_env_steps=2000000", "run.checkpoint_interval_s=1", "pod.ensemble.eval_episodes=8"],
     )
     killed: list[str | None] = []
 
@@ -219,15 +219,15 @@ def test_an_ensemble_run_resumed_from_its_directory_continues_its_leaderboard(tm
     """Stopped after 16 updates, resumed for 16 more: every entry of the first launch is still
     there (a leaderboard of 1000 evicts none), new ones were added past each member's steps, the
     members' versions went on from their checkpoints, and the replacements so far are kept."""
-    first = small_config(tmp_path, "launcher=inline", "max_updates=16", "target_return=null",
-                         "ensemble.leaderboard_size=1000", "ensemble.ready_evals=1")
+    first = small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=16", "stop.target_return=null",
+                         "pod.ensemble.leaderboard_size=1000", "pod.ensemble.ready_evals=1")
     assert run_experiment(first) == 0
     before = leaderboard.read(tmp_path)
     versions = [checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] for k in range(2)]
     assert len(before["entries"]) >= 4 and min(versions) >= 4
 
-    resumed = load_config("cartpole-pod-ensemble", [f"resume={tmp_path}", "max_updates=16"])
-    assert resumed.run_dir == str(tmp_path) and resumed.ensemble.leaderboard_size == 1000
+    resumed = load_config("cartpole-pod-ensemble", [f"run.resume={tmp_path}", "stop.max_updates=16"])
+    assert resumed.run.run_dir == str(tmp_path) and resumed.pod.ensemble.leaderboard_size == 1000
     assert run_experiment(resumed) == 0
     after = leaderboard.read(tmp_path)
     old = {(e["member"], e["env_steps"]) for e in before["entries"]}
@@ -243,6 +243,6 @@ def test_an_ensemble_run_resumed_from_its_directory_continues_its_leaderboard(tm
 
 
 def test_resuming_an_ensemble_with_another_population_is_a_config_error(tmp_path):
-    assert run_experiment(small_config(tmp_path, "launcher=inline", "max_updates=4", "target_return=null")) == 0
+    assert run_experiment(small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=4", "stop.target_return=null")) == 0
     with pytest.raises(ConfigError, match="ensemble.population.*2 members, not 3"):
-        run_experiment(load_config("cartpole-pod-ensemble", [f"resume={tmp_path}", "ensemble.population=3"]))
+        run_experiment(load_config("cartpole-pod-ensemble", [f"run.resume={tmp_path}", "pod.ensemble.population=3"]))

@@ -58,7 +58,7 @@ def test_learning_curve_needs_a_return_and_matplotlib(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_run_outputs_write_the_curve_unless_disabled(tmp_path, enabled):
-    config = load_config("cartpole-ppo", [f"run_dir={tmp_path}", f"learning_curve={str(enabled).lower()}"])
+    config = load_config("cartpole-ppo", [f"run.run_dir={tmp_path}", f"monitor.learning_curve={str(enabled).lower()}"])
     outputs = RunOutputs(config, started_s=0.0)
     assert outputs.write_learning_curve() == (None if not enabled else "no learning curve: no episode finished")
     write_metrics(tmp_path, [{"env_steps": 10, "time_s": 1.0, "episode_return_mean": 3.0}])
@@ -68,7 +68,7 @@ def test_run_outputs_write_the_curve_unless_disabled(tmp_path, enabled):
 
 def saved_run(run_dir, experiment="cartpole-ppo", overrides=()):
     """A run dir with config.yaml and a checkpoint of an untrained policy."""
-    config = load_config(experiment, [f"run_dir={run_dir}", *overrides])
+    config = load_config(experiment, [f"run.run_dir={run_dir}", *overrides])
     RunOutputs(config, started_s=0.0)  # writes config.yaml
     graph = build_graph(config)
     torch.manual_seed(0)
@@ -120,8 +120,8 @@ def test_a_runs_install_hint_prints_verbatim(run_dir, monkeypatch, capsys):
     from srl.launch.run import run_experiment
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    overrides = ["launcher=inline", "target_return=null", "total_env_steps=1000", "display=off",
-                 f"run_dir={run_dir}"]
+    overrides = ["launch.launcher=inline", "stop.target_return=null", "stop.total_env_steps=1000", "monitor.display=off",
+                 f"run.run_dir={run_dir}"]
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
     err = capsys.readouterr().err
     assert "pip install 'srl[plot]'" in err

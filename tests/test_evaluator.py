@@ -62,14 +62,14 @@ def test_interval_between_rounds():
 
 
 def test_pod_rejects_an_evaluator():
-    with pytest.raises(ConfigError, match="eval_episodes"):
-        build_graph(load_config("cartpole-pod", ["eval_episodes=2"]))
+    with pytest.raises(ConfigError, match="eval.episodes"):
+        build_graph(load_config("cartpole-pod", ["eval.episodes=2"]))
 
 
 @pytest.mark.parametrize("launcher", ["inline", "local"])
 def test_eval_metrics_in_a_run(launcher, run_dir):
-    overrides = [f"launcher={launcher}", "eval_episodes=2", "eval_interval_s=0.2", "total_env_steps=15000",
-                 "target_return=null", f"run_dir={run_dir}", "display=off"]
+    overrides = [f"launch.launcher={launcher}", "eval.episodes=2", "eval.interval_s=0.2", "stop.total_env_steps=15000",
+                 "stop.target_return=null", f"run.run_dir={run_dir}", "monitor.display=off"]
     graph = build_graph(load_config("cartpole-ppo", overrides))
     assert "eval:0" in [w.name for w in graph.workers]
     assert "eval:0" in next(s for s in graph.streams if s.name == "params.out").consumers

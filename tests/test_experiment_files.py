@@ -39,12 +39,12 @@ def srl_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_base_then_the_file_then_the_command_line(tmp_path):
-    config = load_config(write(tmp_path, REFERENCE, "mpe-reference.yaml"), ["seed=7", "algo.gamma=0.9"])
+    config = load_config(write(tmp_path, REFERENCE, "mpe-reference.yaml"), ["run.seed=7", "algo.gamma=0.9"])
     assert config.env == "pettingzoo-mappo" and config.policy == "mappo"  # from the base
     assert config.env_kwargs == {"module": "mpe2.simple_reference_v3", "max_cycles": 25}  # whole: no N
     assert (config.algo.lr, config.algo.epochs, config.algo.entropy_coef) == (1e-3, 4, 0.01)  # merged
-    assert (config.seed, config.algo.gamma) == (7, 0.9)  # the command line goes last
-    assert config.experiment == "mpe-reference" and Path(config.run_dir).name.startswith("mpe-reference-")
+    assert (config.run.seed, config.algo.gamma) == (7, 0.9)  # the command line goes last
+    assert config.experiment == "mpe-reference" and Path(config.run.run_dir).name.startswith("mpe-reference-")
     graph = build_graph(config)
     assert graph.agents == ("agent_0", "agent_1") and graph.action_space.n == 50  # simple_reference's
 
@@ -60,9 +60,9 @@ def test_merging_env_kwargs_would_keep_the_bases_and_fail(tmp_path):
 def test_null_resets_to_the_default_and_replace_null_is_none(tmp_path):
     text = "base: cartpole-ppo\nmax_policy_lag: null\ntarget_return: !replace null\ndisplay: off\n"
     config = load_config(write(tmp_path, text))
-    assert load_config("cartpole-ppo").max_policy_lag == 5 and config.max_policy_lag == 2  # the field's default
-    assert config.target_return is None
-    assert config.display == "off"  # a string, as display=off is on the command line
+    assert load_config("cartpole-ppo").dataflow.max_policy_lag == 5 and config.dataflow.max_policy_lag == 2  # the field's default
+    assert config.stop.target_return is None
+    assert config.monitor.display == "off"  # a string, as display=off is on the command line
     inner = load_config(write(tmp_path, "base: mpe-mappo\nenv_kwargs: {N: null, local_ratio: !replace null}\n"))
     assert "N" not in inner.env_kwargs and inner.env_kwargs["local_ratio"] is None  # dropped, and None itself
     assert inner.env_kwargs["max_cycles"] == 25  # the rest merged
@@ -70,7 +70,7 @@ def test_null_resets_to_the_default_and_replace_null_is_none(tmp_path):
 
 def test_without_a_base_the_plain_defaults(tmp_path):
     config = load_config(write(tmp_path, "total_env_steps: 1000\n", "plain.yaml"))
-    assert (config.env, config.algorithm, config.total_env_steps, config.experiment) == (
+    assert (config.env, config.algorithm, config.stop.total_env_steps, config.experiment) == (
         "CartPole-v1", "ppo", 1000, "plain")
     assert load_config(write(tmp_path, "", "empty.yaml")).env == "CartPole-v1"
 
@@ -89,23 +89,24 @@ def test_modules_in_the_file_register_the_base(tmp_path, monkeypatch):
     )
     monkeypatch.chdir(tmp_path)  # modules are looked for here last, as with modules= on the command line
     config = load_config(write(tmp_path, "modules: [file_experiments_probe]\nbase: probe-from-a-module\n"))
-    assert (config.env, config.seed, config.modules) == ("Acrobot-v1", 11, ["file_experiments_probe"])
+    assert (config.env, config.run.seed, config.modules) == ("Acrobot-v1", 11, ["file_experiments_probe"])
 
 
 def test_a_runs_saved_config_runs_again_as_a_new_run(tmp_path):
     for name in ("cartpole-ppo", "mpe-mappo", "cartpole-dqn", "pendulum-sac"):
-        first = load_config(name, [f"run_dir={tmp_path / name}", "run_id=abc123"])
+        first = load_config(name, [f"run.run_dir={tmp_path / name}", "run.run_id=abc123"])
         RunOutputs(first, started_s=0.0)  # writes config.yaml, as a run does
         again = load_config(str(tmp_path / name / "config.yaml"))
         a, b = first.model_dump(), again.model_dump()
-        assert {k for k in a if a[k] != b[k]} == {"run_dir", "run_id"}, name
-        assert again.run_id is None and Path(again.run_dir).name.startswith(f"{name}-"), again.run_dir
+        differ = {k for k in a if a[k] != b[k]} | {k for k in a["run"] if a["run"][k] != b["run"][k]}
+        assert differ == {"run", "run_dir", "run_id"}, name
+        assert again.run.run_id is None and Path(again.run.run_dir).name.startswith(f"{name}-"), again.run.run_dir
 
     saved = yaml.safe_load((tmp_path / "cartpole-ppo" / "config.yaml").read_text())
-    saved.update(resume=str(tmp_path / "cartpole-ppo"), env_kwargs={"render_mode": None})
+    saved["run"]["resume"], saved["env_kwargs"] = str(tmp_path / "cartpole-ppo"), {"render_mode": None}
     path = write(tmp_path, yaml.safe_dump(saved), "resumed.yaml")
     again = load_config(path)
-    assert again.resume is None  # the run it resumed is not resumed again
+    assert again.run.resume is None  # the run it resumed is not resumed again
     assert again.env_kwargs == {"render_mode": None}  # a saved null is None, not "the default"
 
 
@@ -114,7 +115,8 @@ def test_unknown_keys_name_the_file(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_config(path)
     message = str(error.value)
-    assert message.startswith(f"{path}: invalid config: unknown field 'sed'; allowed fields: base, experiment, ")
+    assert message.startswith(f"{path}: invalid config: unknown field 'sed' (in a section: run.seed?); "
+                              "allowed fields: base, experiment, ")
     assert "unknown field 'algo.lrr'; allowed fields: lr, " in message
     assert "unknown field 'replay.capacityy'; allowed fields: capacity, " in message
 
@@ -138,11 +140,11 @@ def test_a_bad_file_is_one_error_naming_it(tmp_path, text, problem):
 def test_srl_run_a_file_with_the_console_script(tmp_path):
     write(tmp_path, "base: cartpole-ppo\nlauncher: inline\ntotal_env_steps: 1500\ntarget_return: null\n"
                     "algo: {epochs: 2}\n", "short.yaml")
-    proc = srl_cli("run", "short.yaml", "seed=3", "display=off", cwd=tmp_path)
+    proc = srl_cli("run", "short.yaml", "run.seed=3", "monitor.display=off", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     [run_dir] = (tmp_path / "runs").glob("short-*")
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert (saved["seed"], saved["algo"]["epochs"], saved["launcher"]) == (3, 2, "inline")
+    assert (saved["run"]["seed"], saved["algo"]["epochs"], saved["launch"]["launcher"]) == (3, 2, "inline")
     assert saved["experiment"] == "short" and saved["algo"]["lr"] == 1e-3  # cartpole-ppo's, merged
     assert (run_dir / "summary.json").is_file()
 
@@ -153,5 +155,6 @@ def test_srl_run_a_file_with_the_console_script(tmp_path):
     bad = srl_cli("run", "typo.yaml", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stdout == ""
     [line] = bad.stderr.splitlines()
-    assert line.startswith("srl: typo.yaml: invalid config: unknown field 'total_env_step'; allowed fields: "), line
+    assert line.startswith("srl: typo.yaml: invalid config: unknown field 'total_env_step' "
+                           "(in a section: stop.total_env_steps?); allowed fields: "), line
     assert not list((tmp_path / "runs").glob("typo-*"))  # refused before the run dir

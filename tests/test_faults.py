@@ -24,7 +24,7 @@ from srl.config import build_config
 from srl.launch.run import run_experiment
 from srl.testing import check_counts
 
-BUDGET = ["total_env_steps=400000", "seed=1", "display=off"]
+BUDGET = ["stop.total_env_steps=400000", "run.seed=1", "monitor.display=off"]
 
 
 def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random) -> str | None:
@@ -46,7 +46,7 @@ def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random) -> str |
 
 def test_cartpole_survives_random_kills_of_actors_and_policy_workers(run_dir):
     proc = spawn(srl_command(
-        "run", "cartpole-ppo", f"run_dir={run_dir}", "inference=policy_worker", "max_restarts=10", *BUDGET
+        "run", "cartpole-ppo", f"run.run_dir={run_dir}", "dataflow.inference=policy_worker", "launch.max_restarts=10", *BUDGET
     ))  # fmt: skip
     wait_for_metrics(run_dir, proc)
     rng, killed = random.Random(0), []
@@ -68,7 +68,7 @@ def test_cartpole_survives_random_kills_of_actors_and_policy_workers(run_dir):
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
     # no target: on an idle machine CartPole reaches 475 in ~4 s, before the trainer could be killed
     proc = spawn(srl_command(
-        "run", "cartpole-ppo", f"run_dir={run_dir}", "checkpoint_interval_s=1", "target_return=null", *BUDGET
+        "run", "cartpole-ppo", f"run.run_dir={run_dir}", "run.checkpoint_interval_s=1", "stop.target_return=null", *BUDGET
     ))  # fmt: skip
     wait_for_metrics(run_dir, proc, lines=4)
     deadline = time.monotonic() + 60
@@ -93,8 +93,8 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
 
 def test_a_crash_loop_ends_the_run_with_the_last_traceback(run_dir):
     proc = spawn(srl_command(
-        "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run_dir={run_dir}",
-        "env_kwargs.crash_after_steps=100", "target_return=null", "max_restarts=2", "restart_window_s=60",
+        "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run.run_dir={run_dir}",
+        "env_kwargs.crash_after_steps=100", "stop.target_return=null", "launch.max_restarts=2", "launch.restart_window_s=60",
     ))  # fmt: skip
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out

@@ -30,7 +30,7 @@ def graph_of(*overrides: str):
 
 
 def test_streams_follow_the_worker_counts():
-    graph = graph_of("inference=policy_worker", "num_actor_workers=3", "num_policy_workers=2")
+    graph = graph_of("dataflow.inference=policy_worker", "launch.num_actor_workers=3", "launch.num_policy_workers=2")
     streams = {s.name: s for s in graph.streams}
     assert streams["policy.0.requests"].producers == ("actor:0", "actor:2")
     assert streams["policy.1.requests"].consumers == ("policy:1",) == (streams["policy.1.requests"].owner,)
@@ -40,13 +40,13 @@ def test_streams_follow_the_worker_counts():
     assert streams["trainer.samples"].delivery == Delivery.SLOTS
     # the transports keep only the newest message on the streams the graph says deliver the latest value
     assert {s.name for s in graph.streams if s.delivery == Delivery.NEWEST} == set(NEWEST_ONLY)
-    inline = {s.name: s for s in graph_of("inference=inline", "num_actor_workers=2").streams}
+    inline = {s.name: s for s in graph_of("dataflow.inference=inline", "launch.num_actor_workers=2").streams}
     assert not any("requests" in name or "replies" in name for name in inline)
     assert inline["params.out"].consumers == ("actor:0", "actor:1")
 
 
 def test_several_trainers_each_bind_their_samples_and_meet_at_the_controller():
-    graph = graph_of("num_trainers=2", "num_actor_workers=4", "inference=policy_worker", "num_policy_workers=2")
+    graph = graph_of("launch.num_trainers=2", "launch.num_actor_workers=4", "dataflow.inference=policy_worker", "launch.num_policy_workers=2")
     streams = {s.name: s for s in graph.streams}
     assert streams["trainer.samples"].owner == "trainer:0" and streams["trainer.1.samples"].owner == "trainer:1"
     assert streams["trainer.1.samples"].producers == ("actor:1", "actor:3")
@@ -95,7 +95,7 @@ def test_impossible_batch_and_mismatched_spaces_fail_before_launch():
 def test_srl_graph_draws_by_extension(tmp_path, suffix):
     out = tmp_path / f"graph{suffix}"
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "graph", "cartpole-ppo", "inference=policy_worker", "--out", str(out)],
+        [sys.executable, "-m", "srl.cli", "graph", "cartpole-ppo", "dataflow.inference=policy_worker", "--out", str(out)],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

@@ -67,8 +67,8 @@ def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> str:
 def poisoned(run_dir: Path, *overrides: str, algorithm: str = "ppo", **env_kwargs) -> list[str]:
     kwargs = {"poison_env_id": 3, "at_step": 30, **env_kwargs}
     return ["modules=poisoned_env", "env=poisoned", f"env_kwargs={json.dumps(kwargs)}", f"algorithm={algorithm}",
-            "launcher=inline", "envs_per_actor=4", "ring_splits=2", "sample_length=8", "display=off",
-            "total_env_steps=1500", "target_return=null", "learning_curve=false", f"run_dir={run_dir}", *overrides]
+            "launch.launcher=inline", "dataflow.envs_per_actor=4", "dataflow.ring_splits=2", "dataflow.sample_length=8", "monitor.display=off",
+            "stop.total_env_steps=1500", "stop.target_return=null", "monitor.learning_curve=false", f"run.run_dir={run_dir}", *overrides]
 
 
 def saved_states(run_dir: Path) -> list[dict]:
@@ -76,8 +76,8 @@ def saved_states(run_dir: Path) -> list[dict]:
 
 
 def short_run(run_dir: Path, *overrides: str) -> dict:
-    base = ["launcher=inline", "target_return=null", f"run_dir={run_dir}", "display=off", "learning_curve=false",
-            "checkpoint_interval_s=0.2", "total_env_steps=3000"]
+    base = ["launch.launcher=inline", "stop.target_return=null", f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
+            "run.checkpoint_interval_s=0.2", "stop.total_env_steps=3000"]
     assert run_experiment(load_config("cartpole-ppo", [*base, *overrides])) == 0
     return summary_of(run_dir)
 
@@ -87,14 +87,14 @@ def short_run(run_dir: Path, *overrides: str) -> dict:
 
 @pytest.mark.parametrize("field, value", [("obs", "nan"), ("reward", "inf")])
 def test_a_nonfinite_env_value_ends_the_run_naming_env_index_and_field(run_dir, field, value):
-    """nonfinite_env=error (the default), over real processes: the actor's halt ends the run at
+    """dataflow.nonfinite_env=error (the default), over real processes: the actor's halt ends the run at
     once (no restart loop), with a line naming the env, its index and the field."""
-    config = load_config("cartpole-ppo", poisoned(run_dir, "launcher=local", field=field, value=float(value)))
+    config = load_config("cartpole-ppo", poisoned(run_dir, "launch.launcher=local", field=field, value=float(value)))
     assert run_experiment(config) == 1
     summary = summary_of(run_dir)
     error = summary["error"]
     shown = {"obs": "observation", "reward": "reward"}[field]
-    for part in ("env 'poisoned'", "env index 3", f"non-finite {shown} ({value})", "nonfinite_env=skip_episode"):
+    for part in ("env 'poisoned'", "env index 3", f"non-finite {shown} ({value})", "dataflow.nonfinite_env=skip_episode"):
         assert part in error, error
     assert "Traceback" not in error and summary["restarts"] == {}, summary
     assert all(first_nonfinite(s) is None for s in saved_states(run_dir))
@@ -103,7 +103,7 @@ def test_a_nonfinite_env_value_ends_the_run_naming_env_index_and_field(run_dir, 
 def test_skip_episode_keeps_every_nonfinite_value_out_of_the_segments(run_dir):
     """The trainer's batches (recorded) hold no NaN: the poisoned step's reward is 0, its row is cut
     as truncated, the next observation is the restarted env's first; the episode is not a return."""
-    overrides = poisoned(run_dir, "nonfinite_env=skip_episode", f"algo={json.dumps({'out_dir': str(run_dir / 'b')})}",
+    overrides = poisoned(run_dir, "dataflow.nonfinite_env=skip_episode", f"algo={json.dumps({'out_dir': str(run_dir / 'b')})}",
                          algorithm="record", field="reward", value=float("inf"), episode_length=8, at_step=13)
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
     from recording import load_batches
@@ -126,7 +126,7 @@ def test_skip_episode_keeps_every_nonfinite_value_out_of_the_segments(run_dir):
 
 
 def test_skip_episode_trains_on_with_finite_weights(run_dir):
-    overrides = poisoned(run_dir, "nonfinite_env=skip_episode", field="obs", value=float("nan"))
+    overrides = poisoned(run_dir, "dataflow.nonfinite_env=skip_episode", field="obs", value=float("nan"))
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
     summary = summary_of(run_dir)
     assert summary["nonfinite_episodes_skipped"] == 1 and summary["updates"] > 0
@@ -173,7 +173,7 @@ def test_mending_a_step_cuts_every_agent_of_the_bad_env_and_keeps_a_whole_episod
 
 
 def test_an_env_that_restarts_nonfinite_ends_the_run_even_when_skipping(run_dir):
-    overrides = poisoned(run_dir, "nonfinite_env=skip_episode", poison_resets=True)
+    overrides = poisoned(run_dir, "dataflow.nonfinite_env=skip_episode", poison_resets=True)
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 1
     assert "right after a reset" in summary_of(run_dir)["error"]
 
@@ -206,14 +206,14 @@ def test_pods_cannot_skip_episodes():
     with pytest.raises(ConfigError, match="nonfinite_env"):
         from srl.graph import build_graph
 
-        build_graph(load_config("cartpole-pod", ["nonfinite_env=skip_episode"]))
+        build_graph(load_config("cartpole-pod", ["dataflow.nonfinite_env=skip_episode"]))
 
 
 # ------------------------------------------------------------------ non-finite updates
 
 
 def test_a_nan_loss_is_undone_and_counted(run_dir):
-    overrides = poisoned(run_dir, "algo.nan_updates=[2, 3]", "checkpoint_interval_s=0.2", algorithm="nan-ppo",
+    overrides = poisoned(run_dir, "algo.nan_updates=[2, 3]", "run.checkpoint_interval_s=0.2", algorithm="nan-ppo",
                          poison_env_id=-1)
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
     summary = summary_of(run_dir)
@@ -226,11 +226,11 @@ def test_a_nan_loss_is_undone_and_counted(run_dir):
 
 
 def test_repeated_nan_updates_end_the_run_and_keep_the_good_checkpoints(run_dir):
-    overrides = poisoned(run_dir, f"algo.nan_updates={list(range(3, 1000))}", "max_nonfinite_updates=2",
-                         "checkpoint_interval_s=0.01", algorithm="nan-ppo", poison_env_id=-1)
+    overrides = poisoned(run_dir, f"algo.nan_updates={list(range(3, 1000))}", "launch.max_nonfinite_updates=2",
+                         "run.checkpoint_interval_s=0.01", algorithm="nan-ppo", poison_env_id=-1)
     assert run_experiment(load_config("cartpole-ppo", overrides)) == 1
     summary = summary_of(run_dir)
-    assert "3 updates in a row" in summary["error"] and "max_nonfinite_updates=2" in summary["error"], summary
+    assert "3 updates in a row" in summary["error"] and "launch.max_nonfinite_updates=2" in summary["error"], summary
     states = saved_states(run_dir)
     assert states and all(first_nonfinite(s) is None for s in states)
     assert max(s["version"] for s in states) == 3  # the last good version
@@ -272,67 +272,67 @@ def test_srl_eval_refuses_a_nonfinite_checkpoint(run_dir):
 
 def test_a_used_run_dir_is_refused_unless_resumed(run_dir):
     first = short_run(run_dir)
-    one_line_error(srl("run", "cartpole-ppo", f"run_dir={run_dir}", "launcher=inline"), str(run_dir),
-                   "already holds a run", f"resume={run_dir}")
-    resumed = load_config("cartpole-ppo", [f"resume={run_dir}", "total_env_steps=6000"])
+    one_line_error(srl("run", "cartpole-ppo", f"run.run_dir={run_dir}", "launch.launcher=inline"), str(run_dir),
+                   "already holds a run", f"run.resume={run_dir}")
+    resumed = load_config("cartpole-ppo", [f"run.resume={run_dir}", "stop.total_env_steps=6000"])
     assert run_experiment(resumed) == 0
     second = summary_of(run_dir)
     assert second["run_id"] == first["run_id"] and (first["launch"], second["launch"]) == (1, 2)
     assert [r["launch"] for r in metrics_of(run_dir)][0] == 1 and metrics_of(run_dir)[-1]["launch"] == 2
     assert {s["run_id"] for s in saved_states(run_dir)} == {first["run_id"]}
     elsewhere = run_dir.parent / "elsewhere"  # would train afresh there while saying it resumed
-    one_line_error(srl("run", "cartpole-ppo", f"resume={run_dir}", f"run_dir={elsewhere}"), "continues that run")
+    one_line_error(srl("run", "cartpole-ppo", f"run.resume={run_dir}", f"run.run_dir={elsewhere}"), "continues that run")
 
 
 def test_a_second_run_on_a_locked_dir_is_refused(run_dir):
-    holder = load_config("cartpole-ppo", [f"run_dir={run_dir}"])
+    holder = load_config("cartpole-ppo", [f"run.run_dir={run_dir}"])
     claim = claim_run_dir(holder)
     try:
-        line = one_line_error(srl("run", "cartpole-ppo", f"run_dir={run_dir}", "launcher=inline"), str(run_dir),
+        line = one_line_error(srl("run", "cartpole-ppo", f"run.run_dir={run_dir}", "launch.launcher=inline"), str(run_dir),
                               "in use by another run")
         assert f"pid {os.getpid()}" in line
         with pytest.raises(ConfigError, match="in use"):  # in this process as well
-            claim_run_dir(load_config("cartpole-ppo", [f"run_dir={run_dir}"]))
+            claim_run_dir(load_config("cartpole-ppo", [f"run.run_dir={run_dir}"]))
     finally:
         claim.release()
-    claim_run_dir(load_config("cartpole-ppo", [f"run_dir={run_dir}"])).release()  # released: free again
+    claim_run_dir(load_config("cartpole-ppo", [f"run.run_dir={run_dir}"])).release()  # released: free again
 
 
 def test_a_running_run_holds_its_dir_until_it_ends_even_when_killed(run_dir):
     """Two real `srl run` processes: the second is refused while the first runs; once the first is
-    SIGKILLed (no chance to clean up) the OS has released the lock and resume= takes the dir."""
+    SIGKILLed (no chance to clean up) the OS has released the lock and run.resume= takes the dir."""
     import signal
     import time
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
-    first = subprocess.Popen([sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launcher=inline",
-                              f"run_dir={run_dir}", "display=off", "target_return=null", "time_limit_s=120",
-                              "checkpoint_interval_s=0.5"], cwd=TESTS, env=env,
+    first = subprocess.Popen([sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=inline",
+                              f"run.run_dir={run_dir}", "monitor.display=off", "stop.target_return=null", "stop.time_limit_s=120",
+                              "run.checkpoint_interval_s=0.5"], cwd=TESTS, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while not checkpoint.latest_meta(run_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
-        line = one_line_error(srl("run", "cartpole-ppo", f"resume={run_dir}", "launcher=inline"), str(run_dir),
+        line = one_line_error(srl("run", "cartpole-ppo", f"run.resume={run_dir}", "launch.launcher=inline"), str(run_dir),
                               "in use by another run")
         assert f"pid {first.pid}" in line
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
-    claim_run_dir(load_config("cartpole-ppo", [f"resume={run_dir}"])).release()
+    claim_run_dir(load_config("cartpole-ppo", [f"run.resume={run_dir}"])).release()
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = load_config("cartpole-ppo")
-    Path(str(first.run_dir)).mkdir(parents=True)
+    Path(str(first.run.run_dir)).mkdir(parents=True)
     second = load_config("cartpole-ppo")
-    assert str(second.run_dir) != str(first.run_dir)
+    assert str(second.run.run_dir) != str(first.run.run_dir)
 
 
 def test_a_trainer_loads_only_its_own_runs_checkpoints(run_dir, tmp_path, capsys):
     mine = short_run(run_dir)
-    other = short_run(tmp_path / "other", "seed=2")
+    other = short_run(tmp_path / "other", "run.seed=2")
     ours = checkpoint.load_latest(run_dir)["version"]
     # the other run's newest checkpoint dropped in, as the newest by version and named by latest.json
     src = Path(checkpoint.load_latest(tmp_path / "other")["path"])
@@ -340,7 +340,7 @@ def test_a_trainer_loads_only_its_own_runs_checkpoints(run_dir, tmp_path, capsys
     shutil.copy(src, checkpoint.checkpoint_dir(run_dir) / name)
     (checkpoint.checkpoint_dir(run_dir) / "latest.json").write_text(json.dumps({"path": name}))
     capsys.readouterr()
-    resumed = load_config("cartpole-ppo", [f"resume={run_dir}", "total_env_steps=4000"])
+    resumed = load_config("cartpole-ppo", [f"run.resume={run_dir}", "stop.total_env_steps=4000"])
     assert run_experiment(resumed) == 0
     err = capsys.readouterr().err
     assert f"saved by another run (run_id {other['run_id']}; this run is {mine['run_id']})" in err
@@ -398,7 +398,7 @@ def test_a_truncated_latest_checkpoint_is_skipped_for_an_older_one(run_dir, caps
     path = checkpoint.checkpoint_dir(run_dir) / newest["path"]
     path.write_bytes(path.read_bytes()[:500])  # a crash while copying, a full disk
     capsys.readouterr()
-    resumed = load_config("cartpole-ppo", [f"resume={run_dir}", "total_env_steps=4000"])
+    resumed = load_config("cartpole-ppo", [f"run.resume={run_dir}", "stop.total_env_steps=4000"])
     assert run_experiment(resumed) == 0
     err = capsys.readouterr().err
     assert f"srl: skipped {path}: unreadable" in err
@@ -408,7 +408,7 @@ def test_a_truncated_latest_checkpoint_is_skipped_for_an_older_one(run_dir, caps
 
 def test_a_checkpoint_of_other_layer_sizes_is_refused_before_the_run_starts(run_dir):
     short_run(run_dir)
-    proc = srl("run", "cartpole-ppo", f"resume={run_dir}", "policy_kwargs.hidden_sizes=[8]", "launcher=inline")
+    proc = srl("run", "cartpole-ppo", f"run.resume={run_dir}", "policy_kwargs.hidden_sizes=[8]", "launch.launcher=inline")
     one_line_error(proc, "no usable checkpoint", "does not fit this run's policy")
     assert json.loads((run_dir / "run.lock").read_text())["launch"] == 1  # a refused launch is not one
 
@@ -429,7 +429,7 @@ def test_garbage_config_yaml_is_one_line(run_dir):
     config = run_dir / "config.yaml"
     config.write_text("experiment: [unclosed\n  : :\n")
     one_line_error(srl("eval", str(run_dir)), str(config), "not a readable YAML config")
-    one_line_error(srl("run", "cartpole-ppo", f"resume={run_dir}"), str(config))
+    one_line_error(srl("run", "cartpole-ppo", f"run.resume={run_dir}"), str(config))
     config.write_text("just a string\n")
     one_line_error(srl("eval", str(run_dir)), str(config), "not a config")
 

@@ -31,13 +31,13 @@ class Sink(Worker):
         return False
 
 
-SMALL = ["num_actor_workers=1", "envs_per_actor=2", "ring_splits=1", "display=off"]
+SMALL = ["launch.num_actor_workers=1", "dataflow.envs_per_actor=2", "dataflow.ring_splits=1", "monitor.display=off"]
 # together these place a worker of every role: the test checks that they do
 EXPERIMENTS = {
-    "cartpole-ppo": [*SMALL, "inference=policy_worker", "num_policy_workers=1", "eval_episodes=1",
+    "cartpole-ppo": [*SMALL, "dataflow.inference=policy_worker", "launch.num_policy_workers=1", "eval.episodes=1",
                      "extra_workers=[{kind: kernel-test-sink, count: 1}]"],
     "cartpole-dqn": SMALL,  # replay: a buffer worker and the replay trainer
-    "cartpole-pod": ["envs_per_actor=8", "display=off"],
+    "cartpole-pod": ["dataflow.envs_per_actor=8", "monitor.display=off"],
 }
 METHODS = [name for name, value in vars(Kernel).items() if inspect.isfunction(value) and not name.startswith("_")]
 
@@ -45,7 +45,7 @@ METHODS = [name for name, value in vars(Kernel).items() if inspect.isfunction(va
 def built_kernels(tmp_path):
     """(role, kernel) for every worker of EXPERIMENTS, each built as the inline launcher builds it."""
     for experiment, overrides in EXPERIMENTS.items():
-        graph = build_graph(load_config(experiment, [*overrides, f"run_dir={tmp_path / experiment}"]))
+        graph = build_graph(load_config(experiment, [*overrides, f"run.run_dir={tmp_path / experiment}"]))
         transport = InlineTransport()
         kernels = []
         try:
@@ -88,8 +88,8 @@ def test_every_kernel_the_builder_returns_is_a_kernel(tmp_path):
 
 
 def test_an_ensemble_member_is_a_kernel(tmp_path):
-    config = load_config("cartpole-pod-ensemble", [f"run_dir={tmp_path}", "display=off", "envs_per_actor=8",
-                                                    "ensemble.population=2", "ensemble.eval_episodes=2"])
+    config = load_config("cartpole-pod-ensemble", [f"run.run_dir={tmp_path}", "monitor.display=off", "dataflow.envs_per_actor=8",
+                                                    "pod.ensemble.population=2", "pod.ensemble.eval_episodes=2"])
     graph = build_graph(config)
     member = make_kernel(graph, graph.workers[1], InlineTransport())  # pod:1, as every launcher builds it
     try:

@@ -19,7 +19,7 @@ BUDGET_ENV_STEPS = 400_000
 def test_cartpole_ppo_reaches_475(launcher, run_dir):
     config = load_config(
         "cartpole-ppo",
-        [f"launcher={launcher}", "seed=1", f"total_env_steps={BUDGET_ENV_STEPS}", f"run_dir={run_dir}", "display=off"],
+        [f"launch.launcher={launcher}", "run.seed=1", f"stop.total_env_steps={BUDGET_ENV_STEPS}", f"run.run_dir={run_dir}", "monitor.display=off"],
     )
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -14,7 +14,7 @@ from srl.load import load_config
 
 def test_cartpole_dqn_learns_through_the_buffer_worker(run_dir):
     config = load_config(
-        "cartpole-dqn", ["seed=1", "total_env_steps=40000", f"run_dir={run_dir}", "display=off"]
+        "cartpole-dqn", ["run.seed=1", "stop.total_env_steps=40000", f"run.run_dir={run_dir}", "monitor.display=off"]
     )
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -28,8 +28,8 @@ def test_cartpole_dqn_learns_through_the_buffer_worker(run_dir):
 def test_cartpole_dqn_inline_launcher_with_policy_workers(run_dir):
     """Epsilon-greedy in a policy worker serving two actors of two ring groups each."""
     config = load_config("cartpole-dqn", [
-        "launcher=inline", "inference=policy_worker", "num_actor_workers=2", "ring_splits=2",
-        "total_env_steps=4000", "replay.warmup=500", f"run_dir={run_dir}", "display=off",
+        "launch.launcher=inline", "dataflow.inference=policy_worker", "launch.num_actor_workers=2", "dataflow.ring_splits=2",
+        "stop.total_env_steps=4000", "replay.warmup=500", f"run.run_dir={run_dir}", "monitor.display=off",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -39,13 +39,13 @@ def test_cartpole_dqn_inline_launcher_with_policy_workers(run_dir):
 def test_cartpole_dqn_resumes_networks_target_and_counters(run_dir):
     from srl import checkpoint
 
-    base = ["launcher=inline", "replay.warmup=500", f"run_dir={run_dir}", "display=off"]
-    assert run_experiment(load_config("cartpole-dqn", [*base, "total_env_steps=3000"])) == 0
+    base = ["launch.launcher=inline", "replay.warmup=500", f"run.run_dir={run_dir}", "monitor.display=off"]
+    assert run_experiment(load_config("cartpole-dqn", [*base, "stop.total_env_steps=3000"])) == 0
     first = json.loads((run_dir / "summary.json").read_text())
     saved = checkpoint.load_latest(run_dir)["algorithm"]
     assert saved["updates"] == first["policy_version"] > 0 and saved["target"], "target network saved"
 
-    assert run_experiment(load_config("cartpole-dqn", [f"resume={run_dir}", "total_env_steps=6000"])) == 0
+    assert run_experiment(load_config("cartpole-dqn", [f"run.resume={run_dir}", "stop.total_env_steps=6000"])) == 0
     second = json.loads((run_dir / "summary.json").read_text())
     assert second["policy_version"] > first["policy_version"] and second["env_steps"] >= 6000
     assert checkpoint.load_latest(run_dir)["algorithm"]["updates"] == second["policy_version"]

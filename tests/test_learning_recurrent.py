@@ -19,7 +19,7 @@ THRESHOLD = 100.0  # mean return of the last 100 episodes (MLP: 46, LSTM: 198 at
 def test_lstm_ppo_beats_the_memoryless_threshold_on_cartpole_without_velocities(run_dir):
     config = load_config(
         "cartpole-lstm-ppo",
-        ["launcher=inline", "seed=1", f"total_env_steps={BUDGET_ENV_STEPS}", f"run_dir={run_dir}", "display=off"],
+        ["launch.launcher=inline", "run.seed=1", f"stop.total_env_steps={BUDGET_ENV_STEPS}", f"run.run_dir={run_dir}", "monitor.display=off"],
     )
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -14,7 +14,7 @@ from srl.load import load_config
 
 
 def test_pendulum_sac_learns_to_swing_up(run_dir):
-    config = load_config("pendulum-sac", ["seed=1", "total_env_steps=12000", f"run_dir={run_dir}", "display=off"])
+    config = load_config("pendulum-sac", ["run.seed=1", "stop.total_env_steps=12000", f"run.run_dir={run_dir}", "monitor.display=off"])
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["updates"] > 4500, summary

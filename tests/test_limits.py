@@ -37,7 +37,7 @@ from srl.streams.inline import InlineTransport
 from srl.streams.local import IPC_PREFIX, make_ipc_dir, remove_dead_ipc_dirs
 from srl.streams.samples import SampleConsumer, SampleProducer
 
-QUICK = ["display=off", "learning_curve=false", "target_return=null"]
+QUICK = ["monitor.display=off", "monitor.learning_curve=false", "stop.target_return=null"]
 
 
 def tmp_files(run_dir: Path) -> list[Path]:
@@ -50,20 +50,20 @@ def tmp_files(run_dir: Path) -> list[Path]:
 @pytest.mark.parametrize(
     "override, field, limit",
     [
-        ("seed=4294967296", "seed", "4294967295"),
-        ("seed=-1", "seed", "greater than or equal to 0"),
-        ("num_actor_workers=100000", "num_actor_workers", "4096"),
-        ("segment_slots=1000000", "segment_slots", "64"),
-        ("sample_length=100000000", "sample_length", "100000"),
-        ("envs_per_actor=1000000", "envs_per_actor", "65536"),
-        ("heartbeat_timeout_s=0.01", "heartbeat_timeout_s", "greater than or equal to 1"),
-        ("torch_threads=100000", "torch_threads", "1024"),
-        ("total_env_steps=100000000000000000000000", "total_env_steps", "9007199254740992"),
-        ("target_return=nan", "target_return", "finite number"),
-        ("target_return=.inf", "target_return", "finite number"),
-        ("time_limit_s=.inf", "time_limit_s", "finite number"),
+        ("run.seed=4294967296", "run.seed", "4294967295"),
+        ("run.seed=-1", "run.seed", "greater than or equal to 0"),
+        ("launch.num_actor_workers=100000", "launch.num_actor_workers", "4096"),
+        ("dataflow.segment_slots=1000000", "dataflow.segment_slots", "64"),
+        ("dataflow.sample_length=100000000", "dataflow.sample_length", "100000"),
+        ("dataflow.envs_per_actor=1000000", "dataflow.envs_per_actor", "65536"),
+        ("launch.heartbeat_timeout_s=0.01", "launch.heartbeat_timeout_s", "greater than or equal to 1"),
+        ("launch.torch_threads=100000", "launch.torch_threads", "1024"),
+        ("stop.total_env_steps=100000000000000000000000", "stop.total_env_steps", "9007199254740992"),
+        ("stop.target_return=nan", "stop.target_return", "finite number"),
+        ("stop.target_return=.inf", "stop.target_return", "finite number"),
+        ("stop.time_limit_s=.inf", "stop.time_limit_s", "finite number"),
         ("algo.lr=nan", "algo.lr", "finite number"),
-        ("worker_memory_limit_mib=0", "worker_memory_limit_mib", "greater than or equal to 1"),
+        ("launch.worker_memory_limit_mib=0", "launch.worker_memory_limit_mib", "greater than or equal to 1"),
     ],
 )
 def test_a_value_past_its_bound_is_refused_naming_the_field_and_the_limit(override, field, limit):
@@ -88,21 +88,21 @@ def two_cpus(monkeypatch):
 
 
 def test_more_workers_than_the_machine_holds_are_refused_before_anything_starts(capsys, run_dir, two_cpus):
-    code, err = run_cli(capsys, "num_actor_workers=100", f"run_dir={run_dir}", *QUICK)
+    code, err = run_cli(capsys, "launch.num_actor_workers=100", f"run.run_dir={run_dir}", *QUICK)
     assert code == 2, err
-    assert "num_actor_workers=100" in err and "102 worker processes exceed 64" in err and "2 CPUs" in err, err
+    assert "launch.num_actor_workers=100" in err and "102 worker processes exceed 64" in err and "2 CPUs" in err, err
     assert not run_dir.exists(), "refused before the run directory is made"
 
 
 def test_more_torch_threads_than_a_multiple_of_the_cpus_are_refused(capsys, run_dir, two_cpus):
-    code, err = run_cli(capsys, "trainer_torch_threads=9", f"run_dir={run_dir}", *QUICK)
-    assert code == 2 and "field 'trainer_torch_threads': 9" in err and "exceed 8" in err, err
+    code, err = run_cli(capsys, "launch.trainer_torch_threads=9", f"run.run_dir={run_dir}", *QUICK)
+    assert code == 2 and "field 'launch.trainer_torch_threads': 9" in err and "exceed 8" in err, err
 
 
 def test_workers_past_the_open_files_limit_are_refused_naming_it(capsys, run_dir, monkeypatch):
     monkeypatch.setattr(machine.resource, "getrlimit", lambda _: (256, 256))
-    code, err = run_cli(capsys, "num_actor_workers=20", f"run_dir={run_dir}", *QUICK)
-    assert code == 2 and "RLIMIT_NOFILE" in err and "limit of 256" in err and "num_actor_workers=20" in err, err
+    code, err = run_cli(capsys, "launch.num_actor_workers=20", f"run.run_dir={run_dir}", *QUICK)
+    assert code == 2 and "RLIMIT_NOFILE" in err and "limit of 256" in err and "launch.num_actor_workers=20" in err, err
 
 
 def test_the_soft_open_files_limit_is_raised_to_what_the_run_needs(monkeypatch):
@@ -117,14 +117,14 @@ def test_the_soft_open_files_limit_is_raised_to_what_the_run_needs(monkeypatch):
 
 def test_slots_past_the_free_shared_memory_are_refused(capsys, run_dir, monkeypatch):
     monkeypatch.setattr(machine.shutil, "disk_usage", lambda _: SimpleNamespace(free=2**20))
-    code, err = run_cli(capsys, "segment_slots=64", f"run_dir={run_dir}", *QUICK)
+    code, err = run_cli(capsys, "dataflow.segment_slots=64", f"run.run_dir={run_dir}", *QUICK)
     assert code == 2 and "shared memory" in err and "/dev/shm has 0.00 GiB free" in err, err
-    assert "segment_slots=64" in err and "lower segment_slots" in err, err
+    assert "dataflow.segment_slots=64" in err and "lower segment_slots" in err, err
 
 
 def test_arrays_past_the_available_memory_are_refused(capsys, run_dir, monkeypatch):
     monkeypatch.setattr(machine.psutil, "virtual_memory", lambda: SimpleNamespace(available=2**14, total=2**30))
-    code, err = run_cli(capsys, f"run_dir={run_dir}", "launcher=inline", *QUICK)
+    code, err = run_cli(capsys, f"run.run_dir={run_dir}", "launch.launcher=inline", *QUICK)
     assert code == 2 and "memory: the run's arrays need" in err and "available" in err, err
 
 
@@ -133,7 +133,7 @@ def test_a_worker_past_the_memory_limit_is_named_once_and_ends_the_run_only_when
     watch.check(lambda: {"actor:3": os.getpid()})
     name, why = watch.failed
     assert name == "actor:3" and f"actor:3 (pid {os.getpid()}) has an RSS of" in why, why
-    assert "worker_memory_limit_mib=1" in why
+    assert "launch.worker_memory_limit_mib=1" in why
     monkeypatch.setattr(memory_module.psutil, "virtual_memory", lambda: SimpleNamespace(total=2 * 2**20))
     warn_only = MemoryWatch(limit_mib=None)  # half of a 2 MiB machine
     for _ in range(2):
@@ -149,15 +149,15 @@ def test_a_leaking_actor_ends_the_run_naming_it_and_its_memory(run_dir, capsys):
     # its inherited pages (refcounts) makes them its own, so the limit sits above this process's size
     limit_mib = max(400, round(psutil.Process().memory_info().rss / 2**20) + 300)
     config = load_config("cartpole-ppo", [
-        f"run_dir={run_dir}", "modules=leaky_env", "env=leaky", "env_kwargs.kib_per_step=16", "algorithm=none",
-        "policy=random", "envs_per_actor=2", "total_env_steps=100000000", f"worker_memory_limit_mib={limit_mib}",
+        f"run.run_dir={run_dir}", "modules=leaky_env", "env=leaky", "env_kwargs.kib_per_step=16", "algorithm=none",
+        "policy=random", "dataflow.envs_per_actor=2", "stop.total_env_steps=100000000", f"launch.worker_memory_limit_mib={limit_mib}",
         *QUICK,
     ])  # fmt: skip
     assert run_experiment(config) == 1
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "worker failed", summary
     assert "worker actor:0 failed" in summary["error"], summary
-    assert f"worker_memory_limit_mib={limit_mib}" in summary["error"], summary
+    assert f"launch.worker_memory_limit_mib={limit_mib}" in summary["error"], summary
     assert summary["restarts"] == {}, "no restart: the run ends"
 
 
@@ -224,8 +224,8 @@ def assert_ended_by(run_dir: Path, err: str, path: str, code: str) -> dict:
 @pytest.mark.parametrize("launcher", ["inline", "local"])
 def test_a_full_disk_under_metrics_ends_the_run_with_one_message_and_a_summary(run_dir, capsys, monkeypatch, launcher):
     fill_metrics_after(monkeypatch, rows=3)
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", f"launcher={launcher}", "checkpoint_interval_s=0.3",
-                                          "log_interval_s=0.5", "total_env_steps=5000000", *QUICK])  # fmt: skip
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", f"launch.launcher={launcher}", "run.checkpoint_interval_s=0.3",
+                                          "monitor.log_interval_s=0.5", "stop.total_env_steps=5000000", *QUICK])  # fmt: skip
     assert run_experiment(config) == 1
     err = capsys.readouterr().err
     assert_ended_by(run_dir, err, str(run_dir / "metrics.jsonl"), "ENOSPC")
@@ -246,7 +246,7 @@ def test_a_failing_tensorboard_writer_ends_the_run_naming_its_directory(run_dir,
         return real(self, data)
 
     monkeypatch.setattr(record_writer.RecordWriter, "write", write)
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", "launcher=inline", "total_env_steps=5000000",
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", "launch.launcher=inline", "stop.total_env_steps=5000000",
                                           *QUICK])  # fmt: skip
     assert run_experiment(config) == 1
     assert_ended_by(run_dir, capsys.readouterr().err, str(run_dir / "tb"), "EIO")
@@ -265,8 +265,8 @@ def test_a_checkpoint_that_cannot_be_written_ends_the_run_without_restarts(run_d
         return real(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", save)
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", "launcher=local", "checkpoint_interval_s=0.3",
-                                          "total_env_steps=5000000", "max_restarts=3", *QUICK])  # fmt: skip
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", "launch.launcher=local", "run.checkpoint_interval_s=0.3",
+                                          "stop.total_env_steps=5000000", "launch.max_restarts=3", *QUICK])  # fmt: skip
     assert run_experiment(config) == 1
     summary = assert_ended_by(run_dir, capsys.readouterr().err, str(run_dir / "checkpoints" / "ckpt-"), "ENOSPC")
     assert summary["restarts"] == {}, "a full disk stays full: no restart"
@@ -282,8 +282,8 @@ def test_a_final_checkpoint_that_cannot_be_written_fails_the_run(run_dir, capsys
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(torch, "save", save)
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", f"launcher={launcher}", "total_env_steps=3000",
-                                          "checkpoint_interval_s=3600", *QUICK])  # fmt: skip
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", f"launch.launcher={launcher}", "stop.total_env_steps=3000",
+                                          "run.checkpoint_interval_s=3600", *QUICK])  # fmt: skip
     assert run_experiment(config) == 1, "the run reached its end, but its last state is not saved"
     assert_ended_by(run_dir, capsys.readouterr().err, str(run_dir / "checkpoints" / "ckpt-"), "EROFS")
     assert checkpoint.latest_meta(run_dir) is None and list((run_dir / "checkpoints").iterdir()) == []
@@ -294,17 +294,17 @@ def test_a_config_that_cannot_be_written_stops_the_run_before_it_starts(run_dir,
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(storage.os, "fsync", full)
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", *QUICK])
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", *QUICK])
     assert run_experiment(config) == 1
     err = capsys.readouterr().err
     assert err.count(f"srl: cannot write {run_dir / 'config.yaml'}: ENOSPC") == 1, err
     # run.lock (srl.launch.rundir) marks no run: the directory can take a new one
     assert sorted(p.name for p in run_dir.iterdir()) == ["run.lock"], "no config.yaml, whole or torn, and no .tmp"
     with pytest.raises(ConfigError, match="has no config.yaml"):
-        load_config("cartpole-ppo", [f"resume={run_dir}"])
+        load_config("cartpole-ppo", [f"run.resume={run_dir}"])
     (run_dir / "config.yaml").write_text("")  # what an srl before atomic writes left on a full disk
     with pytest.raises(ConfigError, match="not a config"):
-        load_config("cartpole-ppo", [f"resume={run_dir}"])
+        load_config("cartpole-ppo", [f"run.resume={run_dir}"])
 
 
 def test_a_summary_that_cannot_be_written_is_said_once(run_dir, capsys, monkeypatch):
@@ -318,7 +318,7 @@ def test_a_summary_that_cannot_be_written_is_said_once(run_dir, capsys, monkeypa
         return real(path, text)
 
     monkeypatch.setattr(outputs, "write_text_atomic", write)
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", "launcher=inline", "total_env_steps=2000", *QUICK])
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", "launch.launcher=inline", "stop.total_env_steps=2000", *QUICK])
     assert run_experiment(config) == 0  # the run itself went well
     err = capsys.readouterr().err
     assert err.count(f"srl: cannot write {run_dir / 'summary.json'}: ENOSPC") == 1, err
@@ -372,8 +372,8 @@ def test_killed_trainer_and_actor_losses_are_in_the_summary(run_dir):
     """A trainer killed with no checkpoint resumes from version 0: every update it reported is lost
     and `updates` counts each kept update once; a killed actor's unreported steps are estimated."""
     config = load_config("cartpole-ppo", [
-        f"run_dir={run_dir}", "launcher=local", "checkpoint_interval_s=3600", "total_env_steps=300000",
-        "max_policy_lag=1000", "max_restarts=5", *QUICK,
+        f"run.run_dir={run_dir}", "launch.launcher=local", "run.checkpoint_interval_s=3600", "stop.total_env_steps=300000",
+        "dataflow.max_policy_lag=1000", "launch.max_restarts=5", *QUICK,
     ])  # fmt: skip
     killed: list[str | None] = []
 
@@ -414,7 +414,7 @@ def test_a_killed_controller_leaves_no_socket_directory(run_dir, monkeypatch):
     base = Path(tempfile.mkdtemp(prefix="srl-ipc-", dir="/tmp"))  # short: socket paths have 107 bytes
     monkeypatch.setenv("SRL_IPC_DIR", str(base))
     try:
-        proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "total_env_steps=10000000", *QUICK))
+        proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.total_env_steps=10000000", *QUICK))
         wait_for_metrics(run_dir, proc)
         assert [p.name.startswith(IPC_PREFIX) for p in base.iterdir()] == [True]
         proc.send_signal(signal.SIGKILL)

@@ -735,7 +735,7 @@ def _inject(wire, streams: list[str], sent: Counter, done: threading.Event, stop
 
 
 def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stream(run_dir, monkeypatch):
-    """`srl run cartpole-ppo transport=tcp`, its policy worker and parameter service included,
+    """`srl run cartpole-ppo dataflow.transport=tcp`, its policy worker and parameter service included,
     receives 120 malformed messages signed with its secret on every stream a worker or the
     controller listens on. Before, the first one of most streams raised in its receiver: the
     worker crash-looped (or the controller died). Now the run finishes normally, with no
@@ -757,8 +757,8 @@ def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stre
         return wire
 
     monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_inject)
-    overrides = ["transport=tcp", "inference=policy_worker", "total_env_steps=60000", "target_return=null",
-                 f"run_dir={run_dir}", "display=off", "heartbeat_timeout_s=30", "log_interval_s=0.5"]  # fmt: skip
+    overrides = ["dataflow.transport=tcp", "dataflow.inference=policy_worker", "stop.total_env_steps=60000", "stop.target_return=null",
+                 f"run.run_dir={run_dir}", "monitor.display=off", "launch.heartbeat_timeout_s=30", "monitor.log_interval_s=0.5"]  # fmt: skip
     try:
         assert main(["run", "cartpole-ppo", *overrides]) == 0
     finally:

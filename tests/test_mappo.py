@@ -125,11 +125,11 @@ def test_mpe_mappo_learns_well_above_random(run_dir):
     config = load_config(
         "mpe-mappo",
         [
-            "launcher=inline",
-            "seed=1",
-            f"total_env_steps={BUDGET_ENV_STEPS}",
-            f"run_dir={run_dir}",
-            "display=off",
+            "launch.launcher=inline",
+            "run.seed=1",
+            f"stop.total_env_steps={BUDGET_ENV_STEPS}",
+            f"run.run_dir={run_dir}",
+            "monitor.display=off",
         ],
     )
     baseline = random_return(config.env_kwargs, episodes=200, seed=3)  # about -27 per agent

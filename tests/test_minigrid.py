@@ -17,8 +17,8 @@ BUDGET_ENV_STEPS = 200_000  # seeds 1-3 reached it in 30k-39k env steps (local l
 def test_minigrid_doorkey_ppo_reaches_0_9(run_dir):
     config = load_config(
         "minigrid-doorkey-ppo",
-        ["seed=1", f"total_env_steps={BUDGET_ENV_STEPS}", f"target_return={TARGET_RETURN}", f"run_dir={run_dir}",
-         "display=off"],
+        ["run.seed=1", f"stop.total_env_steps={BUDGET_ENV_STEPS}", f"stop.target_return={TARGET_RETURN}", f"run.run_dir={run_dir}",
+         "monitor.display=off"],
     )
     assert config.env_wrappers, "the experiment carries its ImgObsWrapper in the config"
     assert run_experiment(config) == 0

@@ -32,8 +32,8 @@ def test_halfcheetah_sac_smoke(run_dir):
     from srl.load import load_config
 
     # the experiment's envs, policy and algorithm; fewer updates per env step so it takes seconds
-    overrides = ["total_env_steps=2000", "replay.warmup=1000", "replay.capacity=10000", "replay.replay_ratio=64",
-                 f"run_dir={run_dir}", "display=off", "learning_curve=false"]
+    overrides = ["stop.total_env_steps=2000", "replay.warmup=1000", "replay.capacity=10000", "replay.replay_ratio=64",
+                 f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false"]
     config = load_config("halfcheetah-sac", overrides)
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

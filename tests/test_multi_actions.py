@@ -186,7 +186,7 @@ def test_algorithms_without_factorised_heads_refuse_before_launch(tmp_path, expe
     run_dir = tmp_path / "never"
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "run", experiment, f"env={TARGETS}", "modules=multi_action_env",
-         f"run_dir={run_dir}"],
+         f"run.run_dir={run_dir}"],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent,
     )
     assert proc.returncode == 2, proc.stderr
@@ -203,12 +203,12 @@ def test_the_custom_env_page_multidiscrete_example_learns_and_dqn_is_refused(tmp
     from test_custom_docs import doc_module_code, srl_env, srl_script
 
     (tmp_path / "my_rl.py").write_text(doc_module_code())
-    run = [srl_script(), "run", "pick-bins-ppo", "modules=my_rl", "seed=1", "display=off"]
-    proc = subprocess.run([*run, "run_dir=run"], capture_output=True, text=True, timeout=600, env=srl_env(), cwd=tmp_path)
+    run = [srl_script(), "run", "pick-bins-ppo", "modules=my_rl", "run.seed=1", "monitor.display=off"]
+    proc = subprocess.run([*run, "run.run_dir=run"], capture_output=True, text=True, timeout=600, env=srl_env(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["stop_reason"].startswith("target_return") and summary["env_steps"] <= 200_000, summary
-    proc = subprocess.run([*run, "algorithm=dqn", "run_dir=never"], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([*run, "algorithm=dqn", "run.run_dir=never"], capture_output=True, text=True, timeout=120,
                           env=srl_env(), cwd=tmp_path)
     assert proc.returncode == 2 and not (tmp_path / "never").exists(), proc.stderr
     assert "env 'PickBins-v0' has a MultiDiscrete action space, algorithm 'dqn' needs Discrete" in proc.stderr

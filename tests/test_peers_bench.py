@@ -64,7 +64,7 @@ def test_srl_trains_pong_with_the_peers_sticky_actions(tmp_path):
     overrides = srl_side.train_overrides("pong", 1000, tmp_path / "run", ["env_backend=envpool"])
     config = load_config("pong-ppo", overrides)
     assert config.env_kwargs["repeat_action_probability"] == 0.25 and config.env_kwargs["frame_stack"] == 4
-    assert config.total_env_steps == 1000 and config.target_return is None and config.env_backend == "envpool"
+    assert config.stop.total_env_steps == 1000 and config.stop.target_return is None and config.env_backend == "envpool"
     assert load_config("pong-ppo", []).env_kwargs["repeat_action_probability"] == 0
     assert not any("repeat_action" in x for x in srl_side.train_overrides("cartpole", 1000, tmp_path / "run"))
 

@@ -19,7 +19,7 @@ from srl.streams.control import Role
 from srl.testing.pod import pod_settings, train_pod
 from srl.workers.pod import PodKernel, make_pod
 
-CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run_dir=/nonexistent"]))  # what `srl run` trains
+CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run.run_dir=/nonexistent"]))  # what `srl run` trains
 
 BUDGET_ENV_STEPS = 1_000_000
 

@@ -22,7 +22,7 @@ def one_thread():
 
 def pod_kwargs(experiment: str) -> dict[str, Any]:
     """The experiment's own settings (so the test runs what users run)."""
-    return pod_settings(load_config(experiment, ["run_dir=/nonexistent"]))
+    return pod_settings(load_config(experiment, ["run.run_dir=/nonexistent"]))
 
 
 def test_pendulum_pod_swings_up():

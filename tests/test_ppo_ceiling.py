@@ -39,7 +39,7 @@ def test_the_ceilings_are_the_env_steps_over_the_parts_done_in_turn():
 
 
 def test_measure_times_each_part_of_a_real_experiment():
-    result = bench.measure("cartpole-ppo", ["sample_length=16", "envs_per_actor=4", "torch_threads=1"], repeats=1)
+    result = bench.measure("cartpole-ppo", ["dataflow.sample_length=16", "dataflow.envs_per_actor=4", "launch.torch_threads=1"], repeats=1)
     assert result["env_steps_per_update"] == 64
     parts = result["seconds_per_update"]
     assert all(parts[k] > 0 for k in ("env", "inference", "trainer"))

@@ -159,11 +159,11 @@ def test_live_table_shows_progress_and_eta():
 
 
 def test_progress_interval_is_validated():
-    for bad in ("progress_interval_s=0", "progress_interval_s=-1", "progress_interval_s=100000"):
+    for bad in ("monitor.progress_interval_s=0", "monitor.progress_interval_s=-1", "monitor.progress_interval_s=100000"):
         with pytest.raises(ConfigError, match="progress_interval_s"):
             load_config("cartpole-ppo", [bad])
     with pytest.raises(ConfigError, match="display"):
-        load_config("cartpole-ppo", ["display=loud"])
+        load_config("cartpole-ppo", ["monitor.display=loud"])
 
 
 @pytest.mark.parametrize("display, lines", [("auto", True), ("plain", True), ("off", False)])
@@ -195,9 +195,9 @@ def test_a_run_under_a_pipe_prints_progress_while_it_runs(run_dir):
     """stdout a pipe, as under nohup or in CI: a plain progress line comes while the run still goes
     (each is flushed), not only at the end; the run's last line gives the steps/s of the whole run.
     The run's 40 lines at most (20 s) fit in a pipe's buffer: without the flush none would come before the end."""
-    proc = spawn_srl("run", "cartpole-ppo", "launcher=inline", f"run_dir={run_dir}", "total_env_steps=100000000",
-                     "target_return=null", "time_limit_s=20", "progress_interval_s=0.5", "log_interval_s=0.25",
-                     "learning_curve=false")
+    proc = spawn_srl("run", "cartpole-ppo", "launch.launcher=inline", f"run.run_dir={run_dir}", "stop.total_env_steps=100000000",
+                     "stop.target_return=null", "stop.time_limit_s=20", "monitor.progress_interval_s=0.5", "monitor.log_interval_s=0.25",
+                     "monitor.learning_curve=false")
     try:
         first = proc.stdout.readline()  # blocks until a line is flushed through the pipe
         running = proc.poll() is None

@@ -38,7 +38,7 @@ from srl.streams.wire import Sealer, WireError, encode
 MIB = 1 << 20
 # two hidden layers of 512 for both heads: a parameter message of about 2.1 MiB, and updates
 # small enough to publish a few a second
-WIDE = ["policy_kwargs.hidden_sizes=[512,512]", "envs_per_actor=4", "sample_length=16", "algo.epochs=1",
+WIDE = ["policy_kwargs.hidden_sizes=[512,512]", "dataflow.envs_per_actor=4", "dataflow.sample_length=16", "algo.epochs=1",
         "algo.num_minibatches=1"]
 WARM_UP_S, WATCH_S, STOPPED_S = 4.0, 12.0, 8.0
 # a queue that held every message a peer did not take grows by a parameter message per update
@@ -165,19 +165,19 @@ def test_a_message_larger_than_its_stream_s_largest_is_refused_by_its_sender():
 
 
 def test_segments_in_flight_past_the_budget_are_refused_before_launch():
-    overrides = ["transport=tcp", "sample_length=10000", "segment_slots=4", "max_queued_bytes_per_peer=16777216"]
-    with pytest.raises(ConfigError, match="field 'max_queued_bytes_per_peer'.*'trainer.samples'.*up to 4 in flight"):
+    overrides = ["dataflow.transport=tcp", "dataflow.sample_length=10000", "dataflow.segment_slots=4", "dataflow.max_queued_bytes_per_peer=16777216"]
+    with pytest.raises(ConfigError, match="field 'dataflow.max_queued_bytes_per_peer'.*'trainer.samples'.*up to 4 in flight"):
         check_queues(build_graph(load_config("cartpole-ppo", overrides)))
-    check_queues(build_graph(load_config("cartpole-ppo", overrides[:-1] + ["max_queued_bytes_per_peer=67108864"])))
-    with pytest.raises(ConfigError, match="field 'max_queued_bytes_per_peer'.*greater than or equal to 16777216"):
-        load_config("cartpole-ppo", ["max_queued_bytes_per_peer=1000"])
+    check_queues(build_graph(load_config("cartpole-ppo", overrides[:-1] + ["dataflow.max_queued_bytes_per_peer=67108864"])))
+    with pytest.raises(ConfigError, match="field 'dataflow.max_queued_bytes_per_peer'.*greater than or equal to 16777216"):
+        load_config("cartpole-ppo", ["dataflow.max_queued_bytes_per_peer=1000"])
 
 
 def wide_run(run_dir: Path, transport: str, seconds: float):
     return load_config("cartpole-ppo", [
-        f"run_dir={run_dir}", "launcher=local", f"transport={transport}", *WIDE, "seed=1",
-        f"time_limit_s={seconds}", "target_return=null", "total_env_steps=100000000", "display=off",
-        "learning_curve=false", "max_policy_lag=1000000", "checkpoint_interval_s=1000",
+        f"run.run_dir={run_dir}", "launch.launcher=local", f"dataflow.transport={transport}", *WIDE, "run.seed=1",
+        f"stop.time_limit_s={seconds}", "stop.target_return=null", "stop.total_env_steps=100000000", "monitor.display=off",
+        "monitor.learning_curve=false", "dataflow.max_policy_lag=1000000", "run.checkpoint_interval_s=1000",
     ])
 
 

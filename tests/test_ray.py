@@ -1,4 +1,4 @@
-"""launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, workers pinned
+"""launch.launcher=ray: CartPole to 475 on a local Ray instance through an actor kill, workers pinned
 to two nodes of a Ray test cluster by custom resources, tcp streams between the nodes, a pod
 ensemble whose members are Ray actors, a user's own module (modules=) reaching the workers of a
 local instance and of a cluster, and requests Ray cannot grant, refused or ending the run with one
@@ -26,7 +26,7 @@ from test_shutdown import spawn, srl_command
 
 from srl.config import ConfigError, build_config
 
-SLOW_START = ["heartbeat_timeout_s=120"]  # a Ray worker process may take a while to start on a busy machine
+SLOW_START = ["launch.heartbeat_timeout_s=120"]  # a Ray worker process may take a while to start on a busy machine
 
 
 RUN_TIMEOUT_S = 900
@@ -34,7 +34,7 @@ RUN_TIMEOUT_S = 900
 
 def run_srl(*args: str) -> tuple[int, str]:
     """`srl run ARGS` in a process of its own session; its exit code and output."""
-    return finish(spawn(srl_command("run", *args, "display=off", *SLOW_START)))
+    return finish(spawn(srl_command("run", *args, "monitor.display=off", *SLOW_START)))
 
 
 def finish(proc) -> tuple[int, str]:
@@ -66,8 +66,8 @@ def kill_once_training(run_dir, role: str, killed: list[str], root_pid: int) -> 
 
 def test_cartpole_ppo_on_ray_reaches_475_through_an_actor_kill(run_dir):
     proc = spawn(srl_command(
-        "run", "cartpole-ppo", "launcher=ray", "seed=1", "total_env_steps=400000", f"run_dir={run_dir}",
-        "display=off", *SLOW_START,
+        "run", "cartpole-ppo", "launch.launcher=ray", "run.seed=1", "stop.total_env_steps=400000", f"run.run_dir={run_dir}",
+        "monitor.display=off", *SLOW_START,
     ))  # fmt: skip
     killed: list[str] = []
     thread = kill_once_training(run_dir, "actor", killed, proc.pid)
@@ -100,11 +100,11 @@ def test_workers_pinned_to_two_nodes_by_custom_resources_reach_475(run_dir, two_
     """The issue's two-node run (benchmarks/ray_two_nodes.py): actor and policy worker on one
     node, trainer and parameter service on the other, every stream over tcp, to 475."""
     code, output = run_srl(
-        "cartpole-ppo", "launcher=ray", f"ray_address={two_nodes.address}", "inference=policy_worker",
-        "transport=tcp", "seed=1", "target_return=475", f"run_dir={run_dir}", "learning_curve=false",
-        "ray_resources.actor.resources.node_b=1", "ray_resources.policy.resources.node_b=1",
-        "ray_resources.trainer.resources.node_a=1", "ray_resources.params.resources.node_a=1",
-        "ray_resources.params.num_cpus=0",
+        "cartpole-ppo", "launch.launcher=ray", f"launch.ray_address={two_nodes.address}", "dataflow.inference=policy_worker",
+        "dataflow.transport=tcp", "run.seed=1", "stop.target_return=475", f"run.run_dir={run_dir}", "monitor.learning_curve=false",
+        "launch.ray_resources.actor.resources.node_b=1", "launch.ray_resources.policy.resources.node_b=1",
+        "launch.ray_resources.trainer.resources.node_a=1", "launch.ray_resources.params.resources.node_a=1",
+        "launch.ray_resources.params.num_cpus=0",
     )  # fmt: skip
     assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -115,12 +115,12 @@ def test_workers_pinned_to_two_nodes_by_custom_resources_reach_475(run_dir, two_
 
 
 def test_the_srl_script_run_where_a_users_module_is_gives_it_to_local_ray_workers(tmp_path, run_dir):
-    """docs/custom.md's command with launcher=ray, by the console script (no current directory on
+    """docs/custom.md's command with launch.launcher=ray, by the console script (no current directory on
     its sys.path) in a directory holding only my_rl.py: the controller and the workers import it."""
     (tmp_path / "my_rl.py").write_text(doc_module_code())
     proc = subprocess.Popen(
-        [srl_script(), "run", "sign-a2c", "modules=my_rl", "launcher=ray", "total_env_steps=3000",
-         "target_return=null", f"run_dir={run_dir}", "display=off", *SLOW_START],
+        [srl_script(), "run", "sign-a2c", "modules=my_rl", "launch.launcher=ray", "stop.total_env_steps=3000",
+         "stop.target_return=null", f"run.run_dir={run_dir}", "monitor.display=off", *SLOW_START],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=srl_env(), cwd=tmp_path,
         start_new_session=True,
     )  # fmt: skip
@@ -140,10 +140,10 @@ def test_a_users_own_module_is_uploaded_to_the_workers_of_a_cluster(tmp_path, ru
     env = srl_env()
     env["PYTHONPATH"] += os.pathsep + str(tmp_path / "mine")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "srl.cli", "run", "sign-a2c", "modules=my_rl", "launcher=ray",
-         f"ray_address={two_nodes.address}", "total_env_steps=3000", "target_return=null", f"run_dir={run_dir}",
-         "ray_resources.actor.resources.node_b=1", "ray_resources.trainer.resources.node_a=1",
-         "display=off", *SLOW_START],
+        [sys.executable, "-m", "srl.cli", "run", "sign-a2c", "modules=my_rl", "launch.launcher=ray",
+         f"launch.ray_address={two_nodes.address}", "stop.total_env_steps=3000", "stop.target_return=null", f"run.run_dir={run_dir}",
+         "launch.ray_resources.actor.resources.node_b=1", "launch.ray_resources.trainer.resources.node_a=1",
+         "monitor.display=off", *SLOW_START],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path / "cwd",
         start_new_session=True,
     )  # fmt: skip
@@ -157,7 +157,7 @@ def test_a_users_own_module_is_uploaded_to_the_workers_of_a_cluster(tmp_path, ru
 
 
 def test_a_request_no_node_can_meet_is_refused_before_any_worker_starts(run_dir):
-    code, output = run_srl("cartpole-ppo", "launcher=ray", f"run_dir={run_dir}", "ray_resources.trainer.resources.no_such_node=1")
+    code, output = run_srl("cartpole-ppo", "launch.launcher=ray", f"run.run_dir={run_dir}", "launch.ray_resources.trainer.resources.no_such_node=1")
     assert code == 2, output  # a config error, not a failed run
     line = re.search(r"srl: worker trainer:0 asks Ray for num_cpus=1, num_gpus=0, memory=none, custom resources "
                      r"\{no_such_node: 1\} \(ray_resources.trainer\), which no node has .*; "
@@ -168,7 +168,7 @@ def test_a_request_no_node_can_meet_is_refused_before_any_worker_starts(run_dir)
 
 
 @pytest.mark.parametrize("experiment, role, two", [
-    ("cartpole-ppo", "actor", "num_actor_workers=2"), ("cartpole-pod-ensemble", "pod", "ensemble.population=2"),
+    ("cartpole-ppo", "actor", "launch.num_actor_workers=2"), ("cartpole-pod-ensemble", "pod", "pod.ensemble.population=2"),
 ])  # fmt: skip
 def test_two_workers_wanting_the_only_node_b_end_the_run_naming_it(run_dir, monkeypatch, experiment, role, two):
     """The issue's run: the local Ray instance has one unit of node_b (Ray's RAY_OVERRIDE_RESOURCES
@@ -177,12 +177,12 @@ def test_two_workers_wanting_the_only_node_b_end_the_run_naming_it(run_dir, monk
     CartPole could be solved by the one placed worker before that (a pod does it in seconds)."""
     monkeypatch.setenv("RAY_OVERRIDE_RESOURCES", json.dumps({"node_b": 1}))
     code, output = run_srl(
-        experiment, "launcher=ray", f"run_dir={run_dir}", "seed=1", "learning_curve=false", "target_return=null",
-        "time_limit_s=60", f"ray_resources.{role}.resources.node_b=1", two, "ray_placement_timeout_s=5",
+        experiment, "launch.launcher=ray", f"run.run_dir={run_dir}", "run.seed=1", "monitor.learning_curve=false", "stop.target_return=null",
+        "stop.time_limit_s=60", f"ray_resources.{role}.resources.node_b=1", two, "launch.ray_placement_timeout_s=5",
     )  # fmt: skip
     assert code == 1, output
     text = " ".join(output.split())  # the console wraps long lines
-    message = (rf"run failed: worker ({role}:[01]) failed: Ray could not place it within ray_placement_timeout_s=5 s: "
+    message = (rf"run failed: worker ({role}:[01]) failed: Ray could not place it within launch.ray_placement_timeout_s=5 s: "
                r"it asks for num_cpus=1, num_gpus=0, memory=none, custom resources \{node_b: 1\} "
                rf"\(ray_resources.{role}\); the cluster has in total: CPU \d+, .*node_b 1; free now: .*node_b 0")  # fmt: skip
     found = re.search(message, text)
@@ -200,14 +200,14 @@ def test_ray_resources_name_known_roles():
 
 
 def test_tcp_streams_between_two_nodes_train_cartpole_with_two_trainers(run_dir, two_nodes):
-    """transport=tcp: actors on one node, the trainer group and the parameter service on the other;
+    """dataflow.transport=tcp: actors on one node, the trainer group and the parameter service on the other;
     every stream's address found through Ray, nothing shared but the network."""
     code, output = run_srl(
-        "cartpole-ppo", "launcher=ray", f"ray_address={two_nodes.address}", "transport=tcp", "num_actor_workers=2",
-        "num_trainers=2", "seed=1", "target_return=150", "total_env_steps=150000", f"run_dir={run_dir}",
-        "learning_curve=false",
-        "ray_resources.actor.resources.node_b=1", "ray_resources.trainer.resources.node_a=1",
-        "ray_resources.params.resources.node_a=1", "ray_resources.params.num_cpus=0",
+        "cartpole-ppo", "launch.launcher=ray", f"launch.ray_address={two_nodes.address}", "dataflow.transport=tcp", "launch.num_actor_workers=2",
+        "launch.num_trainers=2", "run.seed=1", "stop.target_return=150", "stop.total_env_steps=150000", f"run.run_dir={run_dir}",
+        "monitor.learning_curve=false",
+        "launch.ray_resources.actor.resources.node_b=1", "launch.ray_resources.trainer.resources.node_a=1",
+        "launch.ray_resources.params.resources.node_a=1", "launch.ray_resources.params.num_cpus=0",
     )  # fmt: skip
     assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -226,9 +226,9 @@ def test_pod_ensemble_on_ray_fills_the_leaderboard_and_replaces_a_member(run_dir
     from srl.cli import main
 
     code, output = run_srl(
-        "cartpole-pod-ensemble", "launcher=ray", "seed=3", f"run_dir={run_dir}", "envs_per_actor=16",
-        "ensemble.population=2", "ensemble.eval_interval_updates=2", "ensemble.eval_episodes=4",
-        "ensemble.ready_evals=1", "max_updates=60", "target_return=null",
+        "cartpole-pod-ensemble", "launch.launcher=ray", "run.seed=3", f"run.run_dir={run_dir}", "dataflow.envs_per_actor=16",
+        "pod.ensemble.population=2", "pod.ensemble.eval_interval_updates=2", "pod.ensemble.eval_episodes=4",
+        "pod.ensemble.ready_evals=1", "stop.max_updates=60", "stop.target_return=null",
     )  # fmt: skip
     assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())

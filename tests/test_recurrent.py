@@ -196,8 +196,8 @@ def test_cartpole_r2d2_runs_end_to_end_on_the_buffer_worker(run_dir):
 
     from srl.launch.run import run_experiment
 
-    config = load_config("cartpole-r2d2", ["launcher=inline", "total_env_steps=3000", f"run_dir={run_dir}",
-                                           "display=off", "replay.warmup=16"])  # fmt: skip
+    config = load_config("cartpole-r2d2", ["launch.launcher=inline", "stop.total_env_steps=3000", f"run.run_dir={run_dir}",
+                                           "monitor.display=off", "replay.warmup=16"])  # fmt: skip
     assert run_experiment(config) == 0
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["policy_version"] > 0 and np.isfinite(lines[-1]["losses/td_loss"])

@@ -276,8 +276,8 @@ def test_a_run_with_two_trainers_keeps_its_rendezvous_to_itself(transport, run_d
     monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")  # the forked trainers inherit it
     _replay_into(monkeypatch)
     config = load_config("cartpole-ppo", [
-        "num_trainers=2", "num_actor_workers=2", "max_updates=8", f"transport={transport}",
-        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=8", f"dataflow.transport={transport}",
+        f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
     watch = _Watch()
     try:
@@ -299,8 +299,8 @@ def test_trainers_restarted_while_the_store_serves_do_not_hold_it(run_dir):
     """A restart forks a new group from the controller while the store's thread serves: the
     restarted trainers still hold none of the controller's listening sockets."""
     config = load_config("cartpole-ppo", [
-        "num_trainers=2", "num_actor_workers=2", "max_updates=20", "checkpoint_interval_s=0.5",
-        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=20", "run.checkpoint_interval_s=0.5",
+        f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
     killed: list[str | None] = []
 

@@ -88,14 +88,14 @@ def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
     from srl.streams.inline import InlineTransport
     from srl.workers.build_replay import make_buffer
 
-    first = ["total_env_steps=2000", "replay.warmup=500", "target_return=null", f"run_dir={run_dir}",
-             "display=off", "learning_curve=false"]
+    first = ["stop.total_env_steps=2000", "replay.warmup=500", "stop.target_return=null", f"run.run_dir={run_dir}",
+             "monitor.display=off", "monitor.learning_curve=false"]
     assert run_experiment(load_config("cartpole-dqn", first)) == 0
     saved = checkpoint.load_replay(run_dir)
     assert saved is not None and int(saved["inserted"]) >= 1000, "the buffer saved no replay at exit"
 
     goal = checkpoint.latest_meta(run_dir)["env_steps"] + 1500  # a resumed run counts on from its checkpoint
-    resumed = load_config("cartpole-dqn", [f"resume={run_dir}", f"total_env_steps={goal}", "display=off"])
+    resumed = load_config("cartpole-dqn", [f"run.resume={run_dir}", f"stop.total_env_steps={goal}", "monitor.display=off"])
     transport = InlineTransport()
     try:
         buffer = make_buffer(build_graph(resumed), transport)
@@ -118,11 +118,11 @@ def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
     from srl.launch.supervise import restart_graph
     from srl.load import load_config
 
-    graph = build_graph(load_config("cartpole-dqn", [f"run_dir={tmp_path}"]))
-    assert graph.config.resume is None
+    graph = build_graph(load_config("cartpole-dqn", [f"run.run_dir={tmp_path}"]))
+    assert graph.config.run.resume is None
     again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))
-    assert again.config.resume == str(tmp_path)
-    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.resume is None
+    assert again.config.run.resume == str(tmp_path)
+    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.run.resume is None
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 5, 64, 1000])

@@ -23,7 +23,7 @@ def test_restarts_within_the_window_until_the_limit_then_a_crash_loop():
     policy = RestartPolicy(max_restarts=2, window_s=10)
     assert policy.on_failure("actor:0", 0.0) == 1
     assert policy.on_failure("actor:0", 5.0) == 2
-    with pytest.raises(CrashLoop, match=r"restarted 2 times within 10 s .*max_restarts=2"):
+    with pytest.raises(CrashLoop, match=r"restarted 2 times within 10 s .*launch.max_restarts=2"):
         policy.on_failure("actor:0", 9.9)
 
 
@@ -48,7 +48,7 @@ def test_workers_are_counted_apart():
 
 
 def test_zero_restarts_makes_every_failure_final():
-    with pytest.raises(CrashLoop, match="max_restarts=0"):
+    with pytest.raises(CrashLoop, match="launch.max_restarts=0"):
         RestartPolicy(max_restarts=0, window_s=60).on_failure("trainer:0", 0.0)
 
 
@@ -148,7 +148,7 @@ class FakeWorkers:
         self.lives, self.codes, self.log = lives, {}, []
 
     def start(self, spec, graph):
-        self.log.append(("start", spec.name, self.lives.of(spec.name), graph.config.resume))
+        self.log.append(("start", spec.name, self.lives.of(spec.name), graph.config.run.resume))
         self.codes.pop(spec.name, None)
 
     def exit_code(self, name):
@@ -189,7 +189,7 @@ def test_past_the_limit_the_run_ends_with_the_worker_s_last_traceback(monkeypatc
         workers.codes["actor:0"] = 1
         if attempt == "first":
             supervisor.check()
-    last = r"(?s)worker actor:0 failed.*max_restarts=1.*RuntimeError: second boom"
+    last = r"(?s)worker actor:0 failed.*launch.max_restarts=1.*RuntimeError: second boom"
     with pytest.raises(WorkerFailed, match=last):
         supervisor.check()
 

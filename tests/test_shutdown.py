@@ -45,8 +45,8 @@ def workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
 def test_crashing_env_reports_its_traceback_and_exits_nonzero(run_dir):
     proc = spawn(
         srl_command(
-            "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run_dir={run_dir}",
-            "env_kwargs.crash_after_steps=200", "target_return=null",
+            "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run.run_dir={run_dir}",
+            "env_kwargs.crash_after_steps=200", "stop.target_return=null",
         )
     )
     out, _ = proc.communicate(timeout=120)
@@ -60,7 +60,7 @@ def test_crashing_env_reports_its_traceback_and_exits_nonzero(run_dir):
 
 
 def test_ctrl_c_stops_every_worker_and_exits_130(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker"))
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.target_return=null", "stop.total_env_steps=10000000000", "dataflow.inference=policy_worker"))
     wait_for_metrics(run_dir, proc)
     workers = workers_of(proc)
     titles = sorted(w.cmdline()[0] for w in workers)
@@ -79,7 +79,7 @@ def test_ctrl_c_stops_every_worker_and_exits_130(run_dir):
 
 
 def test_a_killed_worker_ends_the_run_with_an_error_when_restarts_are_off(run_dir):
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000", "inference=policy_worker", "max_restarts=0"))
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.target_return=null", "stop.total_env_steps=10000000000", "dataflow.inference=policy_worker", "launch.max_restarts=0"))
     wait_for_metrics(run_dir, proc)
     policy = [w for w in workers_of(proc) if w.cmdline()[0].endswith(":policy:0")]
     policy[0].kill()
@@ -92,8 +92,8 @@ def test_a_killed_worker_ends_the_run_with_an_error_when_restarts_are_off(run_di
 def test_sigterm_to_the_controller_stops_cleanly(run_dir, launcher):
     """SIGTERM is Ctrl-C's equal (a shell's background job ignores SIGINT): the run still writes
     its summary, and the trainer its last checkpoint."""
-    proc = spawn(srl_command("run", "cartpole-ppo", f"run_dir={run_dir}", "target_return=null", "total_env_steps=10000000000",
-                             "inference=policy_worker", f"launcher={launcher}"))
+    proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.target_return=null", "stop.total_env_steps=10000000000",
+                             "dataflow.inference=policy_worker", f"launch.launcher={launcher}"))
     wait_for_metrics(run_dir, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
@@ -106,8 +106,8 @@ def test_sigterm_to_the_controller_stops_cleanly(run_dir, launcher):
 def test_a_hung_worker_is_caught_by_its_missing_heartbeat(run_dir):
     proc = spawn(
         srl_command(
-            "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run_dir={run_dir}",
-            "env_kwargs.crash_after_steps=200", "env_kwargs.hang=true", "heartbeat_timeout_s=3", "target_return=null",
+            "run", "cartpole-ppo", "modules=crashing_env", "env=crashing", f"run.run_dir={run_dir}",
+            "env_kwargs.crash_after_steps=200", "env_kwargs.hang=true", "launch.heartbeat_timeout_s=3", "stop.target_return=null",
         )
     )
     out, _ = proc.communicate(timeout=120)

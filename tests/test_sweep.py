@@ -24,9 +24,9 @@ from srl.sweep.run import plan_sweep, run_sweep
 from srl.sweep.spec import parse_spec
 from srl.sweep.study import INTERRUPTED, STUDY_FILE, STUDY_NAME, open_study, suggest
 
-TINY = ["launcher=inline", "total_env_steps=3000", "learning_curve=false", "display=off", "checkpoint_interval_s=600"]
+TINY = ["launch.launcher=inline", "stop.total_env_steps=3000", "monitor.learning_curve=false", "monitor.display=off", "run.checkpoint_interval_s=600"]
 SPACE = {"algo.lr": {"log_uniform": [1.0e-4, 3.0e-3]}, "algo.epochs": {"int": [2, 6]},
-         "envs_per_actor": {"choice": [8, 16]}}
+         "dataflow.envs_per_actor": {"choice": [8, 16]}}
 
 
 def sweep_file(tmp_path: Path, name: str = "sweep.yaml", **fields) -> str:
@@ -51,8 +51,8 @@ def load_study(sweep_dir: Path) -> optuna.Study:
     ({"trials": 0}, "'trials'"),
     ({"pruner": {"hyperband": {}}}, "'pruner': one of none, median, percentile, threshold"),
     ({"pruner": {"median": {"warmup": 3}}}, "'pruner.median': unknown argument 'warmup'"),
-    ({"overrides": ["seed=3"]}, "the sweep sets seed itself (use trial_seed"),
-    ({"space": {"run_dir": {"choice": ["a"]}}}, "the sweep sets run_dir itself"),
+    ({"overrides": ["run.seed=3"]}, "the sweep sets run.seed itself (use trial_seed"),
+    ({"space": {"run_dir": {"choice": ["a"]}}}, "the sweep sets run.run_dir itself"),
 ])
 def test_sweep_file_errors_name_the_field(fields, named):
     values = {"objective": "episode_return_mean", "space": SPACE, **fields}
@@ -64,7 +64,7 @@ def test_sweep_file_errors_name_the_field(fields, named):
 
 @pytest.mark.parametrize("space, named", [
     ({"algo.nope": {"uniform": [0.0, 1.0]}}, "space.algo.nope: "),
-    ({"envs_per_actor": {"choice": [8, 0]}}, "space.envs_per_actor: envs_per_actor=0"),
+    ({"envs_per_actor": {"choice": [8, 0]}}, "space.dataflow.envs_per_actor: dataflow.envs_per_actor=0"),
     ({"bogus_key": {"int": [1, 2]}}, "unknown field 'bogus_key'"),
 ])
 def test_a_bad_key_or_value_in_the_space_is_named_before_any_trial(tmp_path, space, named):
@@ -84,7 +84,7 @@ def test_the_cli_names_the_field_and_exits_2(tmp_path, capsys):
 def test_time_to_target_needs_a_target(tmp_path):
     path = sweep_file(tmp_path, objective="time_to_target_s")
     with pytest.raises(ConfigError, match="needs target_return"):
-        plan_sweep("cartpole-ppo", path, str(tmp_path / "sweep"), ["target_return=null"])
+        plan_sweep("cartpole-ppo", path, str(tmp_path / "sweep"), ["stop.target_return=null"])
 
 
 def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, capsys):
@@ -98,7 +98,7 @@ def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, caps
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
     baseline = study.trials[0]  # cartpole-ppo's own values first (epochs 10 is outside the range: kept)
     assert baseline.user_attrs["baseline"]
-    assert baseline.params == {"algo.lr": 1e-3, "algo.epochs": 10, "envs_per_actor": 16}
+    assert baseline.params == {"algo.lr": 1e-3, "algo.epochs": 10, "dataflow.envs_per_actor": 16}
 
     # a sweep killed with a trial running leaves it RUNNING in study.db
     spec = plan_sweep("cartpole-ppo", sweep_file(tmp_path, trials=3, parallel=1), str(sweep_dir), []).spec
@@ -128,9 +128,9 @@ def test_sweep_runs_trials_two_at_once_then_resumes_with_one_more(tmp_path, caps
     config = load_config(str(sweep_dir / "best.yaml"))
     assert config.algo.lr == best.params["algo.lr"]
     assert config.algo.epochs == best.params["algo.epochs"]
-    assert config.envs_per_actor == best.params["envs_per_actor"]
-    assert config.seed == best.user_attrs["seed"] == best.number  # sweep seed 0 + the trial's number
-    assert (config.total_env_steps, config.launcher) == (3000, "inline")  # the fixed overrides
+    assert config.dataflow.envs_per_actor == best.params["dataflow.envs_per_actor"]
+    assert config.run.seed == best.user_attrs["seed"] == best.number  # sweep seed 0 + the trial's number
+    assert (config.stop.total_env_steps, config.launch.launcher) == (3000, "inline")  # the fixed overrides
     trial_config = yaml.safe_load((Path(best.user_attrs["run_dir"]) / "config.yaml").read_text())
     assert trial_config["algo"]["lr"] == best.params["algo.lr"]  # what the trial itself ran with
 
@@ -141,8 +141,8 @@ def test_a_pruned_trial_is_stopped_cleanly(tmp_path):
     sweep_dir = tmp_path / "sweep"
     path = sweep_file(tmp_path, objective="time_to_target_s", trials=1, report_every_env_steps=1000,
                       pruner={"threshold": {"lower": 1.0e9}},
-                      overrides=["launcher=local", "total_env_steps=5000000", "time_limit_s=120", "target_return=475",
-                                 "learning_curve=false", "display=off"])
+                      overrides=["launch.launcher=local", "stop.total_env_steps=5000000", "stop.time_limit_s=120", "stop.target_return=475",
+                                 "monitor.learning_curve=false", "monitor.display=off"])
     assert run_sweep("cartpole-ppo", path, str(sweep_dir)) == 0
     (trial,) = load_study(sweep_dir).trials
     assert trial.state == optuna.trial.TrialState.PRUNED
@@ -157,8 +157,8 @@ def test_a_pruned_trial_is_stopped_cleanly(tmp_path):
 
 def test_ctrl_c_stops_the_running_trials_and_the_sweep_continues_later(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    path = sweep_file(tmp_path, trials=1, overrides=["launcher=local", "total_env_steps=5000000",
-                                                     "learning_curve=false", "display=off"])
+    path = sweep_file(tmp_path, trials=1, overrides=["launch.launcher=local", "stop.total_env_steps=5000000",
+                                                     "monitor.learning_curve=false", "monitor.display=off"])
     env = {**os.environ, "PYTHONPATH": str(Path(srl.__file__).resolve().parent.parent)}
     sweep = subprocess.Popen([sys.executable, "-m", "srl.cli", "sweep", "cartpole-ppo", path, "--dir", str(sweep_dir)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -198,13 +198,13 @@ def test_a_study_of_another_space_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="made with space="):
         open_study(tmp_path, other, "cartpole-ppo", [])
     with pytest.raises(ConfigError, match="made with overrides="):
-        open_study(tmp_path, spec, "cartpole-ppo", ["total_env_steps=5"])
+        open_study(tmp_path, spec, "cartpole-ppo", ["stop.total_env_steps=5"])
 
 
 def test_a_ray_sweep_runs_every_trial_on_one_cluster_two_at_once(tmp_path, capsys):
-    """launcher=ray: the sweep starts one local Ray instance; both trials join it (their configs
+    """launch.launcher=ray: the sweep starts one local Ray instance; both trials join it (their configs
     name its address, their placement.json its node) and run at once; best.yaml leaves it out."""
-    ray_tiny = ["launcher=ray", "num_actor_workers=1", *TINY[1:]]
+    ray_tiny = ["launch.launcher=ray", "launch.num_actor_workers=1", *TINY[1:]]
     path = sweep_file(tmp_path, trials=2, parallel=2, overrides=ray_tiny, space={"algo.epochs": {"int": [2, 6]}})
     sweep_dir = tmp_path / "sweep"
     assert run_sweep("cartpole-ppo", path, str(sweep_dir)) == 0
@@ -216,10 +216,10 @@ def test_a_ray_sweep_runs_every_trial_on_one_cluster_two_at_once(tmp_path, capsy
     nodes = set()
     for t in trials:
         run_dir = Path(t.user_attrs["run_dir"])
-        assert yaml.safe_load((run_dir / "config.yaml").read_text())["ray_address"] == address
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["launch"]["ray_address"] == address
         nodes |= {where["node_id"] for where in json.loads((run_dir / "placement.json").read_text()).values()}
     assert len(nodes) == 1  # one cluster: this machine's one node
-    assert load_config(str(sweep_dir / "best.yaml")).ray_address is None
+    assert load_config(str(sweep_dir / "best.yaml")).launch.ray_address is None
     started = [line for line in out.splitlines() if " started: " in line]
     first_done = next(i for i, line in enumerate(out.splitlines()) if " done: " in line)
     assert len(started) == 2 and all(out.splitlines().index(s) < first_done for s in started)  # at once

@@ -213,14 +213,14 @@ def test_a_deterministic_run_over_tcp_computes_what_one_process_computes(tmp_pat
     jittered timing) and from the one-process inline run: nothing is lost, reordered or altered."""
     from test_deterministic import params_hash
 
-    workers = ["deterministic=true", "inference=policy_worker", "num_policy_workers=2", "ring_splits=2"]
-    over_tcp = params_hash(tmp_path / "tcp", *workers, "transport=tcp")
-    inline = params_hash(tmp_path / "inline", *workers, "launcher=inline", jitter_s=0)
+    workers = ["run.deterministic=true", "dataflow.inference=policy_worker", "launch.num_policy_workers=2", "dataflow.ring_splits=2"]
+    over_tcp = params_hash(tmp_path / "tcp", *workers, "dataflow.transport=tcp")
+    inline = params_hash(tmp_path / "inline", *workers, "launch.launcher=inline", jitter_s=0)
     assert over_tcp == inline
 
 
 def test_a_worker_on_another_node_binds_its_streams_there():
-    """launcher=ray places each stream's port on its owner's node (srl.launch.ray_streams)."""
+    """launch.launcher=ray places each stream's port on its owner's node (srl.launch.ray_streams)."""
     from srl.launch.ray_streams import bind_host_on
 
     assert bind_host_on("10.0.0.7", "127.0.0.1") == "10.0.0.7"  # loopback is unreachable from other nodes
@@ -278,7 +278,7 @@ def _until(poll):
 
 
 def test_a_replay_run_over_tcp_trains(run_dir):
-    """cartpole-dqn with transport=tcp (refused before batches were carried): segments reach the
+    """cartpole-dqn with dataflow.transport=tcp (refused before batches were carried): segments reach the
     buffer worker, batches the trainer, priorities the buffer, and the run ends normally. That
     no byte is lost or altered on the way is the test above's."""
     import json
@@ -286,8 +286,8 @@ def test_a_replay_run_over_tcp_trains(run_dir):
     from srl.launch.run import run_experiment
     from srl.load import load_config
 
-    overrides = ["transport=tcp", "total_env_steps=3000", "replay.warmup=500", "target_return=null",
-                 f"run_dir={run_dir}", "display=off", "learning_curve=false"]
+    overrides = ["dataflow.transport=tcp", "stop.total_env_steps=3000", "replay.warmup=500", "stop.target_return=null",
+                 f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false"]
     assert run_experiment(load_config("cartpole-dqn", overrides)) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["error"] is None and summary["updates"] > 50, summary

@@ -56,7 +56,7 @@ def test_table_sums_reports_per_worker_and_formats_percentages():
 def test_run_saves_a_breakdown_per_worker(launcher, tmp_path):
     config = build_config({
         "experiment": "timing", "env": "CartPole-v1", "policy": "random", "algorithm": "none",
-        "launcher": launcher, "total_env_steps": 20_000, "run_dir": str(tmp_path), "display": "off",
+        "launcher": launcher, "inference": "policy_worker", "total_env_steps": 20_000, "run_dir": str(tmp_path), "display": "off",
     })
     assert run_experiment(config) == 0
     saved = json.loads((tmp_path / "time_breakdown.json").read_text())
@@ -74,8 +74,8 @@ def test_run_saves_a_breakdown_per_worker(launcher, tmp_path):
 def test_replay_workers_label_their_time(launcher, tmp_path):
     """A DQN run: the replay trainer's updates are `training` and the buffer's memory work is
     `replay`; before they kept clocks of their own, 91-99% of the trainer's wall time was `other`."""
-    overrides = [f"launcher={launcher}", "total_env_steps=4000", "target_return=null", f"run_dir={tmp_path}",
-                 "display=off", "seed=1"]
+    overrides = [f"launch.launcher={launcher}", "stop.total_env_steps=4000", "stop.target_return=null", f"run.run_dir={tmp_path}",
+                 "monitor.display=off", "run.seed=1"]
     config = load_config("cartpole-dqn", overrides)
     assert run_experiment(config) == 0
     saved = json.loads((tmp_path / "time_breakdown.json").read_text())

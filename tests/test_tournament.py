@@ -93,7 +93,7 @@ def test_table_is_json_able_and_bad_arguments_are_refused():
 
 
 def test_a_restored_tournament_goes_on_from_its_table():
-    """resume= of an ensemble: the table (leaderboard.json, through JSON) gives back the entries,
+    """run.resume= of an ensemble: the table (leaderboard.json, through JSON) gives back the entries,
     replacements and each member's state, so the next evaluation is judged as it would have been."""
     import json
 

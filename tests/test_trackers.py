@@ -22,8 +22,8 @@ from srl.monitor.trackers import flat_params, missing_package
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # a tiny real run: PPO updates (so losses/* exist) and finished episodes (so a curve) in a few seconds
-TINY = ["launcher=inline", "total_env_steps=8192", "log_interval_s=0.2", "target_return=null", "display=off",
-        "checkpoint_interval_s=600"]
+TINY = ["launch.launcher=inline", "stop.total_env_steps=8192", "monitor.log_interval_s=0.2", "stop.target_return=null", "monitor.display=off",
+        "run.checkpoint_interval_s=600"]
 WANDB_INTERNAL = ("_step", "_runtime", "_timestamp")
 
 
@@ -44,7 +44,7 @@ def offline(tmp_path, monkeypatch):
 
 
 def run(run_dir: Path, *overrides: str) -> dict:
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", *TINY, *overrides])
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", *TINY, *overrides])
     code = run_experiment(config)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert code == 0, summary
@@ -98,9 +98,9 @@ def same_points(a: dict[str, list[tuple[int, float]]], b: dict[str, list[tuple[i
 def test_every_tracker_logs_the_same_metrics_config_and_curve(tmp_path, offline):
     run_dir = tmp_path / "run"
     uri = f"file:{run_dir / 'mlruns'}"
-    summary = run(run_dir, "tracker=[tensorboard,wandb,mlflow]", f"mlflow_tracking_uri={uri}")
+    summary = run(run_dir, "monitor.tracker=[tensorboard,wandb,mlflow]", f"monitor.mlflow_tracking_uri={uri}")
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert config["tracker"] == ["tensorboard", "wandb", "mlflow"]
+    assert config["monitor"]["tracker"] == ["tensorboard", "wandb", "mlflow"]
     assert (run_dir / CURVE_FILE).read_bytes()[:8] == PNG_MAGIC
 
     tb = tensorboard_scalars(run_dir / "tb")
@@ -133,9 +133,9 @@ def test_mlflow_tracking_uri_from_the_environment_and_resume_continues_its_run(t
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     run_dir = tmp_path / "run"
-    first = run(run_dir, "tracker=mlflow")
+    first = run(run_dir, "monitor.tracker=mlflow")
     assert not (run_dir / "tb").exists()  # tensorboard only when asked for
-    second = run(run_dir, f"resume={run_dir}", "total_env_steps=16384")
+    second = run(run_dir, f"run.resume={run_dir}", "stop.total_env_steps=16384")
     assert second["run_id"] == first["run_id"] and second["launch"] == 2
 
     client = mlflow_client(uri)
@@ -145,14 +145,14 @@ def test_mlflow_tracking_uri_from_the_environment_and_resume_continues_its_run(t
     assert max(steps) == second["env_steps"] and min(steps) <= first["env_steps"]
     launches = {m.value for m in client.get_metric_history(ml.info.run_id, "launch")}
     assert launches == {1.0, 2.0}
-    assert ml.data.params["total_env_steps"] == "8192"  # params keep the first launch's; config.yaml is the last's
+    assert ml.data.params["stop.total_env_steps"] == "8192"  # params keep the first launch's; config.yaml is the last's
     logged = yaml.safe_load(Path(client.download_artifacts(ml.info.run_id, "config.yaml", str(tmp_path))).read_text())
-    assert logged["total_env_steps"] == 16384
+    assert logged["stop"]["total_env_steps"] == 16384
 
 
 def test_wandb_project_from_the_config(tmp_path, offline):
     run_dir = tmp_path / "run"
-    summary = run(run_dir, "tracker=wandb", "wandb_project=my-project")
+    summary = run(run_dir, "monitor.tracker=wandb", "monitor.wandb_project=my-project")
     (wandb_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
     wb = read_offline_run(wandb_file)
     assert (wb.project, wb.run_id) == ("my-project", summary["run_id"])
@@ -165,25 +165,25 @@ def test_a_missing_tracker_package_is_one_config_error(monkeypatch, name):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: None if mod == name else real(mod, *a))
     with pytest.raises(ConfigError) as raised:
-        load_config("cartpole-ppo", [f"tracker=[tensorboard,{name}]"])
+        load_config("cartpole-ppo", [f"monitor.tracker=[tensorboard,{name}]"])
     message = str(raised.value)
-    assert "\n" not in message and "field 'tracker'" in message
+    assert "\n" not in message and "field 'monitor.tracker'" in message
     assert f"pip install 'srl[{name}]'" in message
     assert missing_package("tensorboard") is None
 
 
 def test_unknown_tracker_names_the_allowed_ones():
     with pytest.raises(ConfigError, match="tensorboard.*wandb.*mlflow"):
-        load_config("cartpole-ppo", ["tracker=neptune"])
-    assert load_config("cartpole-ppo", ["tracker=wandb,wandb"]).tracker == ["wandb"]
-    assert load_config("cartpole-ppo", ["tracker=[]"]).tracker == []
-    assert load_config("cartpole-ppo", []).tracker == ["tensorboard"]
+        load_config("cartpole-ppo", ["monitor.tracker=neptune"])
+    assert load_config("cartpole-ppo", ["monitor.tracker=wandb,wandb"]).monitor.tracker == ["wandb"]
+    assert load_config("cartpole-ppo", ["monitor.tracker=[]"]).monitor.tracker == []
+    assert load_config("cartpole-ppo", []).monitor.tracker == ["tensorboard"]
 
 
 def test_a_tracker_that_cannot_start_ends_the_run_with_one_line(tmp_path, offline, capsys):
     run_dir = tmp_path / "run"
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", *TINY, "tracker=mlflow",
-                                          "mlflow_tracking_uri=nosuchstore://nowhere"])
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", *TINY, "monitor.tracker=mlflow",
+                                          "monitor.mlflow_tracking_uri=nosuchstore://nowhere"])
     assert run_experiment(config) == 1
     err = capsys.readouterr().err
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -207,8 +207,8 @@ def test_a_tracker_failing_mid_run_ends_it_and_marks_its_run_failed(tmp_path, of
     monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
     run_dir = tmp_path / "run"
     uri = f"file:{run_dir / 'mlruns'}"
-    config = load_config("cartpole-ppo", [f"run_dir={run_dir}", *TINY, "total_env_steps=10000000", "tracker=mlflow",
-                                          f"mlflow_tracking_uri={uri}"])
+    config = load_config("cartpole-ppo", [f"run.run_dir={run_dir}", *TINY, "stop.total_env_steps=10000000", "monitor.tracker=mlflow",
+                                          f"monitor.mlflow_tracking_uri={uri}"])
     assert run_experiment(config) == 1
     err = capsys.readouterr().err
     summary = json.loads((run_dir / "summary.json").read_text())

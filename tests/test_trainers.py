@@ -105,8 +105,8 @@ def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
 def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_dir, monkeypatch):
     monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")  # the forked trainers inherit it
     config = load_config("cartpole-ppo", [
-        "num_trainers=2", "num_actor_workers=2", "max_updates=12", f"run_dir={run_dir}", "display=off",
-        "learning_curve=false",
+        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=12", f"run.run_dir={run_dir}", "monitor.display=off",
+        "monitor.learning_curve=false",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     digests = [json.loads((run_dir / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
@@ -119,8 +119,8 @@ def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_d
 
 def test_cartpole_learns_with_two_trainers(run_dir):
     config = load_config("cartpole-ppo", [
-        "num_trainers=2", "num_actor_workers=2", "seed=1", "target_return=300", "total_env_steps=200000",
-        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+        "launch.num_trainers=2", "launch.num_actor_workers=2", "run.seed=1", "stop.target_return=300", "stop.total_env_steps=200000",
+        f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -130,19 +130,19 @@ def test_cartpole_learns_with_two_trainers(run_dir):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["num_actor_workers=3"], r"num_trainers \(2\) must divide num_actor_workers \(3\)"),
-    (["launcher=inline"], "num_trainers=2 needs one process per trainer"),
-    (["replay={}", "algorithm=dqn"], "num_trainers=2 cannot run with replay"),
+    (["launch.num_actor_workers=3"], r"num_trainers \(2\) must divide num_actor_workers \(3\)"),
+    (["launch.launcher=inline"], "launch.num_trainers=2 needs one process per trainer"),
+    (["replay={}", "algorithm=dqn"], "launch.num_trainers=2 cannot run with replay"),
 ])  # fmt: skip
 def test_config_refuses_what_a_trainer_group_cannot_do(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        load_config("cartpole-ppo", ["num_trainers=2", "num_actor_workers=2", *overrides])
+        load_config("cartpole-ppo", ["launch.num_trainers=2", "launch.num_actor_workers=2", *overrides])
 
 
 def test_a_killed_trainer_restarts_its_whole_group_from_the_checkpoint(run_dir):
     config = load_config("cartpole-ppo", [
-        "num_trainers=2", "num_actor_workers=2", "max_updates=30", "checkpoint_interval_s=0.5",
-        f"run_dir={run_dir}", "display=off", "learning_curve=false",
+        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=30", "run.checkpoint_interval_s=0.5",
+        f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
     killed: list[str] = []
 
@@ -169,10 +169,10 @@ def test_deterministic_runs_with_two_trainers_end_with_the_same_parameters(tmp_p
     hashes = []
     for k in range(2):
         config = load_config("cartpole-ppo", [
-            "num_trainers=2", "num_actor_workers=2", "deterministic=true", "seed=3", "max_updates=6",
-            f"run_dir={tmp_path / str(k)}", "display=off", "learning_curve=false",
+            "launch.num_trainers=2", "launch.num_actor_workers=2", "run.deterministic=true", "run.seed=3", "stop.max_updates=6",
+            f"run.run_dir={tmp_path / str(k)}", "monitor.display=off", "monitor.learning_curve=false",
         ])  # fmt: skip
-        assert config.batch_segments == 1, "each trainer's share: one segment per ring group of its actor"
+        assert config.dataflow.batch_segments == 1, "each trainer's share: one segment per ring group of its actor"
         assert run_experiment(config) == 0
         hashes.append(json.loads((tmp_path / str(k) / "summary.json").read_text())["params_sha256"])
     assert hashes[0] and hashes[0] == hashes[1]

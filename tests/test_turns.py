@@ -150,11 +150,11 @@ def test_tictactoe_self_play_beats_random_more_often(run_dir):
 
     config = load_config(
         "tictactoe-ppo",
-        ["launcher=inline", "seed=1", "total_env_steps=40000", f"run_dir={run_dir}", "display=off"],
+        ["launch.launcher=inline", "run.seed=1", "stop.total_env_steps=40000", f"run.run_dir={run_dir}", "monitor.display=off"],
     )
     assert run_experiment(config) == 0
     graph = build_graph(config)
-    torch.manual_seed(config.seed)  # fresh weights of their own, not whatever the run left torch's RNG at
+    torch.manual_seed(config.run.seed)  # fresh weights of their own, not whatever the run left torch's RNG at
     policy = make_policy(config, graph.observation_space, graph.action_space)
     untrained = score_against(policy, config.env, config.env_kwargs, games=400, seed=7)
     policy.load_state_dict(checkpoint.load_latest(run_dir)["policy"])

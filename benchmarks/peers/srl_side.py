@@ -1,7 +1,7 @@
 """srl's side, run with the system python and this checkout (PYTHONPATH) as a subprocess.
 
-Sampling: `srl bench sampling ENV_ID time_limit_s=S`, its last JSON line. Training:
-`srl run EXPERIMENT total_env_steps=N target_return=null`, the rate read from the run's
+Sampling: `srl bench sampling ENV_ID stop.time_limit_s=S`, its last JSON line. Training:
+`srl run EXPERIMENT stop.total_env_steps=N stop.target_return=null`, the rate read from the run's
 metrics.jsonl between the first report with env steps and the last (start-up left out, as
 `srl bench` does); summary.json's env steps and wall time (launch to exit) come along.
 """
@@ -25,7 +25,7 @@ SAME_ENV_AS_PEERS = {"pong": ["env_kwargs.repeat_action_probability=0.25"]}
 
 
 def sample(env: str, seconds: float, timeout_s: float = 300) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "srl.cli", "bench", "sampling", ENV_IDS[env], f"time_limit_s={seconds}"]
+    cmd = [sys.executable, "-m", "srl.cli", "bench", "sampling", ENV_IDS[env], f"stop.time_limit_s={seconds}"]
     result = run_child(cmd, timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
     result.pop("time_breakdown", None)  # per-worker detail: too long for the one-line report
     return result
@@ -54,8 +54,8 @@ def rate_from_metrics(lines: list[dict[str, Any]]) -> dict[str, Any]:
 
 def train_overrides(env: str, env_steps: int, run_dir: Path, overrides: list[str] | None = None) -> list[str]:
     """The `key=value` arguments of srl's training run: the budget, no target, the peers' env."""
-    return [f"total_env_steps={env_steps}", "target_return=null", "display=off", "learning_curve=false",
-            f"run_dir={run_dir}", "seed=1", *SAME_ENV_AS_PEERS.get(env, []), *(overrides or [])]
+    return [f"stop.total_env_steps={env_steps}", "stop.target_return=null", "monitor.display=off", "monitor.learning_curve=false",
+            f"run.run_dir={run_dir}", "run.seed=1", *SAME_ENV_AS_PEERS.get(env, []), *(overrides or [])]
 
 
 def train(env: str, env_steps: int, timeout_s: float = 900, overrides: list[str] | None = None) -> dict[str, Any]:

@@ -18,14 +18,14 @@ import gymnasium as gym
 import torch
 from pydantic import Field
 
+from srl.algos.exploration import EpsilonGreedyConfig
 from srl.algos.q_learning import QLearning
-from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
 
 
-class DQNConfig(AlgorithmConfig):
+class DQNConfig(EpsilonGreedyConfig):
     """DQN hyperparameters (gamma and n-step live in `replay`, where the returns are computed)."""
 
     lr: float = Field(5e-4, gt=0, description="Adam learning rate.")

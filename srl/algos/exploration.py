@@ -12,8 +12,20 @@ are chosen (srl.workers.policy.Acting), after the policy's greedy action.
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
+from srl.api.algorithm import AlgorithmConfig
 from srl.streams.inference import Slot
+
+
+class EpsilonGreedyConfig(AlgorithmConfig):
+    """The exploration of a Q-learning algorithm's actors (DQN, R2D2): its own settings."""
+
+    epsilon: float | None = Field(
+        0.2, gt=0, le=1, description="Per-env epsilon-greedy exploration (Ape-X): env i of N acts at random "
+        "with probability epsilon^(1 + epsilon_alpha * i / (N - 1)). Discrete actions; None = off."
+    )
+    epsilon_alpha: float = Field(7.0, ge=0, description="Spread of the per-env epsilons (0 = all equal).")
 
 
 def apex_epsilons(num_envs: int, epsilon: float, alpha: float) -> np.ndarray:

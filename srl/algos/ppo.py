@@ -64,9 +64,10 @@ class PPOConfig(ActorCriticConfig):
         0.2, gt=0, description="Probability ratios are clipped to [1 - clip_coef, 1 + clip_coef]."
     )
     clip_value: bool = Field(
-        True,
+        False,
         description="Clip the value prediction to within value_clip_coef of the stored behaviour "
-        "value and take the larger of the clipped and unclipped squared errors.",
+        "value and take the larger of the clipped and unclipped squared errors (pong-ppo does; the "
+        "other built-ins learn faster without).",
     )
     value_clip_coef: float = Field(
         0.2,

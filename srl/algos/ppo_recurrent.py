@@ -29,7 +29,7 @@ ApplyLoss = Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch
 def loss_steps(steps: int, burn_in: int) -> slice:
     """The time steps of a segment that enter the loss (after the burn-in)."""
     if not 0 <= burn_in < steps:
-        raise ValueError(f"algo.burn_in ({burn_in}) must be in [0, sample_length={steps})")
+        raise ValueError(f"algo.burn_in ({burn_in}) must be in [0, dataflow.sample_length={steps})")
     return slice(burn_in, steps)
 
 

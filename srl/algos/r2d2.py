@@ -20,8 +20,8 @@ import gymnasium as gym
 import torch
 from pydantic import Field
 
+from srl.algos.exploration import EpsilonGreedyConfig
 from srl.algos.q_learning import QLearning
-from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
@@ -30,7 +30,7 @@ from srl.data.nstep import nstep_returns
 PRIORITY_MAX_WEIGHT = 0.9  # R2D2's eta
 
 
-class R2D2Config(AlgorithmConfig):
+class R2D2Config(EpsilonGreedyConfig):
     """Recurrent DQN hyperparameters."""
 
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")

@@ -17,9 +17,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from srl.api.algorithm import Algorithm, AlgorithmConfig
+
+if TYPE_CHECKING:  # srl.config imports this module
+    from srl.config import ExperimentConfig
 
 T = TypeVar("T")
 
@@ -75,7 +78,9 @@ class WorkerEntry:
 envs: Registry[Callable[..., Any]] = Registry("environment")
 policies: Registry[Callable[..., Any]] = Registry("policy")
 algorithms: Registry[AlgorithmEntry] = Registry("algorithm")
-experiments: Registry[Callable[[], dict[str, Any]]] = Registry("experiment")
+Experiment = Callable[[], "ExperimentConfig | dict[str, Any]"]
+experiments: Registry[Experiment] = Registry("experiment")
+E = TypeVar("E", bound=Experiment)
 workers: Registry[WorkerEntry] = Registry("worker kind")
 
 
@@ -94,9 +99,14 @@ def register_algorithm(name: str, algorithm_cls: type[Algorithm], config_cls: ty
     algorithms.add(name, AlgorithmEntry(algorithm_cls, config_cls))
 
 
-def register_experiment(name: str) -> Callable[[Callable[[], dict[str, Any]]], Callable[[], dict[str, Any]]]:
-    """Decorate a function returning an experiment's config as a dict (overrides apply on top)."""
-    return lambda fn: experiments.add(name, fn)
+def register_experiment(name: str) -> Callable[[E], E]:
+    """Decorate a function returning an experiment's config: an ExperimentConfig of what differs from the
+    defaults, or a dict of config values (overrides apply on top of either)."""
+    def add(fn: E) -> E:
+        experiments.add(name, fn)
+        return fn
+
+    return add
 
 
 def register_worker(

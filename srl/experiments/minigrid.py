@@ -4,12 +4,12 @@ a 7x7 egocentric view, its image kept alone by MiniGrid's ImgObsWrapper (the Dic
 
 from __future__ import annotations
 
-from typing import Any
-
+from srl.algos.ppo import PPOConfig
 from srl.api.registry import register_experiment
+from srl.config import DataflowConfig, ExperimentConfig, StopConfig
 
 
-def _doorkey(env: str, total_env_steps: int) -> dict[str, Any]:
+def _doorkey(env: str, total_env_steps: int, target_return: float) -> ExperimentConfig:
     """PPO in the spirit of rl-baselines3-zoo's MiniGrid settings (8 envs x 128 steps per update,
     gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus), with fewer, larger gradient steps: 4
     epochs of 4 minibatches at lr 1e-3 (annealed to 0) reached a mean-100 return of 0.9 on
@@ -18,42 +18,26 @@ def _doorkey(env: str, total_env_steps: int) -> dict[str, Any]:
     integer ids (object, colour, state: 0-10) as floats; the multi-input policy's CNN (which scales
     uint8 by 1/255) needed fewer env steps (47k) but ~4x the wall time per step.
     """
-    return {
-        "env": env,
-        "env_wrappers": ["minigrid.wrappers.ImgObsWrapper"],
-        "launcher": "local",
-        "num_actor_workers": 1,
-        "envs_per_actor": 8,
-        "sample_length": 128,
-        "segment_slots": 1,
-        "batch_segments": 1,
-        "max_policy_lag": 5,
-        "total_env_steps": total_env_steps,
-        "policy": "actor-critic-mlp",
-        "policy_kwargs": {"hidden_sizes": [64, 64]},
-        "algorithm": "ppo",
-        "algo": {
-            "lr": 1e-3,
-            "gamma": 0.99,
-            "gae_lambda": 0.95,
-            "clip_coef": 0.2,
-            "clip_value": False,
-            "entropy_coef": 0.0,
-            "epochs": 4,
-            "num_minibatches": 4,
-        },
-    }
+    return ExperimentConfig(
+        env=env,
+        env_wrappers=["minigrid.wrappers.ImgObsWrapper"],
+        policy_kwargs={"hidden_sizes": [64, 64]},
+        dataflow=DataflowConfig(envs_per_actor=8, sample_length=128, segment_slots=1, max_policy_lag=5),
+        stop=StopConfig(total_env_steps=total_env_steps, target_return=target_return),
+        algorithm="ppo",
+        algo=PPOConfig(gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=4),
+    )
 
 
 @register_experiment("minigrid-doorkey-ppo")
-def minigrid_doorkey_ppo() -> dict[str, Any]:
+def minigrid_doorkey_ppo() -> ExperimentConfig:
     """MiniGrid-DoorKey-5x5-v0 with PPO to a mean-100 return of 0.9 (rl-zoo's PPO: 0.97)."""
-    return {**_doorkey("MiniGrid-DoorKey-5x5-v0", 200_000), "target_return": 0.9}
+    return _doorkey("MiniGrid-DoorKey-5x5-v0", 200_000, target_return=0.9)
 
 
 @register_experiment("minigrid-doorkey8-ppo")
-def minigrid_doorkey8_ppo() -> dict[str, Any]:
+def minigrid_doorkey8_ppo() -> ExperimentConfig:
     """MiniGrid-DoorKey-8x8-v0 with PPO, the 5x5's settings. NOT yet tuned: seed 1 ended its 1M env
     steps at a mean return of 0.0 (the policy settles on never reaching the door before any
     success is found; an entropy bonus or the CNN is the next thing to try). docs/results.md."""
-    return {**_doorkey("MiniGrid-DoorKey-8x8-v0", 1_000_000), "target_return": 0.95}
+    return _doorkey("MiniGrid-DoorKey-8x8-v0", 1_000_000, target_return=0.95)

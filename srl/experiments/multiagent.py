@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from srl.algos.ppo import PPOConfig
 from srl.api.registry import register_experiment
+from srl.config import DataflowConfig, ExperimentConfig, StopConfig
 
 SPREAD_KWARGS = {
     "module": "mpe2.simple_spread_v3",
@@ -28,7 +28,7 @@ def paper_spread_return(per_agent_return: float, agents: int = 3, steps: int = 2
 
 
 @register_experiment("mpe-mappo")
-def mpe_mappo() -> dict[str, Any]:
+def mpe_mappo() -> ExperimentConfig:
     """MAPPO (Yu et al., 2022) on PettingZoo MPE simple_spread (3 agents, 3 landmarks, 25 steps).
 
     Each agent acts on its own observation; the critic reads all three (the "pettingzoo-mappo"
@@ -38,36 +38,20 @@ def mpe_mappo() -> dict[str, Any]:
     with fewer parallel envs. `episode_return_mean` is the mean *per-agent* return (the paper
     reports the same quantity per agent: the sum over agents is 3 times it).
     """
-    return {
-        "env": "pettingzoo-mappo",
-        "env_kwargs": dict(SPREAD_KWARGS),
-        "policy": "mappo",
-        "policy_kwargs": {"hidden_sizes": [64, 64], "policy_groups": {}},
-        "launcher": "local",
-        "num_actor_workers": 1,
-        "envs_per_actor": 16,
-        "sample_length": 25,
-        "segment_slots": 1,
-        "batch_segments": 1,
-        "max_policy_lag": 5,
-        "total_env_steps": 2_000_000,
-        "algorithm": "ppo",
-        "algo": {
-            "lr": 7e-4,
-            "anneal_lr": False,
-            "gamma": 0.99,
-            "gae_lambda": 0.95,
-            "epochs": 10,
-            "num_minibatches": 1,
-            "entropy_coef": 0.01,
-            "clip_value": False,
-            "max_grad_norm": 10.0,
-        },
-    }
+    return ExperimentConfig(
+        env="pettingzoo-mappo",
+        env_kwargs=dict(SPREAD_KWARGS),
+        policy="mappo",
+        policy_kwargs={"hidden_sizes": [64, 64], "policy_groups": {}},
+        dataflow=DataflowConfig(sample_length=25, segment_slots=1, max_policy_lag=5),
+        stop=StopConfig(total_env_steps=2_000_000),
+        algorithm="ppo",
+        algo=PPOConfig(lr=7e-4, anneal_lr=False, gamma=0.99, gae_lambda=0.95, entropy_coef=0.01, max_grad_norm=10.0),
+    )
 
 
 @register_experiment("tictactoe-ppo")
-def tictactoe_ppo() -> dict[str, Any]:
+def tictactoe_ppo() -> ExperimentConfig:
     """Self-play PPO on PettingZoo's turn-based tictactoe_v3, one policy shared by both players.
 
     Each srl step is one move: the waiting player's row is marked inactive by its all-zero action
@@ -76,28 +60,14 @@ def tictactoe_ppo() -> dict[str, Any]:
     average 0 (one player's win is the other's loss); `srl.evaluate`-style win rates against a
     random player are what tests/test_turns.py checks.
     """
-    return {
-        "env": "pettingzoo-aec",
-        "env_kwargs": {"module": "pettingzoo.classic.tictactoe_v3"},
-        "policy": "mappo",
-        "policy_kwargs": {"hidden_sizes": [64, 64]},
-        "launcher": "local",
-        "num_actor_workers": 1,
-        "envs_per_actor": 32,
-        "sample_length": 16,
-        "segment_slots": 1,
-        "batch_segments": 1,
-        "max_policy_lag": 5,
-        "total_env_steps": 300_000,
-        "algorithm": "ppo",
-        "algo": {
-            "lr": 1e-3,
-            "anneal_lr": False,
-            "gamma": 0.99,
-            "gae_lambda": 0.95,
-            "epochs": 4,
-            "num_minibatches": 4,
-            "entropy_coef": 0.01,
-            "clip_value": False,
-        },
-    }
+    return ExperimentConfig(
+        env="pettingzoo-aec",
+        env_kwargs={"module": "pettingzoo.classic.tictactoe_v3"},
+        policy="mappo",
+        policy_kwargs={"hidden_sizes": [64, 64]},
+        dataflow=DataflowConfig(envs_per_actor=32, sample_length=16, segment_slots=1, max_policy_lag=5),
+        stop=StopConfig(total_env_steps=300_000),
+        algorithm="ppo",
+        algo=PPOConfig(anneal_lr=False, gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=4,
+                       entropy_coef=0.01),
+    )

@@ -9,7 +9,7 @@
 
 The members are the graph's pod workers: placed, supervised and restarted like any worker (a
 restarted member continues from its own checkpoint and member.json). leaderboard.json is written
-on every change; with resume= the manager continues from it (entries, replacements, each
+on every change; with run.resume= the manager continues from it (entries, replacements, each
 member's latest return and lineage), and each member from its checkpoint. The stop rules are the
 monitor's: the target is reached when one member's last 100 training episodes reach it.
 """
@@ -32,24 +32,24 @@ RESEND_S = 2.0  # an adopt not yet shown in the member's reports (missed, or its
 
 
 def make_tournament(config: ExperimentConfig) -> Tournament:
-    e = config.ensemble
+    e = config.pod.ensemble
     return Tournament(
         e.population, size=e.leaderboard_size, ready_evals=e.ready_evals, lag_fraction=e.lag_fraction,
         margin=e.margin, exploit_top=e.exploit_top, perturb=tuple(e.perturb),
-        factors=tuple(e.perturb_factors), seed=config.seed,
+        factors=tuple(e.perturb_factors), seed=config.run.seed,
     )
 
 
 def resume_point(config: ExperimentConfig) -> int:
-    """resume= of an ensemble: the env steps its members' checkpoints hold; ConfigError now if its
+    """run.resume= of an ensemble: the env steps its members' checkpoints hold; ConfigError now if its
     leaderboard is of another population."""
-    run_dir = Path(str(config.run_dir))
+    run_dir = Path(str(config.run.run_dir))
     if (run_dir / leaderboard.JSON_NAME).is_file():
         population = leaderboard.read(run_dir)["population"]
-        if population != config.ensemble.population:
-            raise ConfigError(f"field 'ensemble.population': the run resumed from {str(run_dir)!r} has "
-                              f"{population} members, not {config.ensemble.population}")
-    metas = [checkpoint.latest_meta(member_folder(run_dir, k)) for k in range(config.ensemble.population)]
+        if population != config.pod.ensemble.population:
+            raise ConfigError(f"field 'pod.ensemble.population': the run resumed from {str(run_dir)!r} has "
+                              f"{population} members, not {config.pod.ensemble.population}")
+    metas = [checkpoint.latest_meta(member_folder(run_dir, k)) for k in range(config.pod.ensemble.population)]
     return sum(meta["env_steps"] for meta in metas if meta)
 
 
@@ -57,12 +57,12 @@ class PopulationManager:
     """Takes the members' evaluations from their reports; decides the leaderboard and adopts."""
 
     def __init__(self, config: ExperimentConfig, started_s: float) -> None:
-        self.run_dir = Path(str(config.run_dir))
+        self.run_dir = Path(str(config.run.run_dir))
         (self.run_dir / leaderboard.FOLDER).mkdir(parents=True, exist_ok=True)
         self.tournament = make_tournament(config)
         self.started_s = started_s  # entries' time_s: a resumed run counts on from its latest entry
         self.adopts: dict[int, dict[str, Any]] = {}  # member -> its latest adopt command
-        if config.resume is not None and (self.run_dir / leaderboard.JSON_NAME).is_file():
+        if config.run.resume is not None and (self.run_dir / leaderboard.JSON_NAME).is_file():
             self._restore(leaderboard.read(self.run_dir))
         self.outbox: dict[int, dict[str, Any]] = {}
         self.sent_s: dict[int, float] = {}

@@ -139,15 +139,15 @@ def _trainer_group(graph: Graph, host: str | None):
         return None
     from srl.streams.gradients import TrainerGroupStore
 
-    bind_host = host or graph.config.bind_host
+    bind_host = host or graph.config.dataflow.bind_host
     if host is None:
         host = "127.0.0.1" if bind_host in WILDCARDS else bind_host
-    return TrainerGroupStore(host, graph.config.num_trainers, bind_host=bind_host)
+    return TrainerGroupStore(host, graph.config.launch.num_trainers, bind_host=bind_host)
 
 
 def _tcp_wire(graph: Graph):
-    """transport=tcp: every stream on loopback (or bind_host) ports, signed with a fresh secret."""
-    if graph.config.transport != "tcp":
+    """dataflow.transport=tcp: every stream on loopback (or bind_host) ports, signed with a fresh secret."""
+    if graph.config.dataflow.transport != "tcp":
         return None
     from srl.streams.tcp_setup import make_wire
 

@@ -31,7 +31,7 @@ class MemoryWatch:
     def __init__(self, limit_mib: int | None) -> None:
         self.stops = limit_mib is not None
         self.limit_bytes = limit_mib * 2**20 if limit_mib is not None else psutil.virtual_memory().total // 2
-        self.setting = f"worker_memory_limit_mib={limit_mib}" if self.stops else "half of the machine's memory"
+        self.setting = f"launch.worker_memory_limit_mib={limit_mib}" if self.stops else "half of the machine's memory"
         self.warned: set[str] = set()
         self.failed: tuple[str, str] | None = None  # (worker, why) past an explicit limit: the run ends
         self._last_s = 0.0

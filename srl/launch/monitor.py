@@ -61,7 +61,7 @@ class RunMonitor:
         self.dropped: dict[str, int] = {}  # stream -> messages dropped at a queue's bound (srl.streams.queues)
         # an ensemble: each member's own training episodes (the target is one member's, not the
         # mix's), and its population manager, which sees every member's report (srl.launch.ensemble)
-        self.member_episodes: dict[str, ReturnWindow] | None = {} if config.ensemble.population > 1 else None
+        self.member_episodes: dict[str, ReturnWindow] | None = {} if config.pod.ensemble.population > 1 else None
         self.population: Any = None
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
@@ -150,32 +150,32 @@ class RunMonitor:
         return round((self.env_steps - self.start_env_steps) / seconds, 1) if seconds > 0 else None
 
     def _eval_metrics(self) -> dict[str, Any]:
-        if not self.config.eval_episodes:
+        if not self.config.eval.episodes:
             return {}
         mean = sum(self.eval_returns) / len(self.eval_returns) if self.eval_returns else None
         return {"eval/episode_return_mean": mean, "eval/policy_version": self.eval_version}
 
     def stop_reason(self) -> str | None:
         c = self.config
-        if c.deterministic:  # decided at an update boundary from the trained data (srl.workers.stop)
+        if c.run.deterministic:  # decided at an update boundary from the trained data (srl.workers.stop)
             if self.trainer_stop is not None and self.trainer_stop.startswith("target_return"):
                 self._target_reached()
             return self.trainer_stop
         reached = self._target_reason()
         if reached:
             return reached
-        if c.max_updates is not None and self._updates_made() >= c.max_updates:
-            return f"max_updates {c.max_updates} reached"
-        if self.env_steps >= c.total_env_steps:
-            return f"total_env_steps {c.total_env_steps} reached"
-        if c.time_limit_s is not None and time.monotonic() - self.started_s >= c.time_limit_s:
-            return f"time_limit_s {c.time_limit_s} reached"
+        if c.stop.max_updates is not None and self._updates_made() >= c.stop.max_updates:
+            return f"max_updates {c.stop.max_updates} reached"
+        if self.env_steps >= c.stop.total_env_steps:
+            return f"total_env_steps {c.stop.total_env_steps} reached"
+        if c.stop.time_limit_s is not None and time.monotonic() - self.started_s >= c.stop.time_limit_s:
+            return f"time_limit_s {c.stop.time_limit_s} reached"
         return None
 
     def _target_reason(self) -> str | None:
         """The mean return of the last 100 episodes reached the target: the run's, or in an
         ensemble one member's."""
-        target = self.config.target_return
+        target = self.config.stop.target_return
         windows = {"": self.episodes} if self.member_episodes is None else self.member_episodes
         for worker, window in windows.items():
             mean = window.mean_return
@@ -207,7 +207,7 @@ class RunMonitor:
         last = self._last.pop(worker, None)
         if worker.startswith("pod:") or worker == "trainer:0":  # the version its parameters were counted up to
             counted = last[2].get("policy_version") if last is not None else self.trainer.get("policy_version")
-            if counted is not None or self.config.resume is None:
+            if counted is not None or self.config.run.resume is None:
                 self._resuming[worker] = counted or 0
         if last is None:  # it never reported: it had taken nothing, and its steps are unknown
             return
@@ -236,7 +236,7 @@ class RunMonitor:
     def silent_workers(self, workers: list[str]) -> list[str]:
         """Workers whose last report is older than the heartbeat timeout."""
         now = time.monotonic()
-        limit = self.config.heartbeat_timeout_s
+        limit = self.config.launch.heartbeat_timeout_s
         return [w for w in workers if now - self.last_report_s.get(w, self.started_s) > limit]
 
 

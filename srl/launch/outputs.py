@@ -29,7 +29,7 @@ class WorkerFailed(RuntimeError):
 class RunOutputs:
     """Run directory with config.yaml, metrics.jsonl, TensorBoard events and summary.json.
 
-    Every metrics row carries `launch` (1, then 2, ... for each resume=, which appends to the same
+    Every metrics row carries `launch` (1, then 2, ... for each run.resume=, which appends to the same
     metrics.jsonl); the summary, `run_id` and `launch`. Both are strict JSON: a NaN or an
     infinity is written as null."""
 
@@ -37,7 +37,7 @@ class RunOutputs:
         self.config = config
         self.launch = launch  # this launch's number in the run (srl.launch.rundir)
         self.started_s = started_s  # wall-clock time the command started (time.time())
-        self.run_dir = Path(str(config.run_dir))
+        self.run_dir = Path(str(config.run.run_dir))
         with failing_as(self.run_dir):  # WriteFailed: the run ends before it starts, with one line
             self.run_dir.mkdir(parents=True, exist_ok=True)
         config.dump_yaml(self.run_dir / "config.yaml")  # atomic: never an empty one to resume from
@@ -59,18 +59,18 @@ class RunOutputs:
         c = self.config
         self.trackers = open_trackers(c, self.run_dir)  # WriteFailed when one cannot start
         self.recorder = Recorder(self.run_dir, self.started_s, self.trackers)
-        enabled = c.display == "on" or (c.display == "auto" and sys.stdout.isatty())
+        enabled = c.monitor.display == "on" or (c.monitor.display == "auto" and sys.stdout.isatty())
         self.display = LiveDisplay(c.experiment, enabled)
         self.display.__enter__()
         # off a terminal (nohup, CI, a pipe) the table draws nothing: one plain line now and then instead
-        if c.display == "plain" or (c.display != "off" and not self.display.enabled):
-            self.plain = PlainProgress(sys.stdout, c.progress_interval_s)
-        self.limits = Limits(c.total_env_steps, c.max_updates, c.time_limit_s, c.target_return)
+        if c.monitor.display == "plain" or (c.monitor.display != "off" and not self.display.enabled):
+            self.plain = PlainProgress(sys.stdout, c.monitor.progress_interval_s)
+        self.limits = Limits(c.stop.total_env_steps, c.stop.max_updates, c.stop.time_limit_s, c.stop.target_return)
         self.meter = ProgressMeter(self.limits)
 
     def tick(self, monitor: RunMonitor, force: bool = False) -> None:
         now = time.monotonic()
-        if force or now - self._last_tick >= self.config.log_interval_s:
+        if force or now - self._last_tick >= self.config.monitor.log_interval_s:
             self._last_tick = now
             metrics = {**monitor.metrics(), "launch": self.launch}
             self.recorder.write(metrics)
@@ -105,7 +105,7 @@ class RunOutputs:
             self._attempt(self.recorder.close)
         summary = {
             "experiment": self.config.experiment,
-            "run_id": self.config.run_id,
+            "run_id": self.config.run.run_id,
             "launch": self.launch,
             "stop_reason": reason,
             "error": error,
@@ -159,7 +159,7 @@ class RunOutputs:
 
         outcome = {0: FINISHED, 130: KILLED}.get(code, FAILED)
         before = list(self.end_faults)
-        curve = [self.run_dir / CURVE_FILE] if self.config.learning_curve else []  # not an earlier launch's
+        curve = [self.run_dir / CURVE_FILE] if self.config.monitor.learning_curve else []  # not an earlier launch's
         files = [p for p in (*curve, self.run_dir / "summary.json") if p.is_file()]
         for tracker in self.trackers:
             def close(tracker=tracker) -> None:
@@ -176,12 +176,12 @@ class RunOutputs:
     def write_learning_curve(self) -> str | None:
         """learning_curve.png in the run dir (after the summary: its time is not the run's).
         Returns a note for the console when it could not be drawn."""
-        if not self.config.learning_curve:
+        if not self.config.monitor.learning_curve:
             return None
         from srl.monitor.plot import PlotUnavailable, plot_learning_curve
 
         try:
-            path = plot_learning_curve(self.run_dir, target=self.config.target_return)
+            path = plot_learning_curve(self.run_dir, target=self.config.stop.target_return)
         except PlotUnavailable as e:
             return f"no {self.run_dir / 'learning_curve.png'}: {e}"
         except OSError as e:  # a full disk: the run's results are written already

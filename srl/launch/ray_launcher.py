@@ -9,9 +9,9 @@ not the user's files). Ray places the workers and tells the controller when one 
 call fails); the controller restarts it as a new actor, exactly as the local launcher restarts a
 process, so Ray's own actor restarts stay off.
 
-With transport=shm a worker on the controller's host uses shared memory and ipc sockets, as with
+With dataflow.transport=shm a worker on the controller's host uses shared memory and ipc sockets, as with
 the local launcher, whatever Ray node it belongs to (several nodes may share a host); a worker
-placed on another host fails at start with an error saying so. With transport=tcp workers may run
+placed on another host fails at start with an error saying so. With dataflow.transport=tcp workers may run
 on any node: every actor is created first, Ray says which node each landed on, each stream gets
 a free port on the node of the worker that binds it (its owner in srl.graph), and
 the resulting addresses, with the run's secret, travel to the workers as task arguments (no
@@ -51,7 +51,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise RuntimeError("launcher=ray needs Ray: pip install 'srl[ray]' (or 'ray>=2.9')") from None
+        raise RuntimeError("launch.launcher=ray needs Ray: pip install 'srl[ray]' (or 'ray>=2.9')") from None
     return ray
 
 
@@ -112,7 +112,7 @@ class WorkerActor:
         if wire is None and host != controller_host:
             raise RuntimeError(
                 f"worker {spec.name} was placed on host {host}, the controller runs on {controller_host}: "
-                "streams between hosts need transport=tcp (shared memory and ipc reach only this host)"
+                "streams between hosts need dataflow.transport=tcp (shared memory and ipc reach only this host)"
             )
         import_modules(graph.config.modules)
         _untracked_shared_memory()
@@ -133,7 +133,7 @@ class RayWorkers:
         self.runs: dict[str, Any] = {}  # worker -> reference to its run() call
         self.details: dict[str, str] = {}
         self.placement: dict[str, Placement] = {}  # worker -> where its (last) actor runs, once placed
-        self.run_dir = Path(str(graph.config.run_dir))
+        self.run_dir = Path(str(graph.config.run.run_dir))
         self.waiting: dict[str, Any] = {}  # worker -> its actor, created but not running yet
         self.wire = None if wire is None else self._place_streams(graph, wire)
 
@@ -142,12 +142,12 @@ class RayWorkers:
         self.actors[spec.name] = actor
         self.placement[spec.name] = Placement(
             self.ray, actor.where.remote(), resources_of(graph.config, spec.role),
-            f"ray_resources.{spec.role.title}", graph.config.ray_placement_timeout_s,
+            f"ray_resources.{spec.role.title}", graph.config.launch.ray_placement_timeout_s,
         )  # fmt: skip
         return actor
 
     def _place_streams(self, graph: Graph, wire: Any) -> Any:
-        """transport=tcp: every worker's actor first, then each stream a port on its owner's node."""
+        """dataflow.transport=tcp: every worker's actor first, then each stream a port on its owner's node."""
         from srl.launch.ray_streams import place_streams
 
         for spec in graph.workers:
@@ -221,9 +221,9 @@ def _connect(config: ExperimentConfig, graph: Graph) -> bool:
     ray = _ray()
     if ray.is_initialized():
         return False
-    if config.ray_address:
+    if config.launch.ray_address:
         shipped = _user_modules(config)  # the nodes have srl installed, not these: Ray uploads them
-        ray.init(address=config.ray_address, runtime_env={"py_modules": shipped} if shipped else None)
+        ray.init(address=config.launch.ray_address, runtime_env={"py_modules": shipped} if shipped else None)
         return True
     start_local_ray(max(os.cpu_count() or 1, math.ceil(cpus_of(config, graph))))  # like local processes: may oversubscribe
     return True

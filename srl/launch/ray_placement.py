@@ -34,7 +34,7 @@ DEFAULTS = {Role.PARAMS: RayResources(num_cpus=0)}  # it only forwards weights
 
 
 def resources_of(config: Any, role: Role) -> RayResources:
-    return config.ray_resources.get(role.title) or DEFAULTS.get(role) or RayResources()
+    return config.launch.ray_resources.get(role.title) or DEFAULTS.get(role) or RayResources()
 
 
 def request_of(r: RayResources) -> dict[str, float]:
@@ -130,7 +130,7 @@ class Placement:
             return True
         if self._still_unmet():
             self.failed = True
-            raise WorkerFailed(worker, self.message(f"within ray_placement_timeout_s={self.timeout_s:g} s"))
+            raise WorkerFailed(worker, self.message(f"within launch.ray_placement_timeout_s={self.timeout_s:g} s"))
         return False  # granted, its process still starting: the heartbeat timeout judges it from now
 
     def _still_unmet(self) -> bool:

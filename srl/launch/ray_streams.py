@@ -1,4 +1,4 @@
-"""transport=tcp under Ray: where each stream listens, found through Ray (no shared filesystem).
+"""dataflow.transport=tcp under Ray: where each stream listens, found through Ray (no shared filesystem).
 
 Each stream is bound by one worker or the controller (its owner in srl.graph). Once
 every worker's Ray actor exists, each is asked where it landed and for free ports on its node; the

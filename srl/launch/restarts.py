@@ -38,8 +38,8 @@ class RestartPolicy:
 
     def describe(self, worker: str) -> str:
         if self.max_restarts == 0:
-            return "restarts are off (max_restarts=0)"
+            return "restarts are off (launch.max_restarts=0)"
         return (
             f"restarted {self.max_restarts} times within {self.window_s:g} s already "
-            f"(max_restarts={self.max_restarts}, restart_window_s={self.window_s:g}): a crash loop"
+            f"(launch.max_restarts={self.max_restarts}, launch.restart_window_s={self.window_s:g}): a crash loop"
         )

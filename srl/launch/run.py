@@ -48,34 +48,34 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
 
 
 def _resume_point(graph: Graph) -> int:
-    """resume=: the env steps of the checkpoint its trainer will continue from, the newest of this
+    """run.resume=: the env steps of the checkpoint its trainer will continue from, the newest of this
     run that loads into the configured policy and algorithm (each one passed over gets a line, and
     latest.json is pointed at the one chosen); a CheckpointError (ConfigError) now, before anything
     starts, if the run has some and none loads."""
     import torch
 
     c = graph.config
-    if c.resume is None:
+    if c.run.resume is None:
         return 0
-    if c.ensemble.population > 1:  # each member continues from its own checkpoint
+    if c.pod.ensemble.population > 1:  # each member continues from its own checkpoint
         from srl.launch.ensemble import resume_point
 
         return resume_point(c)
     with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
         policy = make_policy(c, graph.observation_space, graph.action_space)
-        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
+        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
 
     def apply(state: dict) -> None:
         policy.load_state_dict(state["policy"])
         algorithm.load_state_dict(state["algorithm"])
 
-    run_dir = Path(str(c.run_dir))
-    state = checkpoint.load_latest(run_dir, c.run_id, apply=apply)
+    run_dir = Path(str(c.run.run_dir))
+    state = checkpoint.load_latest(run_dir, c.run.run_id, apply=apply)
     if state is None:
         return 0
     if Path(state["path"]).name != (checkpoint.latest_meta(run_dir) or {}).get("path"):
         # the trainer (and a restart of it) goes straight to the checkpoint chosen here
-        checkpoint.point_latest(run_dir, Path(state["path"]), state["version"], state["env_steps"], c.run_id)
+        checkpoint.point_latest(run_dir, Path(state["path"]), state["version"], state["env_steps"], c.run.run_id)
     return state["env_steps"]
 
 
@@ -85,15 +85,15 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
     monitor = RunMonitor(config, resumed_env_steps, launched_s=started_s)
     # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
     # escaped: rich would take any "[...]" in it for a style tag and drop it
-    console.print(f"[bold]srl[/] {escape(config.experiment)}: launcher={config.launcher} "
-                  f"run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
-    if config.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
+    console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
+                  f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
+    if config.pod.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
         from srl.launch.ensemble import PopulationManager
 
         monitor.population = PopulationManager(config, started_s)
-    if config.launcher == "inline":
+    if config.launch.launcher == "inline":
         from srl.launch.inline import run_inline as launch
-    elif config.launcher == "ray":
+    elif config.launch.launcher == "ray":
         from srl.launch.ray_launcher import run_ray as launch
     else:
         from srl.launch.local import run_local as launch

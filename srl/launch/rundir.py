@@ -1,6 +1,6 @@
 """A run directory belongs to one run: claimed at launch, locked while it runs.
 
-    claim = claim_run_dir(config)   # before anything is written there; sets config.run_id
+    claim = claim_run_dir(config)   # before anything is written there; sets config.run.run_id
     ...                             # the run
     claim.release()                 # at any end (the OS releases it too if the process dies)
 
@@ -8,7 +8,7 @@ Without this, a new run in a used directory appended to the old metrics, and its
 resumed from the old run's checkpoint; two runs in one directory interleaved. So:
 
 * a directory that holds a run (config.yaml, metrics.jsonl, summary.json or checkpoints/) is
-  refused, unless `resume=` names it: then this launch continues that run, with its run id;
+  refused, unless `run.resume=` names it: then this launch continues that run, with its run id;
 * `run.lock` in the directory is locked (fcntl.flock) by the controller while the run lasts; a
   second launch on it is refused, naming the holder. Forked workers share the lock (it is theirs
   too), so it stays held until the last of them is gone. The file keeps the holder's JSON:
@@ -59,34 +59,34 @@ def holds_run(run_dir: Path) -> list[str]:
 
 
 def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
-    """Lock `config.run_dir` for this launch, refusing one in use or one that holds another run;
-    sets `config.run_id`. ConfigError (one line, naming the directory) when refused."""
-    run_dir = Path(str(config.run_dir))
-    resuming = config.resume is not None
-    if resuming and not _same(Path(str(config.resume)), run_dir):  # its trainer would find no checkpoint
-        raise ConfigError(f"field 'run_dir': resume={config.resume} continues that run in its own directory, "
+    """Lock `config.run.run_dir` for this launch, refusing one in use or one that holds another run;
+    sets `config.run.run_id`. ConfigError (one line, naming the directory) when refused."""
+    run_dir = Path(str(config.run.run_dir))
+    resuming = config.run.resume is not None
+    if resuming and not _same(Path(str(config.run.resume)), run_dir):  # its trainer would find no checkpoint
+        raise ConfigError(f"field 'run.run_dir': run.resume={config.run.resume} continues that run in its own directory, "
                           f"not in {str(run_dir)!r}; leave run_dir out (copy the directory to branch off a run)")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        raise ConfigError(f"field 'run_dir': cannot use {str(run_dir)!r}: {e.strerror or e}") from None
+        raise ConfigError(f"field 'run.run_dir': cannot use {str(run_dir)!r}: {e.strerror or e}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = _describe(_read(fd))
         os.close(fd)
-        raise ConfigError(f"field 'run_dir': {str(run_dir)!r} is in use by another run{holder}; "
+        raise ConfigError(f"field 'run.run_dir': {str(run_dir)!r} is in use by another run{holder}; "
                           "wait for it to end or choose another run_dir") from None
     try:
         previous = _read(fd)
         found = holds_run(run_dir)
         if found and not resuming:
             raise ConfigError(
-                f"field 'run_dir': {str(run_dir)!r} already holds a run ({', '.join(found)}); continue it with "
-                f"resume={run_dir} or choose another run_dir"
+                f"field 'run.run_dir': {str(run_dir)!r} already holds a run ({', '.join(found)}); continue it with "
+                f"run.resume={run_dir} or choose another run_dir"
             )
-        run_id = config.run_id or (previous.get("run_id") if resuming else None) or secrets.token_hex(8)
+        run_id = config.run.run_id or (previous.get("run_id") if resuming else None) or secrets.token_hex(8)
         launch = int(previous.get("launch", 1 if found else 0)) + 1 if resuming else 1
         _write(fd, {"run_id": run_id, "launch": launch, "pid": os.getpid(), "host": socket.gethostname(),
                     "started_unix_s": round(time.time(), 3)})
@@ -94,7 +94,7 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         raise
-    config.run_id = run_id
+    config.run.run_id = run_id
     return RunDirClaim(run_dir, fd, run_id, launch, previous)
 
 

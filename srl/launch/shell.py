@@ -104,7 +104,7 @@ def open_transport(graph: Any, run_id: str, ipc_dir: Path, wire: Any = None) -> 
 
     if wire is not None:
         return TcpTransport(wire, graph.restarted_ns)
-    budget = graph.config.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
+    budget = graph.config.dataflow.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
     return LocalTransport(run_id, ipc_dir, budget, graph.message_bytes(shares_memory=True))
 
 
@@ -113,7 +113,7 @@ def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:
     to streams/<who>.json in the run directory, to be compared with what the graph declares."""
     if os.environ.get("SRL_RECORD_STREAMS") != "1":
         return
-    folder = Path(str(graph.config.run_dir)) / "streams"
+    folder = Path(str(graph.config.run.run_dir)) / "streams"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{who}.json").write_text(json.dumps(sorted(opened)))
 

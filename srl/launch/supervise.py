@@ -68,11 +68,12 @@ def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), 
     """The graph a restarted worker is built from: trainers and pods resume from a checkpoint,
     a buffer worker from its saved replay memory; over tcp it carries every worker's epoch and
     the time of the restart."""
-    if epochs and graph.config.transport == "tcp":
+    if epochs and graph.config.dataflow.transport == "tcp":
         graph = dataclasses.replace(graph, epochs=epochs, restarted_ns=restarted_ns)
     if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):
         return graph
-    config = graph.config.model_copy(update={"resume": str(graph.config.run_dir)})
+    run = graph.config.run.model_copy(update={"resume": str(graph.config.run.run_dir)})
+    config = graph.config.model_copy(update={"run": run})
     return dataclasses.replace(graph, config=config)
 
 
@@ -89,13 +90,13 @@ class Supervisor:
         # trainers' rendezvous (srl.streams.rendezvous)
         self.also_rejecting = list(also_rejecting)
         self.workers, self.incarnations = workers, incarnations
-        self.policy = RestartPolicy(graph.config.max_restarts, graph.config.restart_window_s)
+        self.policy = RestartPolicy(graph.config.launch.max_restarts, graph.config.launch.restart_window_s)
         self._epochs_sent_s = 0.0  # over tcp: when the epochs were last broadcast
         self.specs = {spec.name: spec for spec in graph.workers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
         self.halts: dict[str, str] = {}  # worker -> why it ended the run (srl.faults.RunHalted): no restart
         self.write_fault: WriteFailed | None = None  # a worker could not write a run file: the end
-        self.memory = MemoryWatch(graph.config.worker_memory_limit_mib)
+        self.memory = MemoryWatch(graph.config.launch.worker_memory_limit_mib)
 
     def run(self, outputs: RunOutputs) -> str:
         """Until a stop rule fires (return its reason) or a failure is final (WorkerFailed)."""
@@ -155,7 +156,7 @@ class Supervisor:
         for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
             self.monitor.on_unplaced(name)
         for name in self.monitor.silent_workers(list(self.specs)):
-            self._failed(name, f"no heartbeat for {self.graph.config.heartbeat_timeout_s} s")
+            self._failed(name, f"no heartbeat for {self.graph.config.launch.heartbeat_timeout_s} s")
 
     def _send_commands(self) -> None:
         """An ensemble's adopts, each to its member (srl.launch.ensemble)."""

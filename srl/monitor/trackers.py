@@ -1,6 +1,6 @@
 """Experiment trackers: where a run's metrics go besides metrics.jsonl (config field `tracker`).
 
-    trackers = open_trackers(config, run_dir)      # one per name in config.tracker
+    trackers = open_trackers(config, run_dir)      # one per name in config.monitor.tracker
     tracker.log_config(config.model_dump(mode="json"))
     tracker.log_metrics(4096, {"env_steps": 4096.0, "episode_return_mean": 21.5})
     tracker.log_artifact(run_dir / "learning_curve.png")
@@ -12,7 +12,7 @@ the run's resolved config, and the learning curve (and summary.json) at the end:
 - tensorboard (default): event files under run_dir/tb; the config as a text summary; the curve
   is left in the run dir (TensorBoard has no artifacts).
 - wandb (`pip install 'srl[wandb]'`): a W&B run under run_dir/wandb, with the srl run id as its id
-  (resume= continues it), project `wandb_project` (else WANDB_PROJECT, else "srl"), grouped by
+  (run.resume= continues it), project `wandb_project` (else WANDB_PROJECT, else "srl"), grouped by
   experiment; every metric is plotted against `env_steps`. WANDB_MODE=offline works without network
   (`wandb sync run_dir/wandb/offline-run-*` uploads it later).
 - mlflow (`pip install 'srl[mlflow]'`): an MLflow run in the experiment named like the srl
@@ -93,11 +93,11 @@ def missing_package(name: str) -> str | None:
 
 
 def open_trackers(config: Any, run_dir: Path) -> list[Tracker]:
-    """One tracker per name in `config.tracker`, in order; each has logged the config. Raises
+    """One tracker per name in `config.monitor.tracker`, in order; each has logged the config. Raises
     WriteFailed (the ones opened are closed) when one cannot start."""
     opened: list[Tracker] = []
     try:
-        for name in config.tracker:
+        for name in config.monitor.tracker:
             with tracker_errors(name, _where(name, config, run_dir)):
                 tracker = _open(name, config, run_dir)
             opened.append(tracker)
@@ -118,10 +118,10 @@ def _open(name: str, config: Any, run_dir: Path) -> Tracker:
     if name == "tensorboard":
         return TensorBoardTracker(run_dir / TB_DIR)
     if name == "wandb":
-        project = config.wandb_project or os.environ.get("WANDB_PROJECT") or "srl"
-        return WandbTracker(run_dir, project, config.run_id, run_dir.name, config.experiment)
+        project = config.monitor.wandb_project or os.environ.get("WANDB_PROJECT") or "srl"
+        return WandbTracker(run_dir, project, config.run.run_id, run_dir.name, config.experiment)
     if name == "mlflow":
-        return MlflowTracker(config.mlflow_tracking_uri, config.experiment, config.run_id, run_dir.name)
+        return MlflowTracker(config.monitor.mlflow_tracking_uri, config.experiment, config.run.run_id, run_dir.name)
     raise ValueError(f"unknown tracker {name!r}; trackers are {', '.join(BACKENDS)}")
 
 
@@ -130,7 +130,7 @@ def _where(name: str, config: Any, run_dir: Path) -> str:
         return str(run_dir / TB_DIR)
     if name == "wandb":
         return str(run_dir / "wandb")
-    return config.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "mlflow's default tracking URI"
+    return config.monitor.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "mlflow's default tracking URI"
 
 
 @contextmanager

@@ -43,19 +43,19 @@ def run_limits(graph: Any) -> Limits:
 
 
 def check_queues(graph: Any) -> None:
-    """transport=tcp: a stream whose messages are all needed (a slot stream) has as many in flight
+    """dataflow.transport=tcp: a stream whose messages are all needed (a slot stream) has as many in flight
     to one peer as its slots allow; the byte budget must hold them, or a send would block at the
     bound (and drop after srl.streams.queues.SEND_TIMEOUT_S). On shm these messages are headers,
     which the smallest budget holds by the ten thousand."""
     c = graph.config
-    if c.transport != "tcp" or c.launcher == "inline":
+    if c.dataflow.transport != "tcp" or c.launch.launcher == "inline":
         return
-    sizes, budget = graph.message_bytes(shares_memory=False), c.max_queued_bytes_per_peer
+    sizes, budget = graph.message_bytes(shares_memory=False), c.dataflow.max_queued_bytes_per_peer
     for stream in graph.streams:
         size, count = sizes.get(stream.name, 0), stream.in_flight
         if count > messages_within(budget, size):
             raise ConfigError(
-                f"field 'max_queued_bytes_per_peer': {budget} bytes per peer hold "
+                f"field 'dataflow.max_queued_bytes_per_peer': {budget} bytes per peer hold "
                 f"{messages_within(budget, size)} message(s) of stream {stream.name!r} ({size} bytes "
                 f"each), and its slots put up to {count} in flight to one peer; set it to at least "
                 f"{count * size}, or use fewer or smaller slots"
@@ -63,10 +63,11 @@ def check_queues(graph: Any) -> None:
 
 
 def make_wire(graph: Any) -> Wire:
-    host = graph.config.bind_host
+    host = graph.config.dataflow.bind_host
     names = [s.name for s in graph.streams if s.via == "transport"]
     ports = dict(zip(names, free_ports(host, len(names))))
     return Wire(
         secrets.token_bytes(SECRET_BYTES), ports, host, limits=run_limits(graph),
-        max_queued_bytes=graph.config.max_queued_bytes_per_peer, message_bytes=graph.message_bytes(shares_memory=False),
+        max_queued_bytes=graph.config.dataflow.max_queued_bytes_per_peer,
+        message_bytes=graph.message_bytes(shares_memory=False),
     )

@@ -5,9 +5,9 @@ a backend decides the rest:
 
 | backend | arrays | signals | used by |
 | --- | --- | --- | --- |
-| `InlineTransport` | process memory | in-process queues | launcher=inline (one process) |
-| `LocalTransport` | POSIX shared memory | ZeroMQ ipc | launcher=local (one process per worker), transport=shm |
-| `TcpTransport` | each process's own copy; a slot's arrays travel as raw frames with its message | ZeroMQ tcp, HMAC-signed | transport=tcp with launcher=local (loopback or bind_host) or launcher=ray (workers on any node) |
+| `InlineTransport` | process memory | in-process queues | launch.launcher=inline (one process) |
+| `LocalTransport` | POSIX shared memory | ZeroMQ ipc | launch.launcher=local (one process per worker), transport=shm |
+| `TcpTransport` | each process's own copy; a slot's arrays travel as raw frames with its message | ZeroMQ tcp, HMAC-signed | dataflow.transport=tcp with launch.launcher=local (loopback or bind_host) or launch.launcher=ray (workers on any node) |
 
 A *message* is a header of small integers plus optional raw byte frames (arrays). Headers are
 int64 vectors and frames are raw buffers: nothing received is ever unpickled.

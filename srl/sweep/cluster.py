@@ -1,4 +1,4 @@
-"""Sweeps with launcher=ray: every trial's workers on one Ray cluster, as many trials at once as it
+"""Sweeps with launch.launcher=ray: every trial's workers on one Ray cluster, as many trials at once as it
 has CPUs for.
 
 Without `ray_address` the sweep starts one local Ray instance for all its trials (stopped when the
@@ -26,7 +26,7 @@ class Cluster:
 
 @contextmanager
 def trial_cluster(config: ExperimentConfig, parallel: int | None, trials: int) -> Iterator[Cluster]:
-    """The cluster the trials of a launcher=ray sweep run on, while the sweep runs. `parallel`:
+    """The cluster the trials of a launch.launcher=ray sweep run on, while the sweep runs. `parallel`:
     the sweep file's (None: as many as the cluster's CPUs hold, each trial asking for its
     workers'). A local instance gets this machine's CPUs, or more where `parallel` trials need
     them: like local processes, it may oversubscribe the cores."""
@@ -36,9 +36,9 @@ def trial_cluster(config: ExperimentConfig, parallel: int | None, trials: int) -
 
     ray = _ray()
     per_trial = max(cpus_of(config, build_graph(config)), 1e-9)
-    if config.ray_address:
-        ray.init(address=config.ray_address)
-        address = config.ray_address
+    if config.launch.ray_address:
+        ray.init(address=config.launch.ray_address)
+        address = config.launch.ray_address
     else:
         start_local_ray(max(cpu_count(), math.ceil(per_trial * (parallel or 1))))
         address = ray.get_runtime_context().gcs_address

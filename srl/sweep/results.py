@@ -119,7 +119,7 @@ def write_best(sweep_dir: Path, study: Any, spec: SweepSpec, experiment: str, ex
         return path
     values = best.user_attrs.get("values") or best.params
     items = [*spec.overrides, *extra, *(override_text(k, v) for k, v in values.items()),
-             f"seed={best.user_attrs.get('seed', spec.seed)}"]
+             f"run.seed={best.user_attrs.get('seed', spec.seed)}"]
     tree = {BASE: experiment, **parse_overrides(items)}
     write_text_atomic(path, header + yaml.dump(tree, Dumper=_Dumper, sort_keys=False, default_flow_style=False))
     return path

@@ -68,9 +68,9 @@ def default_parallel(config: ExperimentConfig, trials: int) -> int:
     from srl.graph import build_graph
     from srl.machine import cpu_count
 
-    if config.launcher == "ray":
+    if config.launch.launcher == "ray":
         return 1
-    per_trial = 1 if config.launcher == "inline" else max(1, len(build_graph(config).workers))
+    per_trial = 1 if config.launch.launcher == "inline" else max(1, len(build_graph(config).workers))
     return max(1, min(trials, cpu_count() // per_trial))
 
 
@@ -82,12 +82,12 @@ def plan_sweep(experiment: str, sweep_file: str, sweep_dir: str | None, extra: l
         raise ConfigError("srl sweep needs Optuna: pip install 'srl[sweep]'") from None
     spec = load_sweep_file(Path(sweep_file))
     check_against_config(spec, experiment, extra)
-    config = load_config(experiment, [*spec.overrides, *extra, "run_dir=/nonexistent/srl-sweep-check"])
-    if spec.objective == "time_to_target_s" and config.target_return is None:
+    config = load_config(experiment, [*spec.overrides, *extra, "run.run_dir=/nonexistent/srl-sweep-check"])
+    if spec.objective == "time_to_target_s" and config.stop.target_return is None:
         raise ConfigError(f"{sweep_file}: objective time_to_target_s needs target_return (in overrides, "
-                          f"e.g. target_return=475); {experiment} has none")
-    unreached = spec.unreached_s if spec.unreached_s is not None else (config.time_limit_s or math.inf)
-    every = spec.report_every_env_steps or max(1, config.total_env_steps // 20)
+                          f"e.g. stop.target_return=475); {experiment} has none")
+    unreached = spec.unreached_s if spec.unreached_s is not None else (config.stop.time_limit_s or math.inf)
+    every = spec.report_every_env_steps or max(1, config.stop.total_env_steps // 20)
     return Plan(spec, experiment, list(extra), Path(sweep_dir) if sweep_dir else default_sweep_dir(experiment, sweep_file),
                 spec.parallel or default_parallel(config, spec.trials), every, unreached,
                 {key: config_value(config, key) for key in spec.space}, config)
@@ -121,9 +121,9 @@ def run_sweep(experiment: str, sweep_file: str, sweep_dir: str | None = None, ex
 
 @contextmanager
 def _cluster(plan: Plan) -> Iterator[str]:
-    """With launcher=ray, the trials' cluster (srl.sweep.cluster) while the trials run; yields
+    """With launch.launcher=ray, the trials' cluster (srl.sweep.cluster) while the trials run; yields
     where they run, for the first line."""
-    if plan.config.launcher != "ray":
+    if plan.config.launch.launcher != "ray":
         yield ""
         return
     from srl.sweep.cluster import trial_cluster
@@ -181,12 +181,12 @@ def _start(plan: Plan, study: Any) -> Running:
     trial.set_user_attr("run_dir", str(run_dir))
     trial.set_user_attr("seed", seed)
     trial.set_user_attr("values", values)
-    overrides = [*plan.spec.overrides, *plan.extra, *(override_text(k, v) for k, v in values.items()), f"seed={seed}"]
+    overrides = [*plan.spec.overrides, *plan.extra, *(override_text(k, v) for k, v in values.items()), f"run.seed={seed}"]
     if plan.ray_address is not None:  # not in best.yaml: the cluster is the sweep's
-        overrides.append(f"ray_address={plan.ray_address}")
+        overrides.append(f"launch.ray_address={plan.ray_address}")
     shown = " ".join(override_text(k, v) for k, v in values.items())
     baseline = " (the experiment's own values)" if trial.user_attrs.get("baseline") else ""
-    print(f"trial {trial.number} started: {shown} seed={seed}{baseline}", flush=True)
+    print(f"trial {trial.number} started: {shown} run.seed={seed}{baseline}", flush=True)
     return Running(trial, TrialProcess(trial.number, run_dir, plan.experiment, overrides), values)
 
 

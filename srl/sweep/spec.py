@@ -2,7 +2,7 @@
 
     objective: time_to_target_s        # a summary.json field (OBJECTIVES)
     trials: 20
-    overrides: [total_env_steps=200000, target_return=475, time_limit_s=120]
+    overrides: [stop.total_env_steps=200000, target_return=475, time_limit_s=120]
     space:
       algo.lr: {log_uniform: [1.0e-4, 3.0e-3]}
       algo.epochs: {int: [2, 10]}
@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from srl.config import ConfigError
+from srl.config import ConfigError, moved_key
 
 # summary.json fields a trial can be scored on, and which way is better
 Direction = Literal["minimize", "maximize"]
@@ -38,7 +38,7 @@ OBJECTIVES: dict[str, Direction] = {
 KINDS = ("uniform", "log_uniform", "int", "log_int", "choice")
 PRUNERS = ("none", "median", "percentile", "threshold")
 # the sweep sets these on every trial itself (its own run dir, its seed)
-SWEEP_OWNED = ("run_dir", "resume", "run_id", "seed")
+SWEEP_OWNED = ("run.run_dir", "run.resume", "run.run_id", "run.seed")
 
 
 class Param(BaseModel):
@@ -110,7 +110,7 @@ class SweepSpec(BaseModel):
     @classmethod
     def _owned(cls, value: list[str]) -> list[str]:
         for item in value:
-            key = item.partition("=")[0]
+            key = moved_key(item.partition("=")[0])
             if key in SWEEP_OWNED:
                 raise ValueError(f"{item!r}: the sweep sets {key} itself ({_owned_hint(key)})")
         return value
@@ -118,6 +118,7 @@ class SweepSpec(BaseModel):
     @field_validator("space")
     @classmethod
     def _space_owned(cls, value: dict[str, Param]) -> dict[str, Param]:
+        value = {moved_key(key): param for key, param in value.items()}  # old flat keys read as their sections'
         for key in value:
             if key in SWEEP_OWNED:
                 raise ValueError(f"{key!r}: the sweep sets {key} itself ({_owned_hint(key)})")
@@ -133,7 +134,7 @@ class SweepSpec(BaseModel):
 
 
 def _owned_hint(key: str) -> str:
-    return "use trial_seed in the sweep file" if key == "seed" else "each trial runs in its own directory"
+    return "use trial_seed in the sweep file" if key == "run.seed" else "each trial runs in its own directory"
 
 
 def load_sweep_file(path: Path) -> SweepSpec:
@@ -219,12 +220,12 @@ def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> 
 
     fixed = [*spec.overrides, *extra]
     try:
-        load_config(experiment, [*fixed, "run_dir=/nonexistent/srl-sweep-check"])
+        load_config(experiment, [*fixed, "run.run_dir=/nonexistent/srl-sweep-check"])
     except ConfigError as e:
         raise ConfigError(f"overrides: {e}") from None
     for key, param in spec.space.items():
         for value in param.corners():
             try:
-                load_config(experiment, [*fixed, override_text(key, value), "run_dir=/nonexistent/srl-sweep-check"])
+                load_config(experiment, [*fixed, override_text(key, value), "run.run_dir=/nonexistent/srl-sweep-check"])
             except ConfigError as e:
                 raise ConfigError(f"space.{key}: {key}={value!r}: {e}") from None

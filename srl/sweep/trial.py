@@ -30,7 +30,7 @@ class TrialProcess:
     def __init__(self, number: int, run_dir: Path, experiment: str, overrides: list[str]) -> None:
         self.number, self.run_dir = number, run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.command = [sys.executable, "-m", "srl.cli", "run", experiment, *overrides, f"run_dir={run_dir}"]
+        self.command = [sys.executable, "-m", "srl.cli", "run", experiment, *overrides, f"run.run_dir={run_dir}"]
         (run_dir / "command.txt").write_text(" ".join(self.command) + "\n")
         self._log = open(run_dir / LOG_FILE, "ab")  # noqa: SIM115  (closed in wait)
         self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -22,10 +22,10 @@ from srl.workers.pod import PodKernel, make_pod
 def pod_settings(config: Any) -> dict[str, Any]:
     """An experiment config's pod settings as `make_pod` / `train_pod` keyword arguments, so a
     test or benchmark trains exactly what `srl run EXPERIMENT` trains."""
-    return {"env": config.env, "env_kwargs": config.env_kwargs, "num_envs": config.envs_per_actor,
-            "sample_length": config.sample_length, "policy": config.policy,
+    return {"env": config.env, "env_kwargs": config.env_kwargs, "num_envs": config.dataflow.envs_per_actor,
+            "sample_length": config.dataflow.sample_length, "policy": config.policy,
             "policy_kwargs": config.policy_kwargs, "algorithm": config.algorithm, "algo": config.algo_config,
-            "schedule_env_steps": config.total_env_steps}
+            "schedule_env_steps": config.stop.total_env_steps}
 
 
 @dataclass

@@ -181,7 +181,7 @@ class ActorKernel:
     ) -> np.ndarray | None:
         """None when the step is finite (checked once over the group's arrays); else the step
         as recorded made finite, its bad envs restarted, and the rows whose episode is dropped
-        (srl.workers.nonfinite). Raises RunHalted with nonfinite_env=error."""
+        (srl.workers.nonfinite). Raises RunHalted with dataflow.nonfinite_env=error."""
         if self.guards is None:
             return None
         rows = self.guards[s].bad_rows(obs, reward)

@@ -35,10 +35,10 @@ from srl.workers.trainer import TrainerKernel
 def _actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
     arrays = transport.arrays(actor_block(actor), graph.actor_layout())
     c = graph.config
-    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(c.ring_splits)]
+    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(c.dataflow.ring_splits)]
     segments = {
         (s, k): sub_arrays(arrays, f"sample.{s}.{k}.")
-        for s in range(c.ring_splits)
+        for s in range(c.dataflow.ring_splits)
         for k in range(_slots(arrays, s))
     }
     return infer, segments
@@ -50,7 +50,7 @@ def _slots(arrays: dict[str, Any], split: int) -> int:
 
 def _policy(graph: Graph, device: torch.device | None = None) -> Policy:
     """The policy with the run's initial weights (made on the CPU, the same in every launcher), on `device`."""
-    torch.manual_seed(graph.config.seed)
+    torch.manual_seed(graph.config.run.seed)
     policy = make_policy(graph.config, graph.observation_space, graph.action_space)
     return policy if device is None else policy.to(device)
 
@@ -69,19 +69,20 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     lives = incarnations(graph, transport)
     epoch = lives.of(f"actor:{actor}")
     infer, segments = _actor_arrays(graph, transport, actor)
-    groups = range(actor * c.ring_splits, (actor + 1) * c.ring_splits)  # global group indices
-    envs = [make_vector_env(c.env, c.env_kwargs, c.envs_per_split, g * c.envs_per_split, c.env_backend,
+    flow = c.dataflow
+    groups = range(actor * flow.ring_splits, (actor + 1) * flow.ring_splits)  # global group indices
+    envs = [make_vector_env(c.env, c.env_kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
-    if c.inference == "inline":
+    if c.dataflow.inference == "inline":
         port: Any = LocalInferenceClient(_acting(graph, transport, resolve(c.devices.actor), clock), infer, actor)
     else:
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
-    seeds = [c.seed * 1_000_003 + g * c.envs_per_split + epoch * 1_000_000_007 for g in groups]
+    seeds = [c.run.seed * 1_000_003 + g * flow.envs_per_split + epoch * 1_000_000_007 for g in groups]
     samples = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor))
-    guards = [EnvGuard(c.nonfinite_env, c.env, g * c.envs_per_split, len(graph.agents), actor) for g in groups]
-    return ActorKernel(envs, port, samples, infer, c.sample_length, seeds, lock_step=c.deterministic, clock=clock,
+    guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor) for g in groups]
+    return ActorKernel(envs, port, samples, infer, flow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
                        guards=guards)
 
 
@@ -89,7 +90,7 @@ def _acting(graph: Graph, transport: Transport, device: torch.device, clock: Tim
     c = graph.config
     from srl.workers.build_replay import make_exploration
 
-    seed = c.seed if c.deterministic else None
+    seed = c.run.seed if c.run.deterministic else None
     policy = _policy(graph, device)
     return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
                   exploration=make_exploration(graph))
@@ -106,14 +107,14 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
         segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
     policy = _policy(graph, resolve(c.devices.trainer, spec.index))  # before the algorithm: its optimizer's
     lives = incarnations(graph, transport)
-    algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
+    algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     group = None
     if graph.of_kind("gradients"):
         if graph.trainer_group is None:
-            raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launcher=local or ray)")
+            raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launch.launcher=local or ray)")
         device = next(policy.parameters()).device
         # epochs of a group's trainers move together (restarted as one): the group's generation
-        group = GradientGroup(graph.trainer_group, spec.index, lives.of(spec.name), device, c.heartbeat_timeout_s)
+        group = GradientGroup(graph.trainer_group, spec.index, lives.of(spec.name), device, c.launch.heartbeat_timeout_s)
         transport.opened.add((GRADIENTS, "connect"))  # joined at the controller's rendezvous
     leader = group is None or group.leader
     publisher = ParamPublisher(transport, generation=lives.of(spec.name), incarnations=lives) if leader else None
@@ -123,28 +124,29 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
         SampleConsumer(transport, segments, lives, trainer=spec.index, tap=graph.tap_of(spec.name)),
         publisher,
         fields=graph.segment_fields(),
-        sample_length=c.sample_length,
-        batch_segments=c.batch_segments,
+        sample_length=c.dataflow.sample_length,
+        batch_segments=c.dataflow.batch_segments,
         rows_per_segment=graph.rows_per_split,
         num_agents=len(graph.agents),
-        max_policy_lag=c.max_policy_lag,
-        run_dir=Path(str(c.run_dir)),
-        checkpoint_interval_s=c.checkpoint_interval_s,
-        resume=c.resume is not None,
-        splits_per_actor=c.ring_splits if c.deterministic else None,
-        max_updates=c.max_updates,
+        max_policy_lag=c.dataflow.max_policy_lag,
+        run_dir=Path(str(c.run.run_dir)),
+        checkpoint_interval_s=c.run.checkpoint_interval_s,
+        resume=c.run.resume is not None,
+        splits_per_actor=c.dataflow.ring_splits if c.run.deterministic else None,
+        max_updates=c.stop.max_updates,
         group=group,
         actors=mine,
         record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
         stop=lock_step_stop(c),
-        run_id=c.run_id,
-        max_nonfinite_updates=c.max_nonfinite_updates,
+        run_id=c.run.run_id,
+        max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
 
 
 def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
     """Deterministic mode: whoever trains decides the stop from what it trained on (srl.workers.stop)."""
-    return LockStepStop(c.total_env_steps, c.target_return, c.max_updates) if c.deterministic else None
+    stop = c.stop
+    return LockStepStop(stop.total_env_steps, stop.target_return, stop.max_updates) if c.run.deterministic else None
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
@@ -176,17 +178,17 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
 
         # env ids past every training env's, so its episodes are not theirs
         env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
-                              c.num_actor_workers * c.envs_per_actor, wrappers=c.env_wrappers)
+                              c.launch.num_actor_workers * c.dataflow.envs_per_actor, wrappers=c.env_wrappers)
         policy = _policy(graph, resolve(c.devices.eval))
         return EvaluatorKernel(
-            policy, ParamSubscriber(transport, policy), env, seed=c.seed * 1_000_003 + 999_983,
-            episodes=c.eval_episodes, interval_s=c.eval_interval_s,
+            policy, ParamSubscriber(transport, policy), env, seed=c.run.seed * 1_000_003 + 999_983,
+            episodes=c.eval.episodes, interval_s=c.eval.interval_s,
         )
     if spec.role == Role.CUSTOM:
         from srl.workers.custom import make_custom
 
         return make_custom(graph, spec, transport)
-    if spec.role == Role.POD and c.ensemble.population > 1:
+    if spec.role == Role.POD and c.pod.ensemble.population > 1:
         from srl.workers.member import make_member
 
         return make_member(c, spec.index)  # evaluates itself, adopts a leader's copy (srl.launch.ensemble)
@@ -194,10 +196,10 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         from srl.workers.pod import make_pod
 
         return make_pod(
-            env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
+            env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
             algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
-            total_env_steps=c.total_env_steps, seed=c.seed, device=resolve(c.device), run_dir=Path(str(c.run_dir)),
-            checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None, stop=lock_step_stop(c),
-            run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
+            total_env_steps=c.stop.total_env_steps, seed=c.run.seed, device=resolve(c.pod.device), run_dir=Path(str(c.run.run_dir)),
+            checkpoint_interval_s=c.run.checkpoint_interval_s, resume=c.run.resume is not None, stop=lock_step_stop(c),
+            run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
         )
     raise ValueError(f"unknown role {spec.role}")

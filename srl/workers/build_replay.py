@@ -7,7 +7,7 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
-from srl.algos.exploration import EpsilonGreedy, slot_epsilons
+from srl.algos.exploration import EpsilonGreedy, EpsilonGreedyConfig, slot_epsilons
 from srl.api import registry
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, transition_fields
@@ -36,45 +36,45 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
     layout = graph.actor_layout()
     for a in graph.actors_of_trainer(0):  # every actor: one buffer serves one trainer
         arrays = transport.arrays(actor_block(a), layout)
-        for s in range(c.ring_splits):
-            for k in range(c.segment_slots):
+        for s in range(c.dataflow.ring_splits):
+            for k in range(c.dataflow.segment_slots):
                 segments[(a, s, k)] = sub_arrays(arrays, f"sample.{s}.{k}.")
     obs, action = space_spec(graph.observation_space), space_spec(graph.action_space)
     recurrent = C.HIDDEN in graph.policy_fields  # replay whole sequences (srl.data.sequences)
     if recurrent:
-        fields = sequence_fields(obs, action, c.sample_length, graph.policy_fields[C.HIDDEN])
+        fields = sequence_fields(obs, action, c.dataflow.sample_length, graph.policy_fields[C.HIDDEN])
     else:
         fields = transition_fields(obs, action)
     memory = ReplayMemory(fields, replay.capacity, replay.prioritized, replay.alpha, replay.beta,
-                          replay.priority_eps, seed=c.seed)
+                          replay.priority_eps, seed=c.run.seed)
     return BufferKernel(
         SampleConsumer(transport, segments, tap=graph.tap_of("buffer:0")), BatchServer(transport, _batch_slots(graph, transport)), memory,
         gamma=replay.gamma, n_step=replay.n_step, warmup=replay.warmup, replay_ratio=replay.replay_ratio,
-        items=segment_sequences if recurrent else None, steps_per_item=c.sample_length if recurrent else 1,
-        num_agents=len(graph.agents), run_dir=Path(str(c.run_dir)), checkpoint_interval_s=c.checkpoint_interval_s,
-        resume=c.resume is not None,
+        items=segment_sequences if recurrent else None, steps_per_item=c.dataflow.sample_length if recurrent else 1,
+        num_agents=len(graph.agents), run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
+        resume=c.run.resume is not None,
     )
 
 
 def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKernel:
     c = graph.config
-    torch.manual_seed(c.seed)  # the same initial weights as the actors' copies
+    torch.manual_seed(c.run.seed)  # the same initial weights as the actors' copies
     policy = make_policy(c, graph.observation_space, graph.action_space).to(resolve(c.devices.trainer))
-    algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.total_env_steps)
+    algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     return ReplayTrainerKernel(
         policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),
-        run_dir=Path(str(c.run_dir)), checkpoint_interval_s=c.checkpoint_interval_s, resume=c.resume is not None,
-        max_updates=c.max_updates, run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
+        run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
+        resume=c.run.resume is not None, max_updates=c.stop.max_updates, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
 
 
 def make_exploration(graph: Graph) -> EpsilonGreedy | None:
     """Per-env epsilon-greedy (Ape-X) where actions are chosen, if the config asks for it."""
-    c = graph.config
-    if c.epsilon is None:
+    c, settings = graph.config, graph.config.algo_config
+    if not isinstance(settings, EpsilonGreedyConfig) or settings.epsilon is None:
         return None
     space = graph.action_space
     assert isinstance(space, gym.spaces.Discrete)
-    eps = slot_epsilons(c.epsilon, c.epsilon_alpha, c.num_actor_workers, c.ring_splits, c.envs_per_split,
-                        len(graph.agents))
-    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.seed + 7919)
+    eps = slot_epsilons(settings.epsilon, settings.epsilon_alpha, c.launch.num_actor_workers, c.dataflow.ring_splits,
+                        c.dataflow.envs_per_split, len(graph.agents))
+    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.run.seed + 7919)

@@ -28,4 +28,4 @@ def make_custom(graph: Any, spec: WorkerSpec, transport: Transport) -> Any:
             outputs[s.name.removeprefix(USER_PREFIX)] = transport.sender(s.name)
     index = [w for w in graph.workers if w.kind == spec.kind].index(spec)
     kernel_cls = registry.workers.get(spec.kind).kernel_cls
-    return kernel_cls(inputs, outputs, Path(str(graph.config.run_dir)), index)
+    return kernel_cls(inputs, outputs, Path(str(graph.config.run.run_dir)), index)

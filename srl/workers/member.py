@@ -217,22 +217,22 @@ def member_folder(run_dir: Path | str, index: int) -> Path:
 
 def make_member(config: Any, index: int) -> PodMember:
     """Member `index` of the ensemble of an `ExperimentConfig` (pod=true), writing under
-    run_dir/members/m<index>/ (and continuing from there with resume=)."""
+    run_dir/members/m<index>/ (and continuing from there with run.resume=)."""
     from srl.envs.batched import make_batched_env
     from srl.workers.pod import make_pod
 
-    c, e = config, config.ensemble
-    folder = member_folder(str(c.run_dir), index)
-    seed = member_seed(c.seed, index)
+    c, e = config, config.pod.ensemble
+    folder = member_folder(str(c.run.run_dir), index)
+    seed = member_seed(c.run.seed, index)
     pod = make_pod(
-        env=c.env, num_envs=c.envs_per_actor, sample_length=c.sample_length, algo=c.algo_config,
+        env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
-        total_env_steps=max(1, c.total_env_steps // e.population), seed=seed,  # each member's schedule
-        device=resolve(c.device, index), run_dir=folder, checkpoint_interval_s=c.checkpoint_interval_s,
-        resume=c.resume is not None, run_id=c.run_id, max_nonfinite_updates=c.max_nonfinite_updates,
+        total_env_steps=max(1, c.stop.total_env_steps // e.population), seed=seed,  # each member's schedule
+        device=resolve(c.pod.device, index), run_dir=folder, checkpoint_interval_s=c.run.checkpoint_interval_s,
+        resume=c.run.resume is not None, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
-    eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.device, index), **c.env_kwargs) if e.eval_episodes else None
+    eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.pod.device, index), **c.env_kwargs) if e.eval_episodes else None
     return PodMember(
         index, pod, eval_env, folder, eval_interval_updates=e.eval_interval_updates,
-        eval_seed=c.seed + 7919, hparam_names=tuple(e.perturb), resume=c.resume is not None,
+        eval_seed=c.run.seed + 7919, hparam_names=tuple(e.perturb), resume=c.run.resume is not None,
     )

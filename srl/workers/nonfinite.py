@@ -4,7 +4,7 @@ One NaN observation spreads: the batch's loss is NaN, Adam writes NaN into every
 later action and checkpoint is NaN. So values are checked where they enter:
 
 * `EnvGuard` (actors): each step's observations and rewards, by one sum over each of the group's
-  batch arrays per step (a NaN or an infinity makes its sum one; only then are the values looked at). On a bad value, `nonfinite_env=error` ends the run naming
+  batch arrays per step (a NaN or an infinity makes its sum one; only then are the values looked at). On a bad value, `dataflow.nonfinite_env=error` ends the run naming
   the env, env index and field; `skip_episode` mends the step before anything records it
   (below), restarts that env, and drops its episode from the returns.
 * `UpdateGuard` (trainers, pods): an update that leaves a NaN or an infinity in the policy or the
@@ -73,7 +73,7 @@ class EnvGuard:
         mode is `error`, or where the env cannot restart one env or restarts it non-finite."""
         if self.mode == ERROR:
             raise RunHalted(self._describe(rows, reward, obs) + ": the run ends (nonfinite_env=error); "
-                            "nonfinite_env=skip_episode drops such episodes and goes on")
+                            "dataflow.nonfinite_env=skip_episode drops such episodes and goes on")
         done = terminated | truncated
         bad_reward = ~np.isfinite(reward)
         # an episode that ended with a finite reward is whole: only its successor's first obs was bad
@@ -84,7 +84,7 @@ class EnvGuard:
             assign(obs, self._reset(env, int(e), rows, reward, obs), slice(e * self.agents, (e + 1) * self.agents))
         if _bad_obs_rows(obs)[rows].any():
             raise RunHalted(self._describe(rows, reward, obs) + " right after a reset: the run ends "
-                            "(nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")
+                            "(dataflow.nonfinite_env=skip_episode restarts an env, and this one starts non-finite)")
         return dropped
 
     def _reset(self, env: VectorEnv, e: int, rows: np.ndarray, reward: np.ndarray, obs: Obs) -> Obs:
@@ -93,7 +93,7 @@ class EnvGuard:
         except NotImplementedError:
             raise RunHalted(
                 self._describe(rows, reward, obs) + f", and {type(env).__name__} cannot restart one env "
-                "(VectorEnv.reset_env), which nonfinite_env=skip_episode needs: the run ends"
+                "(VectorEnv.reset_env), which dataflow.nonfinite_env=skip_episode needs: the run ends"
             ) from None
 
     def _describe(self, rows: np.ndarray, reward: np.ndarray, obs: Obs) -> str:
@@ -164,7 +164,7 @@ class UpdateGuard:
         if self.in_a_row > self.max_in_a_row:
             raise RunHalted(
                 f"{self.in_a_row} updates in a row made {bad} non-finite (each one undone; "
-                f"max_nonfinite_updates={self.max_in_a_row}): the run ends, the last good checkpoint is kept"
+                f"launch.max_nonfinite_updates={self.max_in_a_row}): the run ends, the last good checkpoint is kept"
             )
         if self.in_a_row == 1:  # one line per streak, not per update
             print(f"srl: update undone: it made {bad} non-finite (counted in nonfinite_updates_skipped)",

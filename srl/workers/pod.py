@@ -72,7 +72,7 @@ class PodKernel:
     `policy` must already live on `env.device` (build the algorithm after moving it, so the
     optimizer holds the device's parameters). `seed` seeds the env's first reset. With a
     `run_dir`, checkpoints are written every `checkpoint_interval_s` and by `finish()`, in the
-    trainer's format (`srl.checkpoint`); `resume=True` continues from the newest usable one there
+    trainer's format (`srl.checkpoint`); `run.resume=True` continues from the newest usable one there
     of run `run_id`. A rollout with a NaN or an infinity ends the run (a pod cannot restart one env
     of its batch); an update that leaves one is undone (srl.workers.nonfinite.UpdateGuard).
     """

@@ -2,7 +2,7 @@
 
 `Acting` is the shared piece: it runs the policy over a list of inference slots. The policy
 worker uses it for every request waiting at once (dynamic batching across actors); an actor with
-inference=inline uses the same object on its own slots, through `LocalInferenceClient` (the
+dataflow.inference=inline uses the same object on its own slots, through `LocalInferenceClient` (the
 actor's inference port with no stream behind it).
 
 Deterministic mode (`sampling_seed` set) trades batching for reproducibility: each slot gets its

@@ -2,7 +2,7 @@
 
 The controller's rules (srl.launch.monitor) read the workers' periodic reports, so the update
 at which they fire depends on process timing: two deterministic runs could end after 23 and 24
-updates. With `deterministic=true` the trainer (or a pod) decides instead, after each update and
+updates. With `run.deterministic=true` the trainer (or a pod) decides instead, after each update and
 from what it trained on only: the env steps in the segments it consumed, and the episodes that
 ended in them. Those are the same in every run, so every run stops after the same update with
 the same parameters; the controller ends the run when a report carries the reason.

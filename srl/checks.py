@@ -1,0 +1,181 @@
+"""Every check of the config that spans fields, in one place, before any process starts.
+
+`check_config` runs after each field is valid on its own (srl.config.build_config) and raises one
+ConfigError naming the field and what is allowed. What needs the env's spaces (rows per segment,
+batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.compat).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+from srl.api import registry
+from srl.config import ConfigError, ExperimentConfig, with_cwd_on_path
+from srl.envs.native_backends import vector_entry_point
+
+
+def check_config(config: ExperimentConfig) -> None:
+    """Raise the first problem found; then derive what run.deterministic=true fixes."""
+    for check in _CHECKS:
+        if (problem := check(config)) is not None:
+            raise ConfigError(problem)
+    if config.run.deterministic:  # derived: every update is one segment from each ring group, none dropped
+        flow = config.dataflow
+        flow.batch_segments = config.launch.num_actor_workers * flow.ring_splits // config.launch.num_trainers
+        flow.max_policy_lag = max(flow.max_policy_lag, 1)
+
+
+def _names(config: ExperimentConfig) -> str | None:
+    """The registered names the config chooses (its algorithm's: build_config, which types `algo` by it)."""
+    named: list[tuple[str, registry.Registry[Any], str]] = [("policy", registry.policies, config.policy)]
+    named += [(f"extra_workers[{i}].kind", registry.workers, w.kind) for i, w in enumerate(config.extra_workers)]
+    for field, table, name in named:
+        try:
+            table.get(name)
+        except registry.UnknownNameError as e:
+            return f"field {field!r}: {e}"
+    return None
+
+
+def _env(config: ExperimentConfig) -> str | None:
+    from srl.envs import wrappers
+
+    with_cwd_on_path()  # a wrapper in the current directory is found, as modules= finds one
+    for i, entry in enumerate(config.env_wrappers):
+        try:
+            wrappers.check(entry.path, entry.kwargs)  # imported here, not where an experiment is only listed
+        except ValueError as e:
+            return f"field 'env_wrappers': entry {i} ({entry.path!r}): {e}"
+    backend = config.env_backend
+    if config.env_wrappers and backend in ("vector", "envpool"):
+        return (f"field 'env_backend': {backend!r} steps all envs in one call, and env_wrappers wrap each env on its "
+                "own: use env_backend=loop (or auto), or leave env_wrappers empty")
+    if config.env_wrappers and config.env in registry.envs and config.env != "gymnasium":
+        from srl.envs import wrappers_need_gymnasium
+
+        return f"field 'env_wrappers': {wrappers_need_gymnasium(config.env)}"
+    if backend == "envpool" and importlib.util.find_spec("envpool") is None:
+        return "field 'env_backend': 'envpool' needs EnvPool, which is not installed: pip install 'srl[envpool]'"
+    if backend == "vector" and vector_entry_point(config.env) is None:
+        return (f"field 'env_backend': 'vector' needs a Gymnasium id with a vector entry point (CartPole-v1); env "
+                f"{config.env!r} has none: use env_backend='loop' (or 'envpool' for EnvPool's ids)")
+    return None
+
+
+def _dataflow(config: ExperimentConfig) -> str | None:
+    flow, launch = config.dataflow, config.launch
+    if flow.envs_per_actor % flow.ring_splits:
+        return (f"field 'dataflow.envs_per_actor': {flow.envs_per_actor} must be a multiple of "
+                f"dataflow.ring_splits ({flow.ring_splits})")
+    if flow.transport == "tcp" and launch.launcher == "inline":
+        return "field 'dataflow.transport': 'tcp' needs launch.launcher='local' or 'ray', got launch.launcher='inline'"
+    burn_in = getattr(config.algo, "burn_in", 0)
+    if burn_in >= flow.sample_length:
+        return (f"field 'algo.burn_in': {burn_in} must be less than sample_length ({flow.sample_length}): "
+                "burn-in steps carry no loss, so a segment needs steps after them")
+    if flow.inference == "policy_worker" and launch.num_policy_workers > launch.num_actor_workers:
+        return (f"field 'launch.num_policy_workers': {launch.num_policy_workers} exceeds num_actor_workers "
+                f"({launch.num_actor_workers}): each policy worker serves at least one actor")
+    return None
+
+
+def _replay_and_trainers(config: ExperimentConfig) -> str | None:
+    """Replay and several trainers both need the actor/trainer dataflow; trainers one process each."""
+    n, pod, det = config.launch.num_trainers, config.pod.enabled, config.run.deterministic
+    if config.replay is not None and (det or pod):
+        return (f"field 'replay': it needs the actor/buffer/trainer dataflow: it cannot run with "
+                f"run.deterministic={det} or pod.enabled={pod}")
+    if n == 1:
+        return None
+    if config.replay is not None:
+        return f"field 'launch.num_trainers': {n} cannot run with replay: one buffer worker serves one trainer"
+    if pod:
+        return f"field 'launch.num_trainers': {n} cannot run with pod.enabled=true: a pod is its own trainer"
+    if config.launch.launcher == "inline":
+        return f"field 'launch.num_trainers': {n} needs one process per trainer: launch.launcher='local' or 'ray', not 'inline'"
+    if config.launch.num_actor_workers % n:
+        return (f"field 'launch.num_trainers': {n} must divide num_actor_workers ({config.launch.num_actor_workers}): "
+                "each trainer takes the segments of an equal share of the actors (a smaller share would hold the "
+                "group back)")
+    return None
+
+
+def _lock_step(config: ExperimentConfig) -> str | None:
+    """A deterministic run stops where its trainer decides from what it trained on (srl.workers.stop)."""
+    if not config.run.deterministic:
+        return None
+    if (limit := config.stop.time_limit_s) is not None:
+        return (f"field 'stop.time_limit_s': {limit} cannot stop a run.deterministic=true run in lock step (the update "
+                "reached in a time depends on the machine); set stop.time_limit_s=null and stop by max_updates, "
+                "total_env_steps or target_return")
+    population = config.pod.ensemble.population
+    if config.pod.enabled and population > 1:
+        return (f"field 'run.deterministic': true cannot run an ensemble (ensemble.population={population}): its "
+                "tournament follows the members' timing; use pod.ensemble.population=1 or run.deterministic=false")
+    return None
+
+
+def _pod(config: ExperimentConfig) -> str | None:
+    """A pod has no actors, streams or evaluator worker."""
+    population = config.pod.ensemble.population
+    if not config.pod.enabled:
+        return f"field 'pod.ensemble.population': {population} pods need pod.enabled=true" if population > 1 else None
+    from srl.envs.batched import BATCHED_ENVS
+
+    if config.env not in BATCHED_ENVS:
+        return f"field 'env': pod.enabled=true needs a batched env ({', '.join(sorted(BATCHED_ENVS))}), got {config.env!r}"
+    if config.eval.episodes:
+        return "field 'eval.episodes': the evaluator worker needs the dataflow; with pod.enabled=true set it to 0"
+    if config.dataflow.nonfinite_env == "skip_episode":  # a pod checks each rollout whole (srl.workers.pod)
+        return "field 'dataflow.nonfinite_env': a pod cannot restart one env of its batch; with pod.enabled=true use 'error'"
+    if config.extra_workers:
+        return "field 'extra_workers': they take the dataflow's streams, which pod.enabled=true has not"
+    return _ensemble(config) if population > 1 else None
+
+
+def _devices(config: ExperimentConfig) -> str | None:
+    """Device names, and CUDA asked for where there is none (srl.devices). Under Ray the workers'
+    nodes may have GPUs that the driver's lacks: only the names are checked there. The local
+    launcher forks its workers, and a child cannot use CUDA that its parent initialised."""
+    from srl import devices
+
+    named = {"pod.device": config.pod.device, **{f"devices.{role}": name for role, name in config.devices}}
+    ray = config.launch.launcher == "ray"
+    for field, name in named.items():
+        if not devices.NAME.fullmatch(name):
+            return f"field {field!r}: {name!r} is not a device name; allowed: {devices.ALLOWED}"
+        if not ray and (why := devices.problem(name)) is not None:
+            return f"field {field!r}: {why}"
+    used = devices.used(config)
+    if config.launch.launcher == "local" and torch_cuda_initialized() and any(d.startswith("cuda") for d in used.values()):
+        return (f"field 'launch.launcher': local forks its workers, and CUDA is already initialised in this process, "
+                f"so a forked worker could not use it ({used}); start the run from a new process, or use launch.launcher=inline")
+    return None
+
+
+def torch_cuda_initialized() -> bool:
+    import torch
+
+    return torch.cuda.is_initialized()
+
+
+def _ensemble(config: ExperimentConfig) -> str | None:
+    """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
+    field such as epochs would not be one). Members hand the controller their evaluations as files
+    in the run directory, so they run on its host."""
+    if config.launch.launcher == "ray" and config.dataflow.transport == "tcp":
+        return ("field 'dataflow.transport': ensemble members share the run directory with the controller, so "
+                "they run on its host; with pod.ensemble.population > 1 use dataflow.transport=shm")
+    numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
+    bad = [n for n in config.pod.ensemble.perturb if n not in numeric]
+    if bad:
+        return (f"field 'pod.ensemble.perturb': {bad} are not float hyperparameters of algorithm "
+                f"{config.algorithm!r}; allowed: {', '.join(numeric)}")
+    return None
+
+
+_CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (
+    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _pod, _devices,
+)
