@@ -83,7 +83,7 @@ def test_ensemble_config_errors_name_the_field(tmp_path):
         load_config("cartpole-pod-ensemble", ["pod.ensemble.population=0"])
     with pytest.raises(ConfigError, match=r"ensemble.perturb.*epochs.*allowed: .*lr"):
         build_graph(small_config(tmp_path, "pod.ensemble.perturb=[epochs]"))
-    with pytest.raises(ConfigError, match="'transport'.*use dataflow.transport=shm"):
+    with pytest.raises(ConfigError, match="'dataflow.transport'.*use dataflow.transport=shm"):
         build_graph(small_config(tmp_path, "launch.launcher=ray", "dataflow.transport=tcp"))
     with pytest.raises(ConfigError, match="need pod.enabled=true"):
         build_graph(load_config("cartpole-ppo", ["pod.ensemble.population=2"]))
