@@ -5,6 +5,8 @@ trainers and policy workers on it learning as on the CPU, and their checkpoints 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -64,15 +66,21 @@ def test_summary_says_what_each_role_used(run_dir):
 needs_cuda = pytest.mark.gpu
 
 
+def run_alone(experiment: str, run_dir, *overrides: str) -> dict:
+    """A run in a process of its own, as `srl run` starts one, and its summary. A forked worker
+    cannot use CUDA once its parent's driver is initialised, and an earlier run in this test
+    process (even an inline CPU one) can have done that below torch's lazy init."""
+    args = [sys.executable, "-m", "srl.cli", "run", experiment, *overrides, f"run.run_dir={run_dir}", "monitor.display=off"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((run_dir / "summary.json").read_text())
+
+
 @needs_cuda
 @pytest.mark.parametrize("launcher", ["local", "inline"])
 def test_ppo_trainer_and_policy_worker_on_cuda_reach_475(launcher, run_dir):
-    config = load_config("cartpole-ppo", [
-        f"launch.launcher={launcher}", "dataflow.inference=policy_worker", "devices.trainer=cuda", "devices.policy=cuda",
-        "run.seed=1", "stop.total_env_steps=400000", f"run.run_dir={run_dir}", "monitor.display=off",
-    ])  # fmt: skip
-    assert run_experiment(config) == 0
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = run_alone("cartpole-ppo", run_dir, f"launch.launcher={launcher}", "dataflow.inference=policy_worker",
+                        "devices.trainer=cuda", "devices.policy=cuda", "run.seed=1", "stop.total_env_steps=400000")
     assert summary["devices"] == {"trainer": "cuda:0", "policy": "cuda:0"}
     assert summary["episode_return_mean"] >= 475, summary
     # trained on the GPU, played on the CPU (srl eval maps the checkpoint to the host)
@@ -81,17 +89,11 @@ def test_ppo_trainer_and_policy_worker_on_cuda_reach_475(launcher, run_dir):
 
 @needs_cuda
 def test_dqn_and_sac_replay_trainers_on_cuda_learn(tmp_path):
-    dqn = tmp_path / "dqn"
-    config = load_config("cartpole-dqn", ["devices.trainer=cuda", "run.seed=1", "stop.total_env_steps=40000",
-                                          f"run.run_dir={dqn}", "monitor.display=off"])
-    assert run_experiment(config) == 0
-    summary = json.loads((dqn / "summary.json").read_text())
+    summary = run_alone("cartpole-dqn", tmp_path / "dqn", "devices.trainer=cuda", "run.seed=1",
+                        "stop.total_env_steps=40000")
     assert summary["devices"]["trainer"] == "cuda:0" and summary["episode_return_mean"] >= 100, summary
-    sac = tmp_path / "sac"
-    config = load_config("pendulum-sac", ["devices.trainer=cuda", "run.seed=1", "stop.total_env_steps=3000",
-                                          f"run.run_dir={sac}", "monitor.display=off"])
-    assert run_experiment(config) == 0
-    assert json.loads((sac / "summary.json").read_text())["updates"] > 100
+    summary = run_alone("pendulum-sac", tmp_path / "sac", "devices.trainer=cuda", "run.seed=1", "stop.total_env_steps=3000")
+    assert summary["updates"] > 100, summary
 
 
 def test_a_local_run_is_refused_where_cuda_is_initialised_already(monkeypatch):
