@@ -170,13 +170,13 @@ def _side(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def env_report(env: str, bench: Bench, srl_runs: list[dict], sb3_runs: list[dict], args: argparse.Namespace,
-               budget: int, cap_s: float, load_before: list[float]) -> dict[str, Any]:
+               budget: int, cap_s: float, machine: dict[str, Any]) -> dict[str, Any]:
     report: dict[str, Any] = {
         "benchmark": "tuned_vs_sb3", "env": env, "srl_experiment": bench.experiment,
         "zoo_algorithm": bench.zoo_algorithm, "zoo_score": None if env.startswith("MiniGrid") else bench.target,
         "target_return": bench.target, "criterion": CRITERION, "env_step_budget": budget, "cap_s": cap_s,
-        "seeds": args.seeds, "srl_commit": common._git_commit(), "machine": common.machine_info(),
-        "loadavg_before": load_before,
+        "seeds": args.seeds, "srl_commit": common._git_commit(), "machine": machine,  # its load: at the env's start
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     if args.only in (None, "srl"):
         report["srl"] = _side(srl_runs)
@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cap-s", type=float, default=None, help="wall-time cap of each run (default: the env's)")
     ap.add_argument("--budget", type=int, default=None, help="env-step budget (default: the env's, the zoo's)")
     ap.add_argument("--sb3-torch-threads", type=int, default=None, help="torch threads for SB3 (default: torch's)")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the run dirs and logs here (default: a temp dir)")
     args = ap.parse_args(argv)
     if args.only != "srl" and (args.sb3_python is None or not args.sb3_python.exists()):
         ap.error("--sb3-python must name the SB3 virtualenv's python (or pass --only srl)")
@@ -206,12 +207,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     with tempfile.TemporaryDirectory(prefix="tuned_vs_sb3-") as tmp:
-        workdir = Path(tmp)
+        workdir = Path(tmp) if args.keep is None else args.keep.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
         try:
             for env in args.envs:
                 bench = BENCHES[env]
                 budget, cap_s = args.budget or bench.budget, args.cap_s or bench.cap_s
-                load_before = [round(x, 2) for x in os.getloadavg()]
+                machine = common.machine_info()
                 srl_runs, sb3_runs = [], []
                 for seed in args.seeds:  # interleaved: srl, then SB3, for each seed
                     if args.only in (None, "srl"):
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                     if args.only in (None, "sb3"):
                         sb3_runs.append(run_sb3(env, bench, seed, cap_s, budget, workdir, args.sb3_python,
                                                 args.sb3_torch_threads))
-                report = env_report(env, bench, srl_runs, sb3_runs, args, budget, cap_s, load_before)
+                report = env_report(env, bench, srl_runs, sb3_runs, args, budget, cap_s, machine)
                 print(json.dumps(report), flush=True)
         except KeyboardInterrupt:
             log("interrupted; child processes ended")
