@@ -95,8 +95,10 @@ def minigrid_doorkey8_ppo() -> dict[str, Any]:
     defaults (8 envs x 128 steps, gamma 0.99, lambda 0.95, clip 0.2), with what rl-starter-files'
     DoorKey runs use against sparse reward: MiniGrid's one-hot view (OneHotPartialObsWrapper: each
     cell's object, colour and state as one-hot bits, 7x7x20) kept alone by ImgObsWrapper, entropy
-    0.01, 16 envs x 128 steps, 4 epochs of 8 minibatches at lr 1e-3 (annealed). NOT yet measured
-    (docs/results.md).
+    0.01, 16 envs x 128 steps, 4 epochs of 8 minibatches at lr 1e-3 (annealed).
+
+    Measured (seed 1, 2 loaded cores, docs/results.md): mean-100 return 0.9 at 455,696 env steps,
+    288 s from launch (random-play level, ~0.01, until ~300k steps, then the first successes).
     """
     return {
         **_on_policy("MiniGrid-DoorKey-8x8-v0", envs=16, sample_length=128, total_env_steps=2_000_000),
