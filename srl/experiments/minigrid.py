@@ -1,6 +1,6 @@
 """Built-in experiments on MiniGrid (pip install minigrid): sparse-reward gridworlds seen through
 a 7x7 egocentric view, its image kept alone by MiniGrid's ImgObsWrapper (the Dict's text
-`mission` is constant in DoorKey)."""
+`mission` is constant in DoorKey). DoorKey-8x8 (minigrid-doorkey8-ppo) is in srl.experiments.tuned."""
 
 from __future__ import annotations
 
@@ -34,10 +34,3 @@ def minigrid_doorkey_ppo() -> ExperimentConfig:
     """MiniGrid-DoorKey-5x5-v0 with PPO to a mean-100 return of 0.9 (rl-zoo's PPO: 0.97)."""
     return _doorkey("MiniGrid-DoorKey-5x5-v0", 200_000, target_return=0.9)
 
-
-@register_experiment("minigrid-doorkey8-ppo")
-def minigrid_doorkey8_ppo() -> ExperimentConfig:
-    """MiniGrid-DoorKey-8x8-v0 with PPO, the 5x5's settings. NOT yet tuned: seed 1 ended its 1M env
-    steps at a mean return of 0.0 (the policy settles on never reaching the door before any
-    success is found; an entropy bonus or the CNN is the next thing to try). docs/results.md."""
-    return _doorkey("MiniGrid-DoorKey-8x8-v0", 1_000_000, target_return=0.95)

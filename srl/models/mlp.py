@@ -60,6 +60,7 @@ class ActorCriticMLP(Policy):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden_sizes: Sequence[int] = (64, 64),
+        log_std_init: float = 0.0,
     ) -> None:
         super().__init__(observation_space, action_space)
         if not isinstance(observation_space, gym.spaces.Box):
@@ -95,8 +96,9 @@ class ActorCriticMLP(Policy):
             self.hidden_bias.append(nn.Parameter(torch.zeros(2, 1, out_dim)))
         self.actor_head = _orthogonal_linear(dims[-1], head_dim, gain=0.01)
         self.critic_head = _orthogonal_linear(dims[-1], 1, gain=1.0)
-        # Gaussian log-std, shared by all states; absent for Discrete actions.
-        self.log_std = None if self.discrete else nn.Parameter(torch.zeros(head_dim))
+        # Gaussian log-std, shared by all states; absent for Discrete actions. Below 0 (std < 1) for
+        # tasks where wide early noise only costs (MuJoCo locomotion: rl-zoo starts Hopper at -2).
+        self.log_std = None if self.discrete else nn.Parameter(torch.full((head_dim,), float(log_std_init)))
 
     # -- contract ---------------------------------------------------------------------------------
 

@@ -1,0 +1,193 @@
+"""Built-in experiments tuned against rl-baselines3-zoo: Box2D (LunarLander, BipedalWalker), MountainCarContinuous,
+MiniGrid DoorKey-8x8 and MuJoCo Hopper, each beside the zoo's published score for the same env.
+
+Sources (DLR-RM/rl-baselines3-zoo, read 2026-11-26 at commit 22e3ff2): hyperparams/ppo.yml and
+hyperparams/sac.yml for the settings, benchmark.md for the scores. The zoo's scores are the mean
+return of its trained agent's deterministic evaluation (about 150k env steps); srl's `target_return`
+stops on the mean return of the last 100 *training* episodes, a stricter reading of the same number
+(the policy still explores). Where the zoo lists only an older env version (LunarLander-v2, Hopper-v3)
+its score stands for the v3 / v5 env: the tasks are the same, the versions fix bugs and the MuJoCo
+bindings. What srl does differently from SB3 with the zoo's settings, and why, is said in each
+docstring; measured results are in docs/results.md ("Tuned experiments") and come from
+`benchmarks/tuned_vs_sb3.py`.
+
+Box2D envs need srl's [box2d] extra, MuJoCo's the [mujoco] extra, DoorKey the minigrid package.
+"""
+
+from __future__ import annotations
+
+from srl.algos.ppo import PPOConfig
+from srl.algos.sac import SACConfig
+from srl.api.registry import register_experiment
+from srl.config import DataflowConfig, ExperimentConfig, ReplayConfig, StopConfig
+
+# the zoo's published scores (benchmark.md), the target each experiment stops at
+ZOO_SCORES = {
+    "LunarLander-v3": 242.119,  # ppo, LunarLander-v2, 1M steps
+    "LunarLanderContinuous-v3": 260.390,  # sac, LunarLanderContinuous-v2, 500k steps
+    "MountainCarContinuous-v0": 94.679,  # sac, 50k steps
+    "BipedalWalker-v3": 297.668,  # sac, 500k steps
+    "Hopper-v5": 2410.435,  # ppo, Hopper-v3, 1M steps
+}
+# rl-zoo publishes no DoorKey-8x8 score (nor settings: only DoorKey-5x5, 0.964): 0.9 is srl's own
+# bar, 1 - 0.9 * (steps / 640) for a mean episode of ~70 steps, where the shortest path is ~20-30
+DOORKEY8_TARGET = 0.9
+
+
+def _on_policy(envs: int, sample_length: int) -> DataflowConfig:
+    """One actor stepping `envs` envs with inline inference while the trainer updates on the other
+    core; one segment slot, so each batch is at most one policy version old (PPO's ratio corrects
+    for that one version, which SB3 instead pays for by waiting)."""
+    return DataflowConfig(envs_per_actor=envs, sample_length=sample_length, segment_slots=1, max_policy_lag=5)
+
+
+@register_experiment("lunarlander-ppo")
+def lunarlander_ppo() -> ExperimentConfig:
+    """LunarLander-v3 (discrete) with PPO to the zoo's PPO score, 242 (mean of last 100 episodes).
+
+    The zoo's PPO settings (ppo.yml, LunarLander-v3): 16 envs x 1024 steps per update, minibatches
+    of 64, 4 epochs, lr 3e-4 constant, gamma 0.999, lambda 0.98, entropy 0.01, clip 0.2, no value
+    clipping, 1M env steps. srl keeps them, with value clipping off (srl's clip is absolute, 0.2
+    return units: with returns in the hundreds it stalls the critic, which is why srl's defaults
+    ended at -24 after 3.9M steps). The gain in wall time comes from the dataflow: the actor
+    steps the next 16k transitions while the trainer runs the 1024 minibatch steps of the last.
+
+    Measured (seed 1, 2 loaded cores, docs/results.md): NOT yet at the target. 1M env steps in
+    794 s ended at a mean-100 return of 139.6; SB3 with the zoo's settings, given the same wall
+    time, trained on 360k steps and reached 47.0 (srl ~2.8x faster per env step, SB3 ahead per env
+    step). The trainer is the bottleneck: fewer, larger minibatches are the next thing to try.
+    """
+    return ExperimentConfig(
+        env="LunarLander-v3",
+        policy_kwargs={"hidden_sizes": [64, 64]},
+        dataflow=_on_policy(envs=16, sample_length=1024),
+        stop=StopConfig(total_env_steps=1_000_000, target_return=ZOO_SCORES["LunarLander-v3"]),
+        algorithm="ppo",
+        algo=PPOConfig(lr=3e-4, anneal_lr=False, gamma=0.999, gae_lambda=0.98, clip_coef=0.2, entropy_coef=0.01,
+                       epochs=4, num_minibatches=256),  # 16384 / 256 = 64 transitions each, the zoo's batch_size
+    )
+
+
+@register_experiment("minigrid-doorkey8-ppo")
+def minigrid_doorkey8_ppo() -> ExperimentConfig:
+    """MiniGrid-DoorKey-8x8-v0 with PPO to a mean-100 return of 0.9 (the zoo has no 8x8 entry).
+
+    The 5x5's settings (minigrid-doorkey-ppo) ended 1M steps at 0.0 here: with no entropy bonus
+    the policy settles before its first success, and an MLP reading the grid's integer ids as
+    floats sees a key (5) as a near neighbour of a door (4). So, in the spirit of the zoo's MiniGrid
+    defaults (8 envs x 128 steps, gamma 0.99, lambda 0.95, clip 0.2), with what rl-starter-files'
+    DoorKey runs use against sparse reward: MiniGrid's one-hot view (OneHotPartialObsWrapper: each
+    cell's object, colour and state as one-hot bits, 7x7x20) kept alone by ImgObsWrapper, entropy
+    0.01, 16 envs x 128 steps, 4 epochs of 8 minibatches at lr 1e-3 (annealed).
+
+    Measured (seed 1, 2 loaded cores, docs/results.md): mean-100 return 0.9 at 455,696 env steps,
+    288 s from launch (random-play level, ~0.01, until ~300k steps, then the first successes).
+    """
+    return ExperimentConfig(
+        env="MiniGrid-DoorKey-8x8-v0",
+        env_wrappers=["minigrid.wrappers.OneHotPartialObsWrapper", "minigrid.wrappers.ImgObsWrapper"],
+        policy_kwargs={"hidden_sizes": [64, 64]},
+        dataflow=_on_policy(envs=16, sample_length=128),
+        stop=StopConfig(total_env_steps=2_000_000, target_return=DOORKEY8_TARGET),
+        algorithm="ppo",
+        algo=PPOConfig(lr=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, entropy_coef=0.01, epochs=4,
+                       num_minibatches=8),
+    )
+
+
+@register_experiment("hopper-ppo")
+def hopper_ppo() -> ExperimentConfig:
+    """MuJoCo Hopper-v5 with PPO toward the zoo's PPO score, 2410 (Hopper-v3). NOT yet measured to
+    the target here (hours on 2 cores): a short smoke run starts and learns (docs/results.md).
+
+    The zoo's tuned Hopper-v4 settings (ppo.yml): normalized observations and rewards, 1 env x 512
+    steps, minibatches of 32, 5 epochs, lr 9.8e-5, gamma 0.999, lambda 0.99, entropy 0.0023, clip
+    0.2, max grad norm 0.7, value coef 0.84, 256x256 networks with log-std starting at -2, 1M
+    steps. srl: 4 envs x 128 steps (the same 512 per update, stepped by one actor while the
+    trainer learns), observations normalized per env by Gymnasium's NormalizeObservation, and in
+    place of reward normalization (which would change the returns srl counts) the critic learns
+    normalized targets (value_norm). srl's MLP is tanh where the zoo's is ReLU. Smoke run (seed 1,
+    120 s, loaded): mean-100 return from 37.9 to 614.9 in 83k env steps.
+    """
+    return ExperimentConfig(
+        env="Hopper-v5",
+        env_wrappers=["gymnasium.wrappers.NormalizeObservation"],
+        policy_kwargs={"hidden_sizes": [256, 256], "log_std_init": -2.0},
+        dataflow=_on_policy(envs=4, sample_length=128),
+        stop=StopConfig(total_env_steps=1_000_000, target_return=ZOO_SCORES["Hopper-v5"]),
+        algorithm="ppo",
+        algo=PPOConfig(lr=9.80828e-05, anneal_lr=False, gamma=0.999, gae_lambda=0.99, clip_coef=0.2, value_norm=True,
+                       entropy_coef=0.00229519, value_coef=0.835671, max_grad_norm=0.7, epochs=5,
+                       num_minibatches=16),  # 512 / 16 = 32 transitions each, the zoo's batch_size
+    )
+
+
+def _sac(env: str, envs: int, sample_length: int, total_env_steps: int, hidden: list[int],
+         replay: ReplayConfig, algo: SACConfig) -> ExperimentConfig:
+    """One actor feeding a uniform 1-step replay buffer worker, which serves the trainer batches at
+    the zoo's ratio of gradient steps to env steps (replay_ratio = batch size x that ratio)."""
+    return ExperimentConfig(
+        env=env,
+        policy="squashed-gaussian-mlp",
+        policy_kwargs={"hidden_sizes": hidden},
+        dataflow=DataflowConfig(envs_per_actor=envs, sample_length=sample_length),
+        stop=StopConfig(total_env_steps=total_env_steps, target_return=ZOO_SCORES[env]),
+        replay=ReplayConfig(**replay.model_dump(exclude_unset=True), prioritized=False, n_step=1),
+        algorithm="sac",
+        algo=SACConfig(**algo.model_dump(exclude_unset=True), critic_hidden_sizes=hidden),
+    )
+
+
+@register_experiment("mountaincar-continuous-sac")
+def mountaincar_continuous_sac() -> ExperimentConfig:
+    """MountainCarContinuous-v0 with SAC to the zoo's SAC score, 94.7 (mean of last 100 episodes).
+
+    The zoo's tuned settings (sac.yml): 64x64 networks, lr 3e-4, batch 512, buffer 50k, a fixed
+    temperature of 0.1, gamma 0.9999, tau 0.01, 32 gradient steps every 32 env steps, learning
+    from the first step, 50k env steps, and gSDE exploration (log-std from -3.67), which srl's SAC
+    does not have: its exploration is the squashed Gaussian's own noise under the fixed
+    temperature. srl: 4 envs x 8 steps per segment (the zoo's 32 env steps between trainings),
+    one batch of 512 per env step (replay_ratio 512), 1000 transitions before the first batch.
+
+    Measured (seed 1, docs/results.md): FAILS without gSDE. The car never reached the flag in
+    36,896 env steps (mean-100 -26.7), where SB3 with the zoo's gSDE averaged 83.6 at 20k steps.
+    """
+    return _sac("MountainCarContinuous-v0", envs=4, sample_length=8, total_env_steps=50_000, hidden=[64, 64],
+                replay=ReplayConfig(capacity=50_000, batch_size=512, gamma=0.9999, warmup=1_000,
+                                    replay_ratio=512.0),
+                algo=SACConfig(actor_lr=3e-4, critic_lr=3e-4, tau=0.01, init_alpha=0.1,
+                              autotune_alpha=False))
+
+
+@register_experiment("lunarlander-continuous-sac")
+def lunarlander_continuous_sac() -> ExperimentConfig:
+    """LunarLanderContinuous-v3 with SAC toward the zoo's SAC score, 260 (mean of last 100 episodes).
+
+    The zoo's settings (sac.yml): 400x300 networks, lr 7.3e-4 decaying linearly to 0 (srl's SAC
+    keeps it constant), batch 256, buffer 1M, temperature tuned automatically, gamma 0.99, tau
+    0.01, one gradient step per env step after 10k random steps, 500k env steps. srl: the same
+    ratio (replay_ratio 256 = one batch of 256 per env step), 4 envs x 8 steps per segment, so the
+    actor runs while the trainer learns on the other core. NOT yet measured (docs/results.md).
+    """
+    return _sac("LunarLanderContinuous-v3", envs=4, sample_length=8, total_env_steps=500_000, hidden=[400, 300],
+                replay=ReplayConfig(capacity=1_000_000, batch_size=256, gamma=0.99, warmup=10_000,
+                                    replay_ratio=256.0),
+                algo=SACConfig(actor_lr=7.3e-4, critic_lr=7.3e-4, alpha_lr=7.3e-4, tau=0.01))
+
+
+@register_experiment("bipedalwalker-sac")
+def bipedalwalker_sac() -> ExperimentConfig:
+    """BipedalWalker-v3 with SAC toward the zoo's SAC score, 298. NOT yet measured to the target
+    here (hours on 2 cores): a short smoke run starts and learns (docs/results.md).
+
+    The zoo's tuned settings (sac.yml): 400x300 networks, lr 7.3e-4, batch 256, buffer 300k,
+    temperature tuned automatically, gamma 0.98, tau 0.02, 64 gradient steps every 64 env steps
+    after 10k, gSDE (log-std from -3; srl's SAC explores with its own Gaussian noise instead),
+    500k env steps. srl: one batch of 256 per env step (replay_ratio 256), 4 envs x 16 steps per
+    segment (the zoo's 64 env steps between trainings). Smoke run (seed 1, 150 s, loaded): 10k
+    warm-up steps and 4,043 updates, no learning visible yet (-112 to -120).
+    """
+    return _sac("BipedalWalker-v3", envs=4, sample_length=16, total_env_steps=500_000, hidden=[400, 300],
+                replay=ReplayConfig(capacity=300_000, batch_size=256, gamma=0.98, warmup=10_000,
+                                    replay_ratio=256.0),
+                algo=SACConfig(actor_lr=7.3e-4, critic_lr=7.3e-4, alpha_lr=7.3e-4, tau=0.02))
