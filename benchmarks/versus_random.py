@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from srl import checkpoint
-from srl.config import build_config, load_saved_config
+from srl.checks import build_config
+from srl.config import load_saved_config
 from srl.graph import build_graph, make_policy
 from srl.versus import score_against
 

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from srl.config import apply_overrides, build_config, parse_overrides, translate_moved
+from srl.checks import build_config
+from srl.config import apply_overrides, parse_overrides, translate_moved
 from srl.envs.atari import is_atari_id
 from srl.envs.native_backends import resolve_backend
 from srl.launch.run import run_experiment

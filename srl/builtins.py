@@ -1,7 +1,8 @@
-"""Import every built-in registration (envs, policies, algorithms, experiments) once."""
+"""Import every built-in registration (envs, policies, algorithms) once. The built-in experiments
+register in srl.experiments: they are typed with srl.config's models, and srl.config imports this
+module, so they are imported where experiments are looked up (srl.load, srl.experiment_file, srl list)."""
 
 import srl.algos  # noqa: F401
 import srl.envs  # noqa: F401
 import srl.envs.batched  # noqa: F401
-import srl.experiments  # noqa: F401
 import srl.models  # noqa: F401

@@ -1,7 +1,8 @@
 """Every check of the config that spans fields, in one place, before any process starts.
 
-`check_config` runs after each field is valid on its own (srl.config.build_config) and raises one
-ConfigError naming the field and what is allowed. What needs the env's spaces (rows per segment,
+`build_config` validates a config dict field by field (srl.config's models), then `check_config`
+raises one ConfigError naming the field and what is allowed. Both live here, not in srl.config,
+which these checks build on. What needs the env's spaces (rows per segment,
 batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.compat).
 """
 
@@ -11,9 +12,37 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from srl.api import registry
-from srl.config import ConfigError, ExperimentConfig, with_cwd_on_path
+from srl.api.algorithm import AlgorithmConfig
+from srl.config import ConfigError, ExperimentConfig, format_error, import_modules, translate_moved, with_cwd_on_path
 from srl.envs.native_backends import vector_entry_point
+
+
+def build_config(values: dict[str, Any]) -> ExperimentConfig:
+    """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
+    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
+
+    values = translate_moved(values)
+    import_modules(values.get("modules", []))
+    algo_values = values.pop("algo", {}) or {}
+    try:
+        config = ExperimentConfig.model_validate(values)
+    except ValidationError as e:
+        raise ConfigError(format_error(e, "", ExperimentConfig)) from None
+    try:
+        entry = registry.algorithms.get(config.algorithm)
+    except registry.UnknownNameError as e:
+        raise ConfigError(f"field 'algorithm': {e}") from None
+    if isinstance(algo_values, AlgorithmConfig):
+        algo_values = algo_values.model_dump()
+    try:
+        config.algo = entry.config_cls.model_validate(algo_values)
+    except ValidationError as e:
+        raise ConfigError(format_error(e, "algo.", entry.config_cls)) from None
+    check_config(config)
+    return config
 
 
 def check_config(config: ExperimentConfig) -> None:
@@ -96,7 +125,7 @@ def _replay_and_trainers(config: ExperimentConfig) -> str | None:
     if config.launch.launcher == "inline":
         return f"field 'launch.num_trainers': {n} needs one process per trainer: launch.launcher='local' or 'ray', not 'inline'"
     if config.launch.num_actor_workers % n:
-        return (f"field 'launch.num_trainers': {n} must divide num_actor_workers ({config.launch.num_actor_workers}): "
+        return (f"field 'launch.num_trainers': {n} must divide launch.num_actor_workers ({config.launch.num_actor_workers}): "
                 "each trainer takes the segments of an equal share of the actors (a smaller share would hold the "
                 "group back)")
     return None

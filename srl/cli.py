@@ -67,7 +67,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     import srl.builtins  # noqa: F401
     from srl.api import registry
-    from srl.config import ConfigError, ExperimentConfig, experiment_values, import_modules, parse_overrides
+    from srl.config import ConfigError, ExperimentConfig, import_modules, parse_overrides
+    from srl.experiments import experiment_values
 
     given = parse_overrides(args.overrides)
     if set(given) - {"modules"}:

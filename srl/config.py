@@ -1,6 +1,6 @@
 """The experiment config: typed, each field documented once, in one section per concern.
 
-`build_config(values)` checks an experiment's values (the registered experiment's, or an experiment
+`srl.checks.build_config(values)` checks an experiment's values (the registered experiment's, or an experiment
 file's, with `key=value` overrides: `srl.load.load_config`) field by field, then across fields
 (srl.checks); every problem becomes one `ConfigError` that names the field and what is allowed,
 before any process starts. Keys of the config before it had sections are read through `MOVED`.
@@ -571,13 +571,6 @@ def _unwrapped(value: Any) -> Any:
     return value.value if isinstance(value, Replace) else value
 
 
-def experiment_values(name: str) -> dict[str, Any]:
-    """A registered experiment's values: an ExperimentConfig's differences from the defaults (the
-    built-ins), or a dict, its old flat keys moved (MOVED)."""
-    made = registry.experiments.get(name)()
-    return made.model_dump(exclude_defaults=True) if isinstance(made, ExperimentConfig) else translate_moved(made)
-
-
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """["a=1", "algo.lr=3e-4", "b=null", "c=!{x: 1}"] -> {"a": 1, "algo": {"lr": 0.0003}, "b": RESET,
     "c": Replace({"x": 1})}; values parsed as YAML (`!null` is None itself, `null` the default)."""
@@ -665,7 +658,7 @@ def _not_found(name: str, missing: str) -> str:
     return f"no module named {missing!r}{of}; looked in {', '.join(looked)}"
 
 
-def _format(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
+def format_error(error: ValidationError, prefix: str, model: type[BaseModel]) -> str:
     lines: list[str] = []
     unknown: dict[type[BaseModel], list[str]] = {}  # model -> its unknown fields, listed once with what it allows
     for err in error.errors():
@@ -706,32 +699,6 @@ def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, l
         hint = f" (in a section: {', '.join(near)}?)" if near else ""
         lines.append(f"unknown {noun} {', '.join(map(repr, fields))}{hint}; allowed fields: {allowed}")
     return "; ".join(lines)
-
-
-def build_config(values: dict[str, Any]) -> ExperimentConfig:
-    """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
-    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
-    from srl.checks import check_config  # its checks read the config's types
-
-    values = translate_moved(values)
-    import_modules(values.get("modules", []))
-    algo_values = values.pop("algo", {}) or {}
-    try:
-        config = ExperimentConfig.model_validate(values)
-    except ValidationError as e:
-        raise ConfigError(_format(e, "", ExperimentConfig)) from None
-    try:
-        entry = registry.algorithms.get(config.algorithm)
-    except registry.UnknownNameError as e:
-        raise ConfigError(f"field 'algorithm': {e}") from None
-    if isinstance(algo_values, AlgorithmConfig):
-        algo_values = algo_values.model_dump()
-    try:
-        config.algo = entry.config_cls.model_validate(algo_values)
-    except ValidationError as e:
-        raise ConfigError(_format(e, "algo.", entry.config_cls)) from None
-    check_config(config)
-    return config
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:

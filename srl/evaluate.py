@@ -17,7 +17,8 @@ import torch
 
 from srl import checkpoint
 from srl.api.policy import Policy
-from srl.config import ConfigError, EnvWrapper, ExperimentConfig, build_config, load_saved_config
+from srl.checks import build_config
+from srl.config import ConfigError, EnvWrapper, ExperimentConfig, load_saved_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.graph import Graph, build_graph, make_policy
 from srl.monitor.video import (

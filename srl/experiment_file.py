@@ -38,12 +38,12 @@ from srl.config import (
     Replace,
     apply_overrides,
     drop_stale_settings,
-    experiment_values,
     import_modules,
     models_in,
     translate_moved,
     unknown_fields,
 )
+from srl.experiments import experiment_values
 
 SUFFIXES = (".yaml", ".yml")
 BASE = "base"

@@ -1,7 +1,7 @@
 """From what `srl run` is given to the config a run uses: `load_config(experiment, overrides)`.
 
 `experiment` is a registered experiment's name or an experiment file (srl.experiment_file); its
-values, with the `key=value` overrides over them, are checked by srl.config.build_config. A
+values, with the `key=value` overrides over them, are checked by srl.checks.build_config. A
 module of its own: experiment files build on the config's types, so the loading that resolves
 them cannot live in srl.config without an import circle.
 """
@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from srl.api import registry
+from srl.checks import build_config
 from srl.config import (
     ConfigError,
     ExperimentConfig,
     apply_overrides,
-    build_config,
     drop_stale_settings,
-    experiment_values,
     import_modules,
     load_saved_config,
     parse_overrides,
     translate_moved,
 )
 from srl.experiment_file import is_experiment_file, load_experiment_file
+from srl.experiments import experiment_values
 
 
 def load_config(experiment: str, overrides: list[str] | None = None) -> ExperimentConfig:

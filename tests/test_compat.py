@@ -17,8 +17,9 @@ import pytest
 
 import srl.builtins  # noqa: F401  (registers what the parametrizations below iterate)
 from srl.api import registry
+from srl.checks import build_config
 from srl.compat import check_combination, declared_class, fitting_policies
-from srl.config import ConfigError, build_config
+from srl.config import ConfigError
 from srl.graph import build_graph
 from srl.load import load_config
 

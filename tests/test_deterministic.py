@@ -19,7 +19,8 @@ import pytest
 import torch
 from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
 
-from srl.config import ConfigError, build_config
+from srl.checks import build_config
+from srl.config import ConfigError
 from srl.data import columns as C
 from srl.launch.monitor import RunMonitor
 from srl.load import load_config

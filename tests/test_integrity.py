@@ -22,7 +22,8 @@ import recording  # noqa: F401  (registers the "record" algorithm)
 import torch
 
 from srl import checkpoint
-from srl.config import ConfigError, build_config
+from srl.checks import build_config
+from srl.config import ConfigError
 from srl.faults import first_nonfinite
 from srl.launch.run import run_experiment
 from srl.launch.rundir import claim_run_dir

@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from srl.config import build_config
+from srl.checks import build_config
 from srl.envs import make_vector_env
 from srl.evaluate import evaluate_run
 from srl.graph import space_spec

@@ -8,7 +8,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from srl.config import ConfigError, build_config
+from srl.checks import build_config
+from srl.config import ConfigError
 from srl.envs import make_vector_env
 from srl.envs.native import NativeVectorEnv
 from srl.testing import check_counts
@@ -102,7 +103,7 @@ def test_envpool_cartpole_resets_on_the_same_step():
 
 
 def test_config_names_the_backend_and_what_to_do(monkeypatch):
-    with pytest.raises(ConfigError, match="env_backend='vector'.*Acrobot-v1.*env_backend='loop'"):
+    with pytest.raises(ConfigError, match="'env_backend': 'vector' needs.*Acrobot-v1.*env_backend='loop'"):
         build_config({"experiment": "x", "env": "Acrobot-v1", "env_backend": "vector"})
     with pytest.raises(ConfigError, match="env_backend"):
         build_config({"experiment": "x", "env_backend": "numba"})

@@ -9,7 +9,7 @@ import torch
 
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
-from srl.config import build_config
+from srl.checks import build_config
 from srl.data import columns as C
 from srl.envs.batched import BatchedCartPole, BatchedSpread
 from srl.launch.monitor import RunMonitor

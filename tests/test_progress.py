@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from srl.config import ConfigError, build_config
+from srl.checks import build_config
+from srl.config import ConfigError
 from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.monitor import LiveDisplay

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from srl.algos.ppo import PPO, PPOConfig
-from srl.config import ConfigError, build_config
+from srl.checks import build_config
+from srl.config import ConfigError
 from srl.data import columns as C
 from srl.envs import SerialVectorEnv, make_vector_env
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from srl.config import build_config
+from srl.checks import build_config
 from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.monitor.timing import (

@@ -130,9 +130,9 @@ def test_cartpole_learns_with_two_trainers(run_dir):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["launch.num_actor_workers=3"], r"num_trainers \(2\) must divide num_actor_workers \(3\)"),
-    (["launch.launcher=inline"], "launch.num_trainers=2 needs one process per trainer"),
-    (["replay={}", "algorithm=dqn"], "launch.num_trainers=2 cannot run with replay"),
+    (["launch.num_actor_workers=3"], r"'launch.num_trainers': 2 must divide launch.num_actor_workers \(3\)"),
+    (["launch.launcher=inline"], "'launch.num_trainers': 2 needs one process per trainer"),
+    (["replay={}", "algorithm=dqn"], "'launch.num_trainers': 2 cannot run with replay"),
 ])  # fmt: skip
 def test_config_refuses_what_a_trainer_group_cannot_do(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -14,7 +14,7 @@ import torch
 import turn_env
 
 from srl.algos.gae import compute_gae
-from srl.config import build_config
+from srl.checks import build_config
 from srl.data import columns as C
 from srl.envs import make_vector_env
 from srl.launch.run import run_experiment

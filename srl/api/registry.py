@@ -17,12 +17,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from srl.api.algorithm import Algorithm, AlgorithmConfig
-
-if TYPE_CHECKING:  # srl.config imports this module
-    from srl.config import ExperimentConfig
 
 T = TypeVar("T")
 
@@ -78,7 +75,9 @@ class WorkerEntry:
 envs: Registry[Callable[..., Any]] = Registry("environment")
 policies: Registry[Callable[..., Any]] = Registry("policy")
 algorithms: Registry[AlgorithmEntry] = Registry("algorithm")
-Experiment = Callable[[], "ExperimentConfig | dict[str, Any]"]
+# an experiment function returns an srl.config.ExperimentConfig (or a dict of its values); srl.config
+# imports this module, so the type is not named here (an import, even for type checking, is a circle)
+Experiment = Callable[[], Any]
 experiments: Registry[Experiment] = Registry("experiment")
 E = TypeVar("E", bound=Experiment)
 workers: Registry[WorkerEntry] = Registry("worker kind")
