@@ -41,7 +41,6 @@ def main() -> None:
     args = ap.parse_args()
     start = args.start_time if args.start_time is not None else time.time()
 
-    from collections import deque
 
     import stable_baselines3
     import torch
@@ -63,30 +62,6 @@ def main() -> None:
 
         return schedule
 
-    class StopAtTarget(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.returns: deque[float] = deque(maxlen=args.window)
-            self.episodes = 0
-            self.reached_at: tuple[float, int] | None = None
-            self.next_progress = args.progress_every
-
-        def _on_step(self) -> bool:
-            for info in self.locals["infos"]:
-                ep = info.get("episode")
-                if ep is not None:
-                    self.returns.append(float(ep["r"]))
-                    self.episodes += 1
-            if self.num_timesteps >= self.next_progress:
-                self.next_progress += args.progress_every
-                mean_now = sum(self.returns) / len(self.returns) if self.returns else float("nan")
-                print(f"steps={self.num_timesteps} episodes={self.episodes} return_mean={mean_now:.1f} "
-                      f"t={time.time() - start:.1f}s", file=sys.stderr, flush=True)
-            if len(self.returns) == args.window and sum(self.returns) / args.window >= args.target:
-                self.reached_at = (time.time() - start, int(self.num_timesteps))
-                return False
-            return True
-
     env = make_vec_env("CartPole-v1", n_envs=args.n_envs, seed=args.seed)
     model = PPO(
         "MlpPolicy",
@@ -103,7 +78,7 @@ def main() -> None:
         seed=args.seed,
         verbose=0,
     )
-    cb = StopAtTarget()
+    cb = stop_at_target(BaseCallback, args.window, args.target, args.progress_every, start)
     model.learn(total_timesteps=max_steps, callback=cb)
     end_s = time.time() - start
     mean = sum(cb.returns) / len(cb.returns) if cb.returns else None
@@ -124,6 +99,39 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
     }
     print(json.dumps(out), flush=True)
+
+
+def stop_at_target(base: type, window: int, target: float, progress_every: int, start: float):
+    """An SB3 callback (a subclass of `base`, SB3's BaseCallback, which the caller imports after its
+    clock started) keeping the last `window` episode returns: a progress line to stderr every
+    `progress_every` env steps, and training stops once their mean reaches `target`, noting
+    `reached_at` = (seconds since `start`, env steps). benchmarks/_sb3_tuned.py uses it too."""
+    from collections import deque
+
+    class StopAtTarget(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.returns: deque[float] = deque(maxlen=window)
+            self.episodes = 0
+            self.reached_at: tuple[float, int] | None = None
+            self.next_progress = progress_every
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if (ep := info.get("episode")) is not None:
+                    self.returns.append(float(ep["r"]))
+                    self.episodes += 1
+            if self.num_timesteps >= self.next_progress:
+                self.next_progress += progress_every
+                mean = sum(self.returns) / len(self.returns) if self.returns else float("nan")
+                print(f"steps={self.num_timesteps} episodes={self.episodes} return_mean={mean:.2f} "
+                      f"t={time.time() - start:.1f}s", file=sys.stderr, flush=True)
+            if len(self.returns) == window and sum(self.returns) / window >= target:
+                self.reached_at = (time.time() - start, int(self.num_timesteps))
+                return False
+            return True
+
+    return StopAtTarget()
 
 
 if __name__ == "__main__":

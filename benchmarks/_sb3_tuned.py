@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from collections import deque
 from typing import Any
 
 
@@ -102,6 +100,7 @@ def main() -> None:
 
     import stable_baselines3
     import torch
+    from _sb3_cartpole import stop_at_target  # beside this file: the same stopping rule as CartPole's
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -114,35 +113,12 @@ def main() -> None:
         torch.set_num_threads(args.torch_threads)
     algo, n_envs, normalize, kwargs, wrappers = zoo_settings(args.env)
 
-    class StopAtTarget(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.returns: deque[float] = deque(maxlen=args.window)
-            self.episodes = 0
-            self.reached_at: tuple[float, int] | None = None
-            self.next_progress = args.progress_every
-
-        def _on_step(self) -> bool:
-            for info in self.locals["infos"]:
-                if (ep := info.get("episode")) is not None:
-                    self.returns.append(float(ep["r"]))
-                    self.episodes += 1
-            if self.num_timesteps >= self.next_progress:
-                self.next_progress += args.progress_every
-                mean = sum(self.returns) / len(self.returns) if self.returns else float("nan")
-                print(f"steps={self.num_timesteps} episodes={self.episodes} return_mean={mean:.2f} "
-                      f"t={time.time() - start:.1f}s", file=sys.stderr, flush=True)
-            if len(self.returns) == args.window and sum(self.returns) / args.window >= args.target:
-                self.reached_at = (time.time() - start, int(self.num_timesteps))
-                return False
-            return True
-
     env = make_vec_env(args.env, n_envs=n_envs, seed=args.seed, wrapper_class=_wrapper_class(wrappers))
     if normalize:
         env = VecNormalize(env, gamma=kwargs["gamma"])
     cls = PPO if algo == "ppo" else SAC
     model = cls("MlpPolicy", env, device="cpu", seed=args.seed, verbose=0, **_resolve(kwargs))
-    cb = StopAtTarget()
+    cb = stop_at_target(BaseCallback, args.window, args.target, args.progress_every, start)
     model.learn(total_timesteps=args.budget, callback=cb)
     out = {
         "reached": cb.reached_at is not None,
