@@ -80,17 +80,8 @@ def main() -> None:
     )
     cb = stop_at_target(BaseCallback, args.window, args.target, args.progress_every, start)
     model.learn(total_timesteps=max_steps, callback=cb)
-    end_s = time.time() - start
-    mean = sum(cb.returns) / len(cb.returns) if cb.returns else None
     out = {
-        "reached": cb.reached_at is not None,
-        "time_s": round(cb.reached_at[0], 3) if cb.reached_at else None,
-        "env_steps": cb.reached_at[1] if cb.reached_at else None,
-        "total_env_steps": int(model.num_timesteps),
-        "episodes": cb.episodes,
-        "final_return_mean": mean,
-        "import_s": round(imported_s, 3),
-        "end_s": round(end_s, 3),
+        **run_result(cb, model, imported_s, start),
         "seed": args.seed,
         "max_steps": max_steps,
         "schedule_steps": schedule_steps,
@@ -132,6 +123,20 @@ def stop_at_target(base: type, window: int, target: float, progress_every: int, 
             return True
 
     return StopAtTarget()
+
+
+def run_result(cb, model, imported_s: float, start: float) -> dict:
+    """What a `stop_at_target` run reached: the JSON line's fields both SB3 scripts print."""
+    return {
+        "reached": cb.reached_at is not None,
+        "time_s": round(cb.reached_at[0], 3) if cb.reached_at else None,
+        "env_steps": cb.reached_at[1] if cb.reached_at else None,
+        "total_env_steps": int(model.num_timesteps),
+        "episodes": cb.episodes,
+        "final_return_mean": sum(cb.returns) / len(cb.returns) if cb.returns else None,
+        "import_s": round(imported_s, 3),
+        "end_s": round(time.time() - start, 3),
+    }
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def main() -> None:
 
     import stable_baselines3
     import torch
-    from _sb3_cartpole import stop_at_target  # beside this file: the same stopping rule as CartPole's
+    from _sb3_cartpole import run_result, stop_at_target  # beside this file: CartPole's stopping rule and result
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -121,14 +121,7 @@ def main() -> None:
     cb = stop_at_target(BaseCallback, args.window, args.target, args.progress_every, start)
     model.learn(total_timesteps=args.budget, callback=cb)
     out = {
-        "reached": cb.reached_at is not None,
-        "time_s": round(cb.reached_at[0], 3) if cb.reached_at else None,
-        "env_steps": cb.reached_at[1] if cb.reached_at else None,
-        "total_env_steps": int(model.num_timesteps),
-        "episodes": cb.episodes,
-        "final_return_mean": sum(cb.returns) / len(cb.returns) if cb.returns else None,
-        "import_s": round(imported_s, 3),
-        "end_s": round(time.time() - start, 3),
+        **run_result(cb, model, imported_s, start),
         "seed": args.seed,
         "algorithm": algo,
         "n_envs": n_envs,
