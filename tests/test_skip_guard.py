@@ -16,15 +16,17 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
-def test_a_module_skipped_for_a_missing_package_fails(suite: pytest.Pytester) -> None:
-    # the package is missing on purpose, in a throwaway suite of pytester's: the guard must turn
-    # that suite's skip into an error (this test itself never skips)
+def test_a_module_skipped_at_collection_fails(suite: pytest.Pytester) -> None:
+    # a throwaway suite of pytester's whose module skips itself at collection, as
+    # pytest.importorskip does for a missing package: the guard must turn that skip into an error
+    # (this test itself never skips, and nothing is imported that [test] lacks)
     suite.makepyfile(
-        test_needs_pkg='import pytest\npytest.importorskip("srl_no_such_package")\n\ndef test_x():\n    pass\n'
+        test_skips_module='import pytest\npytest.skip("a module-level skip", allow_module_level=True)\n\n'
+        "def test_x():\n    pass\n"
     )
     result = suite.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*only missing hardware may skip a test*srl_no_such_package*"])
+    result.stdout.fnmatch_lines(["*only missing hardware may skip a test*a module-level skip*"])
 
 
 def test_a_test_that_skips_itself_fails(suite: pytest.Pytester) -> None:
