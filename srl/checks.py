@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from srl import devices
 from srl.api import registry
 from srl.api.algorithm import AlgorithmConfig
 from srl.config import ConfigError, ExperimentConfig, format_error, import_modules, translate_moved, with_cwd_on_path
@@ -168,8 +169,6 @@ def _devices(config: ExperimentConfig) -> str | None:
     """Device names, and CUDA asked for where there is none (srl.devices). Under Ray the workers'
     nodes may have GPUs that the driver's lacks: only the names are checked there. The local
     launcher forks its workers, and a child cannot use CUDA that its parent initialised."""
-    from srl import devices
-
     named = {"pod.device": config.pod.device, **{f"devices.{role}": name for role, name in config.devices}}
     ray = config.launch.launcher == "ray"
     for field, name in named.items():
@@ -177,11 +176,22 @@ def _devices(config: ExperimentConfig) -> str | None:
             return f"field {field!r}: {name!r} is not a device name; allowed: {devices.ALLOWED}"
         if not ray and (why := devices.problem(name)) is not None:
             return f"field {field!r}: {why}"
-    used = devices.used(config)
+    used = devices_used(config)
     if config.launch.launcher == "local" and torch_cuda_initialized() and any(d.startswith("cuda") for d in used.values()):
         return (f"field 'launch.launcher': local forks its workers, and CUDA is already initialised in this process, "
                 f"so a forked worker could not use it ({used}); start the run from a new process, or use launch.launcher=inline")
     return None
+
+
+def devices_used(config: ExperimentConfig) -> dict[str, str]:
+    """What each role of `config` runs on, as resolved here (summary.json). Under Ray with
+    `ray_address`, workers on other nodes resolve `auto` against their own GPUs."""
+    if config.pod.enabled:
+        return {"pod": str(devices.resolve(config.pod.device))}
+    roles = {"trainer": config.devices.trainer}
+    roles.update({"policy": config.devices.policy} if config.dataflow.inference == "policy_worker" else {"actor": config.devices.actor})
+    roles.update({"eval": config.devices.eval} if config.eval.episodes > 0 else {})
+    return {role: str(devices.resolve(name)) for role, name in roles.items()}
 
 
 def torch_cuda_initialized() -> bool:

@@ -13,12 +13,8 @@ controller can check a config without initialising CUDA in the process that fork
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from srl.config import ExperimentConfig
 
 NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
 ALLOWED = "auto, cpu, cuda, cuda:N"
@@ -49,12 +45,6 @@ def problem(name: str) -> str | None:
     return None
 
 
-def used(config: ExperimentConfig) -> dict[str, str]:
-    """What each role of `config` runs on, as resolved here (summary.json). Under Ray with
-    `ray_address`, workers on other nodes resolve `auto` against their own GPUs."""
-    if config.pod.enabled:
-        return {"pod": str(resolve(config.pod.device))}
-    roles = {"trainer": config.devices.trainer}
-    roles.update({"policy": config.devices.policy} if config.dataflow.inference == "policy_worker" else {"actor": config.devices.actor})
-    roles.update({"eval": config.devices.eval} if config.eval.episodes > 0 else {})
-    return {role: str(resolve(name)) for role, name in roles.items()}
+def of(module: torch.nn.Module) -> torch.device:
+    """Where `module`'s tensors are (its first parameter's or buffer's device; the CPU for one with none)."""
+    return next(iter([*module.parameters(), *module.buffers()]), torch.empty(0)).device

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from srl import devices
 from srl.algos.adam import Adam
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
@@ -69,7 +70,7 @@ class SAC(Algorithm):
         super().__init__(policy, config, total_env_steps)
         obs_dim = gym.spaces.flatdim(policy.observation_space)  # Box spaces: the product of the shape
         act_dim = gym.spaces.flatdim(policy.action_space)
-        device = next(policy.parameters()).device  # the critics and alpha live beside the actor
+        device = devices.of(policy)  # the critics and alpha live beside the actor
         self.critic = TwinQ(obs_dim + act_dim, config.critic_hidden_sizes).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=device, requires_grad=True)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from srl import devices
+from srl.checks import devices_used
 from srl.config import ExperimentConfig
 from srl.faults import json_safe
 from srl.launch.monitor import RunMonitor
@@ -116,7 +116,7 @@ class RunOutputs:
             "started_unix_s": self.started_s,  # what time_s counts from (the command's first line)
             "wall_time_s": round(time.time() - self.started_s, 3),
             "time_to_target_s": monitor.target_reached_s,
-            "devices": devices.used(self.config),
+            "devices": devices_used(self.config),
             "episode_return_mean": monitor.episodes.mean_return,
             "episodes": monitor.episodes.count,
             "updates": monitor.updates,

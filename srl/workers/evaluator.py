@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from srl import devices
 from srl.api.env import VectorEnv
 from srl.api.policy import Policy
 from srl.monitor.timing import TimeBreakdown
@@ -35,6 +36,7 @@ class EvaluatorKernel:
         steps_per_poll: int = 64,
     ) -> None:
         self.policy, self.params, self.env = policy.eval(), params, env
+        self.device = devices.of(policy)  # where each step's observations go
         self.seed, self.episodes, self.interval_s = seed, episodes, interval_s
         self.steps_per_poll = steps_per_poll
         self.clock = TimeBreakdown()  # labels nothing itself: the loop charges waiting and other
@@ -74,8 +76,7 @@ class EvaluatorKernel:
         """One env step; True when the round is complete."""
         assert self.round_returns is not None and self.obs is not None
         with torch.inference_mode():
-            device = next(self.policy.parameters()).device
-            obs = map_obs(lambda a: torch.from_numpy(a).to(device), self.obs)  # one tensor, or one per leaf
+            obs = map_obs(lambda a: torch.from_numpy(a).to(self.device), self.obs)  # one tensor, or one per leaf
             action = self.policy.rollout(obs, deterministic=True)["action"].cpu().numpy()
         step = self.env.step(action)
         self.obs = step.obs

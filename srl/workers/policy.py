@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from srl import devices
 from srl.algos.exploration import EpsilonGreedy
 from srl.api.policy import Policy
 from srl.data import columns as C
@@ -62,9 +63,9 @@ class Acting:
             self._rollout_numpy = None
         # torch.manual_seed also queues a seed for every accelerator backend, formatting a stack
         # trace for each (milliseconds per call); a CPU policy samples from the CPU generator only
-        on_cpu = all(t.device.type == "cpu" for t in [*policy.parameters(), *policy.buffers()])
+        self.device = devices.of(policy)
+        on_cpu = self.device.type == "cpu"
         self._seed = torch.default_generator.manual_seed if on_cpu else torch.manual_seed
-        self.device = next(iter([*policy.parameters(), *policy.buffers()]), torch.empty(0)).device
         if not on_cpu:
             self._rollout_numpy = None  # it reads the weights as numpy arrays: host memory only
         self.rows = 0  # rows acted on since the last report

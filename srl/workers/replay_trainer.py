@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from srl import checkpoint
+from srl import checkpoint, devices
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.data import columns as C
@@ -43,16 +43,16 @@ class ReplayTrainerKernel(Learner):
         self.batches, self.params = batches, params
         self.tensors = [{n: torch.from_numpy(a) for n, a in slot.items()} for slot in batches.slots]
         self.max_updates = max_updates
+        self.device = devices.of(policy)  # where the batches go for an update
         # labels the update, batch hand-off and publishing; the shell adds the time spent waiting
         # for a batch (without it every update showed as "other")
         self.clock = TimeBreakdown()
 
     def _on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The slot's batch where the policy is (the slot's own tensors on the CPU)."""
-        device = next(self.policy.parameters()).device
-        if device.type == "cpu":
+        if self.device.type == "cpu":
             return batch
-        return {name: t.to(device, non_blocking=True) for name, t in batch.items()}
+        return {name: t.to(self.device, non_blocking=True) for name, t in batch.items()}
 
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
