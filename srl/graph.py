@@ -39,6 +39,8 @@ from srl.streams.params import SERVICE, SERVICE_IN, SERVICE_OUT, tensor_bytes
 from srl.streams.samples import released_name, samples_name
 
 if TYPE_CHECKING:
+    import torch
+
     from srl.streams.gradients import GroupAddress
 
 
@@ -69,6 +71,16 @@ def policy_name(config: ExperimentConfig, observation_space: gym.Space) -> str:
 def make_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
     factory = registry.policies.get(policy_name(config, observation_space))
     return factory(observation_space, action_space, **config.policy_kwargs)
+
+
+def initial_policy(graph: Graph, device: torch.device | None = None) -> Policy:
+    """The policy with the run's initial weights (made on the CPU from the run's seed, the same in
+    every worker and launcher), on `device`."""
+    import torch  # here only: nothing else in srl.graph needs torch
+
+    torch.manual_seed(graph.config.run.seed)
+    policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    return policy if device is None else policy.to(device)
 
 
 @dataclass

@@ -10,11 +10,10 @@ import numpy as np
 import torch
 
 from srl.api import registry
-from srl.api.policy import Policy
 from srl.config import ExperimentConfig
 from srl.devices import resolve
 from srl.envs import make_vector_env, single_env_kwargs
-from srl.graph import Graph, WorkerSpec, actor_block, make_policy, sub_arrays
+from srl.graph import Graph, WorkerSpec, actor_block, initial_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
@@ -46,13 +45,6 @@ def _actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[
 
 def _slots(arrays: dict[str, Any], split: int) -> int:
     return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
-
-
-def _policy(graph: Graph, device: torch.device | None = None) -> Policy:
-    """The policy with the run's initial weights (made on the CPU, the same in every launcher), on `device`."""
-    torch.manual_seed(graph.config.run.seed)
-    policy = make_policy(graph.config, graph.observation_space, graph.action_space)
-    return policy if device is None else policy.to(device)
 
 
 def incarnations(graph: Graph, transport: Transport) -> Incarnations:
@@ -91,7 +83,7 @@ def _acting(graph: Graph, transport: Transport, device: torch.device, clock: Tim
     from srl.workers.build_replay import make_exploration
 
     seed = c.run.seed if c.run.deterministic else None
-    policy = _policy(graph, device)
+    policy = initial_policy(graph, device)
     return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
                   exploration=make_exploration(graph))
 
@@ -105,7 +97,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     for a in mine:
         _, actor_segments = _actor_arrays(graph, transport, a)
         segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
-    policy = _policy(graph, resolve(c.devices.trainer, spec.index))  # before the algorithm: its optimizer's
+    policy = initial_policy(graph, resolve(c.devices.trainer, spec.index))  # before the algorithm: its optimizer's
     lives = incarnations(graph, transport)
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     group = None
@@ -172,14 +164,14 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     if spec.role == Role.TRAINER:
         return _make_trainer(graph, spec, transport)
     if spec.role == Role.PARAMS:
-        return ParamServiceKernel(transport, tensor_bytes(_policy(graph)))  # takes only this policy's weights
+        return ParamServiceKernel(transport, tensor_bytes(initial_policy(graph)))  # takes only this policy's weights
     if spec.role == Role.EVAL:
         from srl.workers.evaluator import EvaluatorKernel
 
         # env ids past every training env's, so its episodes are not theirs
         env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
                               c.launch.num_actor_workers * c.dataflow.envs_per_actor, wrappers=c.env_wrappers)
-        policy = _policy(graph, resolve(c.devices.eval))
+        policy = initial_policy(graph, resolve(c.devices.eval))
         return EvaluatorKernel(
             policy, ParamSubscriber(transport, policy), env, seed=c.run.seed * 1_000_003 + 999_983,
             episodes=c.eval.episodes, interval_s=c.eval.interval_s,

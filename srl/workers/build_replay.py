@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import gymnasium as gym
-import torch
 
 from srl.algos.exploration import EpsilonGreedy, EpsilonGreedyConfig, slot_epsilons
 from srl.api import registry
@@ -13,7 +12,7 @@ from srl.data import columns as C
 from srl.data.replay import ReplayMemory, transition_fields
 from srl.data.sequences import segment_sequences, sequence_fields
 from srl.devices import resolve
-from srl.graph import Graph, actor_block, make_policy, space_spec, sub_arrays
+from srl.graph import Graph, actor_block, initial_policy, space_spec, sub_arrays
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer
@@ -58,8 +57,7 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
 
 def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKernel:
     c = graph.config
-    torch.manual_seed(c.run.seed)  # the same initial weights as the actors' copies
-    policy = make_policy(c, graph.observation_space, graph.action_space).to(resolve(c.devices.trainer))
+    policy = initial_policy(graph, resolve(c.devices.trainer))  # the same initial weights as the actors' copies
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     return ReplayTrainerKernel(
         policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),
