@@ -170,11 +170,8 @@ def _devices(config: ExperimentConfig) -> str | None:
     nodes may have GPUs that the driver's lacks: only the names are checked there. The local
     launcher forks its workers, and a child cannot use CUDA that its parent initialised."""
     named = {"pod.device": config.pod.device, **{f"devices.{role}": name for role, name in config.devices}}
-    ray = config.launch.launcher == "ray"
     for field, name in named.items():
-        if not devices.NAME.fullmatch(name):
-            return f"field {field!r}: {name!r} is not a device name; allowed: {devices.ALLOWED}"
-        if not ray and (why := devices.problem(name)) is not None:
+        if (why := devices.problem(name, here=config.launch.launcher != "ray")) is not None:
             return f"field {field!r}: {why}"
     used = devices_used(config)
     if config.launch.launcher == "local" and torch_cuda_initialized() and any(d.startswith("cuda") for d in used.values()):

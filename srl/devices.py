@@ -33,10 +33,12 @@ def resolve(name: str, index: int = 0) -> torch.device:
     return torch.device(name)
 
 
-def problem(name: str) -> str | None:
-    """Why `name` cannot be used on this machine, or None."""
+def problem(name: str, here: bool = True) -> str | None:
+    """Why `name` is not a device name, or (`here`) cannot be used on this machine; else None."""
     if not NAME.fullmatch(name):
         return f"{name!r} is not a device name; allowed: {ALLOWED}"
+    if not here:
+        return None
     count = cuda_count()
     if name.startswith("cuda") and count == 0:
         return f"{name!r} asks for CUDA, but torch {torch.__version__} sees no CUDA device here; use auto or cpu"
