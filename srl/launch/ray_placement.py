@@ -147,8 +147,9 @@ class Placement:
         )
 
     def where(self, timeout_s: float = 5.0) -> dict[str, Any]:
-        """Where the actor runs, for placement.json."""
-        if self.waiting():
+        """Where the actor runs, for placement.json. One that ended the run stays "not placed": the
+        run's teardown frees what it waited for, and Ray may place it before this is asked."""
+        if self.failed or self.waiting():
             return {"error": "not placed"}
         try:
             return self.ray.get(self.ref, timeout=timeout_s)
