@@ -212,6 +212,37 @@ def _ensemble(config: ExperimentConfig) -> str | None:
     return None
 
 
+def _policies(config: ExperimentConfig) -> str | None:
+    """`policies` and `policy_mapping` come together, the mapping names only policies there are,
+    each policy's names and hyperparameters are valid; what lanes do not carry yet is refused."""
+    if not config.policies and not config.policy_mapping:
+        return None
+    if not config.policies or not config.policy_mapping:
+        given, missing = ("policies", "policy_mapping") if config.policies else ("policy_mapping", "policies")
+        return (f"field {missing!r}: {given} needs it: `policies` names each policy, `policy_mapping` maps agent "
+                "names or patterns to them, e.g. policy_mapping={'adversary_*': predator, 'agent_*': prey}")
+    unknown = {pattern: p for pattern, p in config.policy_mapping.items() if p not in config.policies}
+    if unknown:
+        return f"field 'policy_mapping': {unknown} name no policy; policies: {sorted(config.policies)}"
+    unsupported = {"pod.enabled": config.pod.enabled, "replay": config.replay is not None,
+                   "eval.episodes": bool(config.eval.episodes), "extra_workers": bool(config.extra_workers)}
+    for field, used in unsupported.items():
+        if used:
+            return (f"field {field!r}: a run with several policies (policies) does not take it yet; "
+                    "set it for a one-policy run")
+    from srl.lanes import policy_config
+
+    for name, spec in config.policies.items():
+        try:
+            registry.policies.get(spec.policy or config.policy)
+            policy_config(config, name)
+        except registry.UnknownNameError as e:
+            return f"field 'policies.{name}.policy': {e}"
+        except ConfigError as e:
+            return str(e)
+    return None
+
+
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (
-    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _pod, _devices,
+    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _pod, _devices, _policies,
 )

@@ -35,9 +35,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from srl.evaluate import evaluate_against, evaluate_run
+    from srl.evaluate_policies import evaluate_policies, is_multi_policy
     from srl.faults import json_safe
 
-    if args.against is not None:
+    if is_multi_policy(args.run_dir):  # several policies (srl.lanes): all at once, or each against random ones
+        result = evaluate_policies(args.run_dir, episodes=args.episodes, seed=args.seed,
+                                   deterministic=not args.stochastic, against=args.against)
+    elif args.against is not None:
         result = evaluate_against(args.run_dir, args.against, games=args.games, seed=args.seed)
     else:
         result = evaluate_run(
@@ -165,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video", metavar="FILE.mp4", help="also write the episodes as an MP4 (needs srl[video])")
     ev.add_argument("--against", metavar="WHO", help="turn-based games: play matches and report win/draw/loss "
                     "against random, heuristic (the game's scripted player), a scripted policy (connect4-lookahead), "
-                    "a snapshot of the run's league (v120) or a checkpoint file; seats alternate")
+                    "a snapshot of the run's league (v120) or a checkpoint file; seats alternate. A run with several "
+                    "policies: random, each policy against random ones, beside all agents random")
     ev.add_argument("--games", type=int, default=200, help="with --against: games to play")
     ev.set_defaults(fn=_cmd_eval)
     graph = sub.add_parser("graph", help="print the workers and streams of an experiment")

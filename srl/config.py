@@ -394,6 +394,24 @@ class PodConfig(Settings):
     )
 
 
+class PolicySpec(Settings):
+    """One policy of a run with several (`policies`): what acts for the agents mapped to it, and how
+    it learns. A field left out is the run's own (the top-level policy, algorithm, algo, ...)."""
+
+    policy: str | None = Field(None, description="A registered policy name; none: the run's `policy`.")
+    policy_kwargs: dict[str, Any] | None = Field(None, description="Keyword arguments of the policy; none: the run's.")
+    algorithm: str | None = Field(None, description="A registered algorithm name; none: the run's `algorithm`.")
+    algo: dict[str, Any] = Field(
+        default_factory=dict, description="Hyperparameters over the run's `algo` (over the algorithm's defaults "
+        "where `algorithm` differs from the run's)."
+    )
+    num_trainers: int | None = Field(None, ge=1, le=64, description="Its trainers; none: launch.num_trainers.")
+    num_policy_workers: int | None = Field(
+        None, ge=1, le=256, description="Its policy workers (dataflow.inference=policy_worker); none: "
+        "launch.num_policy_workers."
+    )
+
+
 class ExperimentConfig(Settings):
     """What is trained (env, policy, algorithm) at the top; how, in one section per concern."""
 
@@ -422,6 +440,14 @@ class ExperimentConfig(Settings):
     algorithm: str = Field("ppo", description="A registered algorithm name; its hyperparameters go in `algo`.")
     algo: SerializeAsAny[AlgorithmConfig] | dict[str, Any] = Field(
         default_factory=dict, description="Hyperparameters of `algorithm` (its own typed config)."
+    )
+    policies: dict[str, PolicySpec] = Field(
+        default_factory=dict, description="Several policies in one run, by name, each with its own trainers, "
+        "parameters and checkpoints (policy_mapping says which agents each acts for); none: one policy for all."
+    )
+    policy_mapping: dict[str, str] = Field(
+        default_factory=dict, description="Agent name or pattern (fnmatch: adversary_*) -> policy name; an "
+        "agent takes the first entry that matches it. Needed with `policies`."
     )
     replay: ReplayConfig | None = Field(
         None, description="A buffer worker between actors and trainer, with this replay memory "

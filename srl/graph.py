@@ -18,7 +18,7 @@ read it; tests/test_declared_streams.py checks that real runs open exactly these
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
@@ -29,6 +29,7 @@ from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
+from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
 from srl.spaces import UnsupportedSpace, is_composite, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
@@ -100,6 +101,12 @@ class Graph:
     # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;
     # its receivers refuse what was sent before, meant for its dead predecessor (or recorded)
     restarted_ns: int = 0
+    # config `policies`: one lane per policy, each a graph of its own (srl.lanes); the run's graph
+    # holds the shared actors, the lanes' workers and streams under the run's names
+    lanes: list[Lane] = field(default_factory=list)
+    # a lane's graph: every worker of the run (whose epochs it reads), and its workers' run names
+    run_workers: tuple[str, ...] = ()
+    names: dict[str, str] = field(default_factory=dict)
 
     @property
     def rows_per_split(self) -> int:
@@ -177,6 +184,8 @@ class Graph:
         from srl.streams.incarnations import INCARNATIONS_BLOCK, incarnations_layout
 
         restarts = {INCARNATIONS_BLOCK: incarnations_layout([w.name for w in self.workers])}
+        if self.lanes:
+            return {**lane_blocks(self.lanes), **restarts}
         if self.config.pod.enabled:
             return restarts
         layout = self.actor_layout()
@@ -192,7 +201,9 @@ class Graph:
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
         acting = policy_name(c, self.observation_space)
-        if acting != c.policy:
+        if self.lanes:
+            lines += describe_lanes(self.lanes, self.agents)
+        elif acting != c.policy:
             lines.append(f"  policy {acting} (for {c.policy}, which reads one Box)")
         lines.append("  workers: " + " ".join(w.name + (f" ({w.kind})" if w.kind else "") for w in self.workers)
                      + " controller")
@@ -227,10 +238,10 @@ def sub_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarr
 
 def build_graph(config: ExperimentConfig) -> Graph:
     """Workers and streams of `config`, with every cross-field check that needs the spaces."""
-    from srl.envs import describe_spaces
+    from srl.envs import describe_agents
 
     try:
-        agents, observation_space, action_space = describe_spaces(
+        agents, observation_space, action_space, own = describe_agents(
             config.env, config.env_kwargs, config.env_backend, wrappers=config.env_wrappers
         )
     except UnsupportedSpace as e:
@@ -242,10 +253,22 @@ def build_graph(config: ExperimentConfig) -> Graph:
     except UnsupportedSpace as e:
         raise ConfigError(f"field 'env': env {config.env!r}: {e}") from None
     space_spec(action_space)
+    if config.policies:
+        return lanes_graph(config, tuple(agents), observation_space, action_space, own)
+    if any(own[a] != own[agents[0]] for a in agents):
+        spaces = {a: f"{o}" for a, (o, _) in own.items()}
+        raise ConfigError(f"field 'env': the agents of env {config.env!r} observe spaces of different sizes ({spaces}); "
+                          "one policy acts for all of them: give each kind its own (policies and policy_mapping)")
+    return graph_for(config, tuple(agents), observation_space, action_space)
+
+
+def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_space: gym.Space,
+              action_space: gym.Space) -> Graph:
+    """The one-policy dataflow of `config` for `agents` acting in these spaces."""
     policy = _checked_policy(config, observation_space, action_space)
     if config.pod.enabled and policy.recurrent:
         raise ConfigError(f"field 'pod.enabled': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
-    graph = Graph(config, tuple(agents), observation_space, action_space, policy.rollout_fields(),
+    graph = Graph(config, agents, observation_space, action_space, policy.rollout_fields(),
                   policy_inputs=policy.input_fields())
     _check_recurrent(graph, policy.recurrent)
     if config.pod.enabled:
@@ -388,3 +411,120 @@ def _check_recurrent(graph: Graph, recurrent: bool) -> None:
             f"field 'algo.num_minibatches': {minibatches} exceeds the {graph.rows_per_batch} segment rows of a "
             f"batch; a recurrent policy ({c.policy!r}) splits a batch by rows, not transitions"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Several policies (config `policies`): a lane per policy, see srl.lanes
+
+
+@dataclass
+class Lane:
+    name: str
+    rows: tuple[int, ...]  # the agents it acts for, as indices into the run's agents
+    graph: Graph  # its one-policy dataflow, under its own worker and stream names
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}."
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Its workers' own names -> the run's (the shared actors keep theirs)."""
+        return self.graph.names
+
+    def local(self, spec: WorkerSpec) -> WorkerSpec | None:
+        """The lane's own spec of the run's worker `spec`, if it is one of the lane's."""
+        mine = {v: k for k, v in self.names.items()}.get(spec.name)
+        return None if mine is None else next(w for w in self.graph.workers if w.name == mine)
+
+    def at_run(self, run: Graph) -> Graph:
+        """Its graph with what the launcher set on the run's (restart epochs and times)."""
+        return replace(self.graph, epochs=run.epochs, restarted_ns=run.restarted_ns)
+
+
+def lane_outputs(graph: Graph) -> dict[str, FieldSpec]:
+    """What a lane's policy writes or reads in an inference slot besides obs and action."""
+    return {**graph.policy_inputs, **graph.policy_fields}
+
+
+def number_workers(lanes: list[Lane]) -> list[WorkerSpec]:
+    """The lanes' own workers (not the shared actors) under the run's names: each role numbered
+    across the lanes, in lane order; fills each lane's `names`."""
+    counts: dict[Role, int] = {}
+    out = []
+    for lane in lanes:
+        for w in lane.graph.workers:
+            if w.role == Role.ACTOR:
+                continue
+            index = counts.get(w.role, 0)
+            counts[w.role] = index + 1
+            run_spec = replace(w, index=index)
+            lane.names[w.name] = run_spec.name
+            out.append(run_spec)
+    return out
+
+
+def lane_streams(lanes: list[Lane], workers: tuple[str, ...]) -> list[StreamSpec]:
+    """Each lane's streams under the run's names (its prefix, its workers' run names), then the
+    control streams of every worker."""
+    out = []
+    for lane in lanes:
+        rename = lane.names.get
+        for st in lane.graph.streams:
+            if st.kind == "control":
+                continue
+            out.append(replace(st, name=lane.prefix + st.name, owner=rename(st.owner, st.owner),
+                               producers=tuple(rename(w, w) for w in st.producers),
+                               consumers=tuple(rename(w, w) for w in st.consumers)))
+    return out + control_streams(workers)
+
+
+def lane_blocks(lanes: list[Lane]) -> dict[str, Layout]:
+    """Each lane's shared blocks (its actors' slots, its buffer's batches) under its prefix."""
+    from srl.streams.incarnations import INCARNATIONS_BLOCK
+
+    return {lane.prefix + name: layout for lane in lanes
+            for name, layout in lane.graph.block_layouts().items() if name != INCARNATIONS_BLOCK}
+
+
+def lane_of(lanes: list[Lane], worker: str) -> Lane | None:
+    """The lane whose worker `worker` (a run name) is; None for the shared actors and the controller."""
+    return next((lane for lane in lanes if worker in lane.names.values()), None)
+
+
+def describe_lanes(lanes: list[Lane], agents: tuple[str, ...]) -> list[str]:
+    lines = []
+    for lane in lanes:
+        c = lane.graph.config
+        lines.append(f"  policy {lane.name}: agents {[agents[i] for i in lane.rows]} -> {c.policy} "
+                     f"({c.algorithm}), workers {sorted(lane.names.values())}")
+    return lines
+
+
+def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_space: gym.Space,
+                action_space: gym.Space, own: dict[str, tuple[gym.Space, gym.Space]]) -> Graph:
+    """The run's graph of a config with `policies`: a lane per policy over the agents mapped to it
+    (each checked as a one-policy run of its own), the shared actors, the control streams."""
+    lanes = []
+    for name, rows in map_agents(config, agents).items():
+        lane_obs, lane_action = lane_spaces(name, rows, agents, own)
+        try:
+            lane_graph = graph_for(policy_config(config, name), tuple(agents[i] for i in rows), lane_obs, lane_action)
+        except ConfigError as e:  # a lane's own check: say whose
+            raise ConfigError(f"policy {name!r}: {e}") from None
+        if lane_graph.of_kind("gradients") or C.HIDDEN in lane_graph.policy_fields:
+            field = "num_trainers" if lane_graph.of_kind("gradients") else "policy"
+            raise ConfigError(f"field 'policies.{name}.{field}': a run with several policies takes one trainer and "
+                              "a feed-forward policy per policy for now")
+        lanes.append(Lane(name, rows, lane_graph))
+    # the actors' own slots hold every agent's rows: each lane's policy outputs and version in
+    # columns of its own, which only its rows fill (srl.workers.lanes)
+    columns = {lane_column(lane.name, k): spec for lane in lanes for k, spec in lane_outputs(lane.graph).items()}
+    columns.update({lane_column(lane.name, VERSION): FieldSpec((), np.int64) for lane in lanes})
+    graph = Graph(config, agents, observation_space, action_space, columns, lanes=lanes)
+    actors = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
+    graph.workers = actors + number_workers(lanes)
+    graph.streams = lane_streams(lanes, tuple(w.name for w in graph.workers))
+    for lane in lanes:
+        lane.graph.run_workers = tuple(w.name for w in graph.workers)
+    return graph

@@ -76,8 +76,9 @@ def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkey
 @pytest.mark.parametrize(
     "experiment,overrides",
     [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
-     ("cartpole-pod", []), ("cartpole-pod-ensemble", ["pod.ensemble.population=2", "dataflow.envs_per_actor=16"])],
-    ids=["policy-workers", "trainers", "replay", "pod", "ensemble"],
+     ("cartpole-pod", []), ("cartpole-pod-ensemble", ["pod.ensemble.population=2", "dataflow.envs_per_actor=16"]),
+     ("mpe-tag", ["dataflow.inference=policy_worker", "launch.num_actor_workers=2", "dataflow.envs_per_actor=4"])],
+    ids=["policy-workers", "trainers", "replay", "pod", "ensemble", "two-policies"],
 )
 def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport, run_dir, monkeypatch):
     want, got = run_and_compare(experiment, [*overrides, f"dataflow.transport={transport}"], run_dir, monkeypatch)

@@ -195,7 +195,7 @@ class _TwoSpaces(Environment):
     def __init__(self, right_obs=3, right_actions=2):
         self.observation_spaces = {
             "left": gym.spaces.Box(0, 1, (3,)),
-            "right": gym.spaces.Box(0, 1, (right_obs,)),
+            "right": gym.spaces.Box(0, 1, right_obs if isinstance(right_obs, tuple) else (right_obs,)),
         }
         self.action_spaces = {"left": gym.spaces.Discrete(2), "right": gym.spaces.Discrete(right_actions)}
 
@@ -207,13 +207,32 @@ class _TwoSpaces(Environment):
 
 
 def test_serial_refuses_agents_with_different_spaces():
-    with pytest.raises(ValueError, match=r"observation space.*'left'.*Box.*'right'.*\(4,\)"):
-        SerialVectorEnv([_TwoSpaces(right_obs=4)])
+    with pytest.raises(ValueError, match=r"observation space.*'left'.*Box.*'right'.*\(2, 2\)"):
+        SerialVectorEnv([_TwoSpaces(right_obs=(2, 2))])
     with pytest.raises(ValueError, match=r"action space.*'left'.*Discrete\(2\).*'right'.*Discrete\(5\)"):
         SerialVectorEnv([_TwoSpaces(right_actions=5)])
     with pytest.raises(ValueError, match=r"same agents"):
         SerialVectorEnv([_TwoSpaces(), CountingEnv(env_id=0)])
     SerialVectorEnv([_TwoSpaces(), _TwoSpaces()])  # equal spaces are fine
+
+
+class _Lengths(_TwoSpaces):
+    """left observes 3 numbers, right 5: rows padded to 5, each agent's own space kept."""
+
+    def __init__(self):
+        super().__init__(right_obs=5)
+
+    def reset(self, seed=None):
+        return {"left": np.full(3, 0.5, np.float32), "right": np.full(5, 0.25, np.float32)}
+
+
+def test_serial_pads_agents_vectors_of_different_lengths_and_keeps_each_agents_space():
+    venv = SerialVectorEnv([_Lengths(), _Lengths()])
+    assert venv.observation_space == gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    assert {a: o.shape for a, (o, _) in venv.agent_spaces().items()} == {"left": (3,), "right": (5,)}
+    obs = venv.reset(seed=0)
+    np.testing.assert_array_equal(obs[::2], [[0.5, 0.5, 0.5, 0, 0]] * 2)  # left's rows: zeros after its 3
+    np.testing.assert_array_equal(obs[1::2], [[0.25] * 5] * 2)
 
 
 # ---------------------------------------------------------------------------------------------

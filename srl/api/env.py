@@ -93,6 +93,12 @@ class VectorEnv(ABC):
     def step(self, actions: np.ndarray) -> VectorStep:
         """Step every environment with actions [rows, ...]."""
 
+    def agent_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """Each agent's own (observation, action) space as srl's arrays hold it. Where agents'
+        observation Boxes differ in length, `observation_space` is the longest, their rows zero-padded
+        to it, and a run maps them to policies of their own (config `policies`, srl.lanes)."""
+        return {agent: (self.observation_space, self.action_space) for agent in self.agents}
+
     def reset_env(self, index: int) -> np.ndarray | dict[str, np.ndarray]:
         """Start a new episode in env `index` alone (no seed: its random stream goes on) and
         return its rows' first observations [agents, ...]. Optional: an actor calls it only to

@@ -40,6 +40,7 @@ __all__ = [
     "NativeVectorEnv",
     "PettingZooEnvironment",
     "SerialVectorEnv",
+    "describe_agents",
     "describe_spaces",
     "make_vector_env",
     "single_env_kwargs",
@@ -211,9 +212,17 @@ def describe_spaces(
 ) -> tuple[tuple[str, ...], gym.Space, gym.Space]:
     """(agents, observation_space, action_space) of env `name` inside `wrappers`, as its `VectorEnv`
     reports them (Box observations as float32, uint8 images as uint8); builds one env and closes it."""
+    agents, observation_space, action_space, _ = describe_agents(name, kwargs, backend, wrappers)
+    return agents, observation_space, action_space
+
+
+def describe_agents(
+    name: str, kwargs: Mapping[str, Any] | None, backend: str = "loop", wrappers: Sequence[WrapperEntry] = ()
+) -> tuple[tuple[str, ...], gym.Space, gym.Space, dict[str, tuple[gym.Space, gym.Space]]]:
+    """`describe_spaces` and each agent's own (observation, action) space (VectorEnv.agent_spaces)."""
     venv = make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, backend=backend, wrappers=wrappers)
     try:
-        return venv.agents, venv.observation_space, venv.action_space
+        return venv.agents, venv.observation_space, venv.action_space, venv.agent_spaces()
     finally:
         venv.close()
 

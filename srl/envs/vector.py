@@ -1,7 +1,9 @@
 """`SerialVectorEnv`: a list of `Environment`s stepped one after another as one `VectorEnv`.
 
 Rows are env-major: row = env_index * num_agents + agent_index. Every agent of every env must
-share one observation space and one action space (a policy acts on all rows at once).
+share one action space, and one observation space, except that agents' 1-D Boxes of different
+lengths are zero-padded to the longest (`agent_spaces` keeps each agent's own: a run maps such
+agents to policies of their own, srl.lanes).
 
 Observation arrays: Box observations are stored as float32 (the reported `observation_space`
 is the float32 version of the env's Box), except uint8 Boxes (images), which stay uint8 (policies
@@ -37,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api.env import Environment, VectorEnv, VectorStep
-from srl.spaces import Obs, is_composite, leaf_array_spec, map_obs, obs_buffers, put_row
+from srl.spaces import Obs, is_composite, leaf_array_spec, map_obs, obs_buffers, put_row, reported_space
 
 
 def obs_array_spec(space: gym.Space) -> tuple[tuple[int, ...], np.dtype, gym.Space]:
@@ -72,14 +74,15 @@ def action_dtype(space: gym.Space) -> np.dtype | None:
 
 
 def shared_spaces(envs: Sequence[Any], agents: tuple[str, ...]) -> tuple[gym.Space, gym.Space]:
-    """The one observation space and one action space that every agent of every env shares."""
+    """The one observation space and one action space that every agent of every env shares (1-D
+    Boxes of different lengths: a Box of the longest, see the module doc)."""
     first = envs[0]
-    obs_space = first.observation_spaces[agents[0]]
+    obs_space = _padded(agents, first.observation_spaces) or first.observation_spaces[agents[0]]
     act_space = first.action_spaces[agents[0]]
     for i, env in enumerate(envs):
         for agent in agents:
             o, a = env.observation_spaces[agent], env.action_spaces[agent]
-            if o != obs_space:
+            if o != obs_space and _padded(agents, env.observation_spaces) != obs_space:
                 raise ValueError(
                     "SerialVectorEnv needs all agents to share one observation space: agent "
                     f"{agents[0]!r} of env 0 has {obs_space} but agent {agent!r} of env {i} has {o}"
@@ -90,6 +93,21 @@ def shared_spaces(envs: Sequence[Any], agents: tuple[str, ...]) -> tuple[gym.Spa
                     f"{agents[0]!r} of env 0 has {act_space} but agent {agent!r} of env {i} has {a}"
                 )
     return obs_space, act_space
+
+
+def flat_length(space: gym.Space) -> int:
+    assert space.shape is not None
+    return int(np.prod(space.shape))
+
+
+def _padded(agents: tuple[str, ...], spaces: Any) -> gym.spaces.Box | None:
+    """A float32 Box as long as the longest of agents' 1-D Boxes, where their lengths differ."""
+    own = [spaces[a] for a in agents]
+    if not all(isinstance(s, gym.spaces.Box) and len(s.shape) == 1 and s.dtype != np.uint8 for s in own):
+        return None
+    if len({s.shape for s in own}) == 1:
+        return None
+    return gym.spaces.Box(-np.inf, np.inf, (max(s.shape[0] for s in own),), np.float32)
 
 
 class SerialVectorEnv(VectorEnv):
@@ -117,6 +135,11 @@ class SerialVectorEnv(VectorEnv):
         self._action_dtype = action_dtype(self.action_space)
         rows = self.num_envs * self._num_agents
         self._obs, self.observation_space = obs_buffers(obs_space, rows)
+        first = self.envs[0]
+        self._own = {a: (reported_space(first.observation_spaces[a]), first.action_spaces[a]) for a in self.agents}
+        # each agent's own length where rows are padded (see _padded); None where every agent fills its row
+        padded = _padded(self.agents, first.observation_spaces) is not None
+        self._lengths = [flat_length(o) for o, _ in self._own.values()] if padded else None
         self._reward = np.zeros(rows, dtype=np.float32)
         self._terminated = np.zeros(rows, dtype=bool)
         self._truncated = np.zeros(rows, dtype=bool)
@@ -131,8 +154,17 @@ class SerialVectorEnv(VectorEnv):
                     f"env {e} ({type(self.envs[e]).__name__}).reset() returned no observation "
                     f"for agent {agent!r}"
                 )
-            put_row(self._obs, self._obs_space, base + j, obs[agent])
+            self._put(self._obs, base + j, j, obs[agent])
         self._finished[e] = False
+
+    def _put(self, obs: Obs, row: int, agent: int, value: Any) -> None:
+        if self._lengths is None or not isinstance(obs, np.ndarray):
+            put_row(obs, self._obs_space, row, value)
+        else:  # a padded Box (1-D): the agent's own length, the rest stays zero
+            obs[row, : self._lengths[agent]] = value
+
+    def agent_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        return dict(self._own)
 
     def reset(self, seed: int | None = None) -> Obs:
         for e, env in enumerate(self.envs):
@@ -163,7 +195,7 @@ class SerialVectorEnv(VectorEnv):
                 tr = bool(st.truncated.get(agent, False)) and not te
                 o = st.obs.get(agent)
                 if o is not None:
-                    put_row(obs, self._obs_space, row, o)
+                    self._put(obs, row, j, o)
                 elif not finished[j] and not (te or tr):
                     raise ValueError(
                         f"env {e} ({type(env).__name__}).step() returned no observation for "

@@ -30,7 +30,7 @@ from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.gradients import GRADIENTS
 from srl.streams.local import SharedBlocks, make_ipc_dir
 from srl.streams.tcp import WILDCARDS
-from srl.workers.build import incarnations
+from srl.workers.wiring import incarnations
 
 STOP_GRACE_S = 10.0
 FAILURE_GRACE_S = 3.0  # a failed run may hold a hung worker: do not wait long for it

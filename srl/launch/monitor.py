@@ -30,7 +30,8 @@ PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s
 
 
 class RunMonitor:
-    def __init__(self, config: ExperimentConfig, start_env_steps: int = 0, launched_s: float | None = None) -> None:
+    def __init__(self, config: ExperimentConfig, start_env_steps: int = 0, launched_s: float | None = None,
+                 policies: dict[str, str] | None = None) -> None:
         self.config = config
         self.started_s = time.monotonic()
         self.launched_s = time.time() if launched_s is None else launched_s  # the command's start
@@ -63,6 +64,12 @@ class RunMonitor:
         # mix's), and its population manager, which sees every member's report (srl.launch.ensemble)
         self.member_episodes: dict[str, ReturnWindow] | None = {} if config.pod.ensemble.population > 1 else None
         self.population: Any = None
+        # several policies (srl.lanes): worker -> its policy; each policy's episodes, trainer and updates
+        self.policies = policies or {}
+        self.policy_episodes = {p: ReturnWindow(WINDOW) for p in dict.fromkeys(self.policies.values())}
+        self.policy_trainers: dict[str, dict[str, Any]] = {p: {} for p in self.policy_episodes}
+        self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
+        self.policy_final: dict[str, dict[str, Any]] = {}
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -82,6 +89,10 @@ class RunMonitor:
             self.env_steps += payload["env_steps"]
             self.episodes.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
             self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
+            for policy, episodes in payload.get("policies", {}).items():
+                if policy in self.policy_episodes:
+                    self.policy_episodes[policy].add(episodes["episode_returns"], episodes["episode_lengths"],
+                                                     episodes["episodes"])
         if role == Role.POD and self.member_episodes is not None:
             mine = self.member_episodes.setdefault(worker, ReturnWindow(WINDOW))
             mine.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
@@ -91,11 +102,19 @@ class RunMonitor:
         if role in (Role.TRAINER, Role.POD):
             self.segments_dropped += payload["segments_dropped"]
         # several trainers take each update together: trainer 0 counts it and speaks for the group
-        if role == Role.POD or (role == Role.TRAINER and index == 0):
+        # (with several policies, each policy has one trainer, which speaks for it)
+        if role == Role.POD or (role == Role.TRAINER and (index == 0 or worker in self.policies)):
             self.updates += payload["updates"]
             self.nonfinite_updates_skipped += payload.get("nonfinite_updates_skipped", 0)
             self._count_resumed(worker, payload)
-            if payload["updates"] or not self.trainer:
+            policy = self.policies.get(worker)
+            if policy is not None:
+                self.policy_updates[policy] += payload["updates"]
+                if final:
+                    self.policy_final[policy] = payload
+                if payload["updates"] or not self.policy_trainers[policy]:
+                    self.policy_trainers[policy] = payload
+            if (payload["updates"] or not self.trainer) and (policy is None or index == 0):  # the first policy's
                 self.trainer = payload
             if final:
                 self.final = payload
@@ -116,7 +135,7 @@ class RunMonitor:
         now = time.monotonic()
         rate = (self.env_steps - self._last_steps) / max(now - self._last_s, 1e-9)
         self._last_steps, self._last_s = self.env_steps, now
-        losses = {k: v for k, v in self.trainer.items() if "/" in k}
+        losses = {k: v for k, v in self.trainer.items() if "/" in k and not self.policies}
         return {
             "env_steps": self.env_steps,
             "env_steps_per_s": round(rate, 1),
@@ -138,7 +157,29 @@ class RunMonitor:
             "dropped_messages": sum(self.dropped.values()),
             **losses,
             **self._eval_metrics(),
+            **self._policy_metrics(),
         }
+
+    def policy_summary(self) -> dict[str, dict[str, Any]]:
+        """For summary.json: each policy's episodes, updates and final parameters."""
+        return {policy: {"episode_return_mean": window.mean_return, "episodes": window.count,
+                         "updates": self.policy_updates[policy],
+                         "policy_version": self.policy_final.get(policy, {}).get("policy_version"),
+                         "params_sha256": self.policy_final.get(policy, {}).get("params_sha256")}
+                for policy, window in self.policy_episodes.items()}
+
+    def _policy_metrics(self) -> dict[str, Any]:
+        """Each policy's own, under its name: <policy>/episode_return_mean, <policy>/losses/..."""
+        out: dict[str, Any] = {}
+        for policy, window in self.policy_episodes.items():
+            trainer = self.policy_trainers[policy]
+            out.update({
+                f"{policy}/episode_return_mean": window.mean_return, f"{policy}/episode_length_mean": window.mean_length,
+                f"{policy}/episodes": window.count, f"{policy}/policy_version": trainer.get("policy_version", 0),
+                f"{policy}/updates": self.policy_updates[policy],
+                **{f"{policy}/{k}": v for k, v in trainer.items() if "/" in k},
+            })  # fmt: skip
+        return out
 
     def run_rate(self) -> float | None:
         """Env steps per second over the whole launch: the env steps reported since this monitor was
@@ -192,6 +233,8 @@ class RunMonitor:
         reported; an ensemble's members each count their own, so it stops on their sum."""
         if self.member_episodes is not None:
             return self.updates
+        if self.policies:  # each policy makes max_updates of its own
+            return min(max(self.policy_updates[p], t.get("policy_version", 0)) for p, t in self.policy_trainers.items())
         return max(self.updates, self.trainer.get("policy_version", 0))
 
     def _target_reached(self) -> None:
@@ -205,8 +248,10 @@ class RunMonitor:
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.last_report_s[worker] = now
         last = self._last.pop(worker, None)
-        if worker.startswith("pod:") or worker == "trainer:0":  # the version its parameters were counted up to
-            counted = last[2].get("policy_version") if last is not None else self.trainer.get("policy_version")
+        leader = worker.startswith("pod:") or worker == "trainer:0" or worker in self.policies
+        if leader and worker.startswith(("pod:", "trainer:")):  # the version its parameters were counted up to
+            trainer = self.policy_trainers[self.policies[worker]] if worker in self.policies else self.trainer
+            counted = last[2].get("policy_version") if last is not None else trainer.get("policy_version")
             if counted is not None or self.config.run.resume is None:
                 self._resuming[worker] = counted or 0
         if last is None:  # it never reported: it had taken nothing, and its steps are unknown

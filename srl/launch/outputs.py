@@ -137,6 +137,8 @@ class RunOutputs:
             "nonfinite_updates_skipped": monitor.nonfinite_updates_skipped,
             "time_breakdown": monitor.time_breakdown.as_dict(),
         }
+        if monitor.policies:  # several policies (srl.lanes): each one's own
+            summary["policies"] = monitor.policy_summary()
         summary = json_safe(summary)
         breakdown = json.dumps(summary["time_breakdown"], indent=2, allow_nan=False) + "\n"
         self._attempt(lambda: write_text_atomic(self.run_dir / TIME_BREAKDOWN_FILE, breakdown))

@@ -68,6 +68,16 @@ def _eval(v: Any) -> bool:  # an ensemble member's evaluation (srl.workers.membe
     return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
 
 
+def _policy_episodes(v: Any) -> bool:  # an actor's episodes of one policy (srl.workers.lanes)
+    if type(v) is not dict or not _count(v.get("episodes")):
+        return False
+    returns, lengths = v.get("episode_returns"), v.get("episode_lengths")
+    if not (isinstance(returns, list) and isinstance(lengths, list)):
+        return False
+    return (_list_of(_real)(returns) and _list_of(_count)(lengths)
+            and len(returns) == len(lengths) <= min(v["episodes"], WINDOW))
+
+
 # every field the controller computes with, and what it must hold where present
 FIELDS: dict[str, Callable[[Any], bool]] = {
     "env_steps": _count,
@@ -85,6 +95,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "nonfinite_updates_skipped": _count,
     "stop_reason": _or_none(_text),
     "evals": _list_of(_eval),
+    "policies": _map_of(_policy_episodes),
     "adoptions": _count,
     REPORT_KEY: _map_of(_seconds),
     REJECTED_KEY: _map_of(_count),

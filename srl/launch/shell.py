@@ -90,7 +90,7 @@ def error_report(error: BaseException) -> dict[str, Any]:
 def make_link(graph: Any, spec: Any, transport: Any) -> Any:
     """The worker's control link; over tcp it also keeps this process's copy of the epochs."""
     from srl.streams.control import WorkerLink
-    from srl.workers.build import incarnations
+    from srl.workers.wiring import incarnations
 
     epochs = None if transport.shares_memory else incarnations(graph, transport).epochs
     return WorkerLink(transport, spec.role, spec.index, epochs)

@@ -52,6 +52,15 @@ class Incarnations:
         """Every worker's epoch, in the order of the worker list (this process's copy)."""
         return self._epochs
 
+    def renamed(self, names: dict[str, str]) -> Incarnations:
+        """The same epochs, with each worker in `names` also known by its key (a policy lane's
+        own name for it: srl.lanes)."""
+        if not names:
+            return self
+        view = Incarnations([], self._epochs)
+        view._index = {**self._index, **{own: self._index[run] for own, run in names.items() if run in self._index}}
+        return view
+
     def observe(self, worker: str, epoch: int) -> None:
         """A message came from `worker` in `epoch`: a later epoch than ours means it restarted.
         (Over shared memory the controller wrote it first, so this never writes there.)"""

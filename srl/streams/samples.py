@@ -106,6 +106,11 @@ class SampleProducer:
         self.trainer_epoch = incarnations.of(self.trainer)
         self.receivers: list[Receiver] = [self._released]
 
+    def report(self) -> dict:
+        """For the actor's report: segments sent to a trainer that died holding them, since the last."""
+        lost, self.reclaimed = self.reclaimed, 0
+        return {"segments_lost": lost}
+
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""
         self.collect_releases()

@@ -25,7 +25,6 @@ from srl.monitor.episodes import EpisodeTally, episodes_report
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
-from srl.streams.samples import SampleProducer
 from srl.streams.transport import Receiver
 from srl.workers.nonfinite import EnvGuard
 
@@ -38,12 +37,29 @@ class InferencePort(Protocol):
     def ready(self) -> list[int]: ...
 
 
+class SampleSink(Protocol):
+    """Where an actor's segments go: a SampleProducer, or one per policy (srl.workers.lanes)."""
+
+    slots: dict[tuple[int, int], dict[str, np.ndarray]]
+
+    @property
+    def receivers(self) -> list[Receiver]: ...
+
+    def acquire(self, split: int) -> int | None: ...
+
+    def send(self, split: int, slot: int) -> None: ...
+
+    def collect_releases(self) -> None: ...
+
+    def report(self) -> dict: ...
+
+
 class ActorKernel:
     def __init__(
         self,
         envs: list[VectorEnv],
         inference: InferencePort,
-        samples: SampleProducer,
+        samples: SampleSink,
         infer_slots: list[Slot],
         sample_length: int,
         seeds: list[int],
@@ -208,11 +224,10 @@ class ActorKernel:
             **episodes_report(self.finished_returns, self.finished_lengths),
             "env_time_s": round(self.env_time_s, 4),
             "nonfinite_episodes_skipped": self.nonfinite_episodes,
-            "segments_lost": self.samples.reclaimed,  # sent to a trainer that died holding them
+            **self.samples.report(),  # segments_lost: sent to a trainer that died holding them
         }
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
         self.nonfinite_episodes = 0
-        self.samples.reclaimed = 0
         return out
 
     def finish(self) -> dict:

@@ -4,88 +4,62 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import torch
 
 from srl.api import registry
 from srl.config import ExperimentConfig
 from srl.devices import resolve
 from srl.envs import make_vector_env, single_env_kwargs
-from srl.graph import Graph, WorkerSpec, actor_block, initial_policy, sub_arrays
+from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
-from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import InferenceClient, InferenceServer, Slot
 from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
-from srl.streams.samples import SampleConsumer, SampleProducer, Segment
+from srl.streams.prefixed import PrefixedTransport
+from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.streams.transport import Transport
-from srl.workers.actor import ActorKernel
+from srl.workers.actor import ActorKernel, InferencePort, SampleSink
 from srl.workers.kernel import Kernel
 from srl.workers.nonfinite import EnvGuard
 from srl.workers.params import ParamServiceKernel
-from srl.workers.policy import Acting, LocalInferenceClient, PolicyWorkerKernel
+from srl.workers.policy import LocalInferenceClient, PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
+from srl.workers.wiring import acting, actor_arrays, incarnations
 
 
-def _actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
-    arrays = transport.arrays(actor_block(actor), graph.actor_layout())
+def _actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
+                 ) -> tuple[InferencePort, SampleSink, list[Slot]]:
+    """An actor's inference port, sample producer and inference slots (in a run with several
+    policies, over every lane's: srl.workers.lanes)."""
+    if graph.lanes:
+        from srl.workers.build_lanes import lanes_ports
+
+        return lanes_ports(graph, transport, actor, clock)
     c = graph.config
-    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(c.dataflow.ring_splits)]
-    segments = {
-        (s, k): sub_arrays(arrays, f"sample.{s}.{k}.")
-        for s in range(c.dataflow.ring_splits)
-        for k in range(_slots(arrays, s))
-    }
-    return infer, segments
-
-
-def _slots(arrays: dict[str, Any], split: int) -> int:
-    return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
-
-
-def incarnations(graph: Graph, transport: Transport) -> Incarnations:
-    """The epochs of every worker (the controller bumps one on each restart)."""
-    names = [w.name for w in graph.workers]
-    epochs = transport.arrays(INCARNATIONS_BLOCK, incarnations_layout(names))["epoch"]
-    if graph.epochs and not transport.shares_memory:  # tcp: a restarted worker starts from the controller's copy
-        np.maximum(epochs, graph.epochs, out=epochs)
-    return Incarnations(names, epochs)
+    lives = incarnations(graph, transport)
+    infer, segments = actor_arrays(graph, transport, actor)
+    if c.dataflow.inference == "inline":
+        port: InferencePort = LocalInferenceClient(acting(graph, transport, resolve(c.devices.actor), clock), infer, actor)
+    else:
+        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
+    return port, SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor)), infer
 
 
 def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     c = graph.config
-    lives = incarnations(graph, transport)
-    epoch = lives.of(f"actor:{actor}")
-    infer, segments = _actor_arrays(graph, transport, actor)
+    epoch = incarnations(graph, transport).of(f"actor:{actor}")
     flow = c.dataflow
     groups = range(actor * flow.ring_splits, (actor + 1) * flow.ring_splits)  # global group indices
     envs = [make_vector_env(c.env, c.env_kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
-    if c.dataflow.inference == "inline":
-        port: Any = LocalInferenceClient(_acting(graph, transport, resolve(c.devices.actor), clock), infer, actor)
-    else:
-        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
+    port, samples, infer = _actor_ports(graph, transport, actor, clock)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.run.seed * 1_000_003 + g * flow.envs_per_split + epoch * 1_000_000_007 for g in groups]
-    samples = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor))
     guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor) for g in groups]
     return ActorKernel(envs, port, samples, infer, flow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
                        guards=guards)
-
-
-def _acting(graph: Graph, transport: Transport, device: torch.device, clock: TimeBreakdown | None = None) -> Acting:
-    c = graph.config
-    from srl.workers.build_replay import make_exploration
-
-    seed = c.run.seed if c.run.deterministic else None
-    policy = initial_policy(graph, device)
-    return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
-                  exploration=make_exploration(graph))
 
 
 def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> TrainerKernel:
@@ -95,7 +69,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     mine = graph.actors_of_trainer(spec.index)
     segments = {}
     for a in mine:
-        _, actor_segments = _actor_arrays(graph, transport, a)
+        _, actor_segments = actor_arrays(graph, transport, a)
         segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
     policy = initial_policy(graph, resolve(c.devices.trainer, spec.index))  # before the algorithm: its optimizer's
     lives = incarnations(graph, transport)
@@ -145,14 +119,20 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     c = graph.config
     if spec.role == Role.ACTOR:
         return make_actor(graph, transport, spec.index)
+    if graph.lanes:  # a policy's own worker: built as in a run of that policy alone, on its lane's streams
+        lane = lane_of(graph.lanes, spec.name)
+        local = None if lane is None else lane.local(spec)
+        if lane is None or local is None:
+            raise ValueError(f"worker {spec.name} is in no policy's lane")
+        return make_kernel(lane.at_run(graph), local, PrefixedTransport(transport, lane.prefix))
     if spec.role == Role.POLICY:
         actors = graph.actors_of(spec.index)
         slots = {}
         for a in actors:
-            infer, _ = _actor_arrays(graph, transport, a)
+            infer, _ = actor_arrays(graph, transport, a)
             slots.update({(a, s): slot for s, slot in enumerate(infer)})
         server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
-        return PolicyWorkerKernel(_acting(graph, transport, resolve(c.devices.policy, spec.index)), server, slots)
+        return PolicyWorkerKernel(acting(graph, transport, resolve(c.devices.policy, spec.index)), server, slots)
     if spec.role == Role.BUFFER:
         from srl.workers.build_replay import make_buffer
 

@@ -1,0 +1,101 @@
+"""Several policies in one run (config `policies` + `policy_mapping`): one lane per policy.
+
+A lane is the one-policy dataflow of srl.graph for the agents mapped to that policy: its own
+policy workers, trainer, parameter service and checkpoints, declared by the same `declare_streams`
+on a graph of its own (`srl.graph.Lane`, whose config is the run's with the policy's settings:
+`policy_config` here, with the mapping's and the spaces' checks; `lanes_graph` there). The actors are shared: each steps every agent of its envs and hands
+each lane its agents' rows (srl.workers.lanes). In the run's graph a lane's streams and shared
+blocks carry its prefix ("predator.trainer.samples") and its workers numbers of their own role
+("trainer:1" is the prey's first trainer when the predator has one), so worker names stay
+role:index everywhere (reports, restarts, placement); `Lane.names` maps the lane's own names
+("trainer:0") to the run's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+import gymnasium as gym
+from pydantic import ValidationError
+
+from srl.api import registry
+from srl.config import ConfigError, ExperimentConfig, format_error
+
+POLICIES_DIR = "policies"  # run_dir/policies/<name>: a lane's checkpoints
+
+
+def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
+    """The run's config as policy `name`'s lane sees it: its policy, algorithm and hyperparameters
+    (over the run's), its trainer and policy worker counts, its checkpoints in run_dir/policies/name."""
+    spec = config.policies[name]
+    algorithm = spec.algorithm or config.algorithm
+    try:
+        entry = registry.algorithms.get(algorithm)
+    except registry.UnknownNameError as e:
+        raise ConfigError(f"field 'policies.{name}.algorithm': {e}") from None
+    base = config.algo_config.model_dump() if algorithm == config.algorithm else {}
+    try:
+        algo = entry.config_cls.model_validate({**base, **spec.algo})
+    except ValidationError as e:
+        raise ConfigError(format_error(e, f"policies.{name}.algo.", entry.config_cls)) from None
+    launch = config.launch.model_copy(update={
+        "num_trainers": spec.num_trainers or config.launch.num_trainers,
+        "num_policy_workers": spec.num_policy_workers or config.launch.num_policy_workers,
+    })  # fmt: skip
+    run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
+    resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
+    return config.model_copy(update={
+        "policy": spec.policy or config.policy,
+        "policy_kwargs": config.policy_kwargs if spec.policy_kwargs is None else spec.policy_kwargs,
+        "algorithm": algorithm, "algo": algo, "launch": launch, "policies": {}, "policy_mapping": {},
+        "run": config.run.model_copy(update={"run_dir": run_dir, "resume": resume}),
+    })  # fmt: skip
+
+
+VERSION = "version"  # an inference slot's policy version
+
+
+def lane_column(policy: str, column: str) -> str:
+    """Where the actors' full rows keep a policy's own column (srl.workers.lanes)."""
+    return f"{policy}:{column}"
+
+
+def map_agents(config: ExperimentConfig, agents: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """policy -> the indices of its agents, by the first policy_mapping entry each agent matches;
+    ConfigError for an agent no entry maps, or a policy no agent is mapped to."""
+    mine: dict[str, list[int]] = {name: [] for name in config.policies}
+    for i, agent in enumerate(agents):
+        policy = next((p for pattern, p in config.policy_mapping.items() if fnmatch.fnmatchcase(agent, pattern)), None)
+        if policy is None:
+            raise ConfigError(f"field 'policy_mapping': agent {agent!r} of env {config.env!r} matches no entry "
+                              f"({list(config.policy_mapping)}); the env's agents: {list(agents)}")
+        mine[policy].append(i)
+    unused = [p for p, rows in mine.items() if not rows]
+    if unused:
+        raise ConfigError(f"field 'policies': {unused} act for no agent: policy_mapping maps the env's agents "
+                          f"{list(agents)} as {_mapped(config, agents)}")
+    return {p: tuple(rows) for p, rows in mine.items()}
+
+
+def _mapped(config: ExperimentConfig, agents: tuple[str, ...]) -> dict[str, str]:
+    return {a: next(p for pattern, p in config.policy_mapping.items() if fnmatch.fnmatchcase(a, pattern))
+            for a in agents}
+
+
+def lane_spaces(
+    name: str, rows: tuple[int, ...], agents: tuple[str, ...], spaces: dict[str, tuple[gym.Space, gym.Space]]
+) -> tuple[gym.Space, gym.Space]:
+    """The one observation and action space of a policy's agents; ConfigError where they differ."""
+    first = agents[rows[0]]
+    for i in rows[1:]:
+        if spaces[agents[i]] != spaces[first]:
+            (o1, a1), (o2, a2) = spaces[first], spaces[agents[i]]
+            raise ConfigError(
+                f"field 'policy_mapping': policy {name!r} acts for agents {first!r} (observation {o1}, action {a1}) "
+                f"and {agents[i]!r} (observation {o2}, action {a2}); one policy needs agents of one observation and "
+                "action space: map them to different policies"
+            )
+    return spaces[first]
+
+

@@ -1,0 +1,57 @@
+"""A policy lane's view of its process's transport (srl.lanes): the lane's workers and the shared
+actors' parts for it open the lane's streams and blocks, whose names carry its prefix, while the
+stream code names them as in a one-policy run. Everything else is the process's transport."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from srl.streams.incarnations import INCARNATIONS_BLOCK
+from srl.streams.layout import Layout
+from srl.streams.rejections import Rejections
+from srl.streams.transport import Receiver, Sender, Transport
+
+
+class PrefixedTransport(Transport):
+    def __init__(self, inner: Transport, prefix: str) -> None:
+        self.inner, self.prefix = inner, prefix
+        self.shares_memory = inner.shares_memory
+
+    def receiver(self, name: str) -> Receiver:
+        return self.inner.receiver(self.prefix + name)
+
+    def sender(self, name: str) -> Sender:
+        return self.inner.sender(self.prefix + name)
+
+    def publisher(self, name: str) -> Sender:
+        return self.inner.publisher(self.prefix + name)
+
+    def subscriber(self, name: str) -> Receiver:
+        return self.inner.subscriber(self.prefix + name)
+
+    def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
+        # the workers' epochs are the run's, one block for every lane
+        return self.inner.arrays(name if name == INCARNATIONS_BLOCK else self.prefix + name, layout)
+
+    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
+        self.inner.wait(receivers, timeout_s)
+
+    @functools.cached_property
+    def rejections(self) -> Rejections:
+        return self.inner.rejections
+
+    @functools.cached_property
+    def opened(self) -> set[tuple[str, str]]:
+        return self.inner.opened
+
+    def take_rejected(self) -> dict[str, int]:
+        return self.inner.take_rejected()
+
+    def take_dropped(self) -> dict[str, int]:
+        return self.inner.take_dropped()
+
+    def close(self) -> None:
+        """The process's transport is closed by its owner (srl.launch.shell), not by a lane's view."""

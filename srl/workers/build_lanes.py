@@ -1,0 +1,45 @@
+"""An actor's part in each policy's lane (srl.lanes, srl.workers.lanes): the lane's slots, its
+inference (its policy worker, or inline) and its sample producer, on the lane's streams; and the
+actor's own slots of every agent's rows, in its memory (the run's graph lays them out)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from srl.devices import resolve
+from srl.graph import Graph, lane_outputs
+from srl.monitor.timing import TimeBreakdown
+from srl.spaces import obs_fields
+from srl.streams.inference import InferenceClient, Slot
+from srl.streams.prefixed import PrefixedTransport
+from srl.streams.samples import SampleProducer
+from srl.streams.transport import Transport
+from srl.workers.actor import InferencePort
+from srl.workers.lanes import LanesPort, LanesProducer, lane_rows
+from srl.workers.policy import LocalInferenceClient
+from srl.workers.wiring import acting, actor_arrays, incarnations, split_actor_arrays
+
+
+def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
+                ) -> tuple[LanesPort, LanesProducer, list[Slot]]:
+    c = graph.config
+    full_obs = {k: s.shape for k, s in obs_fields(graph.observation_space).items()}
+    lanes, ports, producers, lane_slots = [], [], [], []
+    for lane in graph.lanes:
+        lg, view = lane.at_run(graph), PrefixedTransport(transport, lane.prefix)
+        infer, segments = actor_arrays(lg, view, actor)
+        lives = incarnations(lg, view)
+        lane_obs = {k: s.shape for k, s in obs_fields(lg.observation_space).items()}
+        lanes.append(lane_rows(lane.name, lane.rows, len(graph.agents), c.dataflow.envs_per_split, full_obs, lane_obs,
+                               tuple(lane_outputs(lg))))
+        if c.dataflow.inference == "inline":
+            port: InferencePort = LocalInferenceClient(acting(lg, view, resolve(c.devices.actor), clock), infer, actor)
+        else:
+            port = InferenceClient(view, actor, lg.policy_worker_of(actor), lives, slots=infer)
+        ports.append(port)
+        producers.append(SampleProducer(view, actor, segments, lives, trainer=lg.trainer_of(actor)))
+        lane_slots.append(infer)
+    arrays = {name: np.zeros(spec.shape, spec.dtype) for name, spec in graph.actor_layout().arrays.items()}
+    infer, segments = split_actor_arrays(graph, arrays)
+    return (LanesPort(lanes, ports, lane_slots, infer),
+            LanesProducer(lanes, producers, segments, [len(lane.rows) for lane in graph.lanes]), infer)

@@ -1,0 +1,59 @@
+"""What every worker's builder reads of the graph and its transport: the workers' epochs, an
+actor's slots, the policy an actor or policy worker acts with (srl.workers.build and the builders
+beside it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from srl.graph import Graph, actor_block, initial_policy, sub_arrays
+from srl.monitor.timing import TimeBreakdown
+from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
+from srl.streams.inference import Slot
+from srl.streams.params import ParamSubscriber
+from srl.streams.samples import Segment
+from srl.streams.transport import Transport
+from srl.workers.policy import Acting
+
+
+def actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
+    return split_actor_arrays(graph, transport.arrays(actor_block(actor), graph.actor_layout()))
+
+
+def split_actor_arrays(graph: Graph, arrays: dict[str, np.ndarray]) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
+    """An actor block's arrays as its inference slots (per split) and segment slots (per split, slot)."""
+    c = graph.config
+    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(c.dataflow.ring_splits)]
+    segments = {
+        (s, k): sub_arrays(arrays, f"sample.{s}.{k}.")
+        for s in range(c.dataflow.ring_splits)
+        for k in range(_slots(arrays, s))
+    }
+    return infer, segments
+
+
+def _slots(arrays: dict[str, Any], split: int) -> int:
+    return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
+
+
+def incarnations(graph: Graph, transport: Transport) -> Incarnations:
+    """The epochs of every worker (the controller bumps one on each restart); a policy's lane
+    (srl.lanes) reads the run's under its own workers' names."""
+    names = list(graph.run_workers) or [w.name for w in graph.workers]
+    epochs = transport.arrays(INCARNATIONS_BLOCK, incarnations_layout(names))["epoch"]
+    if graph.epochs and not transport.shares_memory:  # tcp: a restarted worker starts from the controller's copy
+        np.maximum(epochs, graph.epochs, out=epochs)
+    return Incarnations(names, epochs).renamed(graph.names)
+
+
+def acting(graph: Graph, transport: Transport, device: torch.device, clock: TimeBreakdown | None = None) -> Acting:
+    c = graph.config
+    from srl.workers.build_replay import make_exploration
+
+    seed = c.run.seed if c.run.deterministic else None
+    policy = initial_policy(graph, device)
+    return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
+                  exploration=make_exploration(graph))
