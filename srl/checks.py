@@ -232,7 +232,12 @@ def _policies(config: ExperimentConfig) -> str | None:
                     "set it for a one-policy run")
     from srl.lanes import policy_config
 
+    if not any(spec.trainable for spec in config.policies.values()):
+        return "field 'policies': none of them trains (trainable: true for at least one)"
     for name, spec in config.policies.items():
+        if spec.checkpoint is not None and spec.trainable:
+            return (f"field 'policies.{name}.checkpoint': a policy that trains starts from the run's own checkpoints "
+                    "(run.resume); set trainable: false to act with these weights")
         try:
             registry.policies.get(spec.policy or config.policy)
             policy_config(config, name)

@@ -399,12 +399,17 @@ class PolicySpec(Settings):
     it learns. A field left out is the run's own (the top-level policy, algorithm, algo, ...)."""
 
     policy: str | None = Field(None, description="A registered policy name; none: the run's `policy`.")
-    policy_kwargs: dict[str, Any] | None = Field(None, description="Keyword arguments of the policy; none: the run's.")
+    policy_kwargs: dict[str, Any] | None = Field(None, description="Keyword arguments of the policy; none: the run's "
+                                                 "where the policy is the run's, else none.")
     algorithm: str | None = Field(None, description="A registered algorithm name; none: the run's `algorithm`.")
     algo: dict[str, Any] = Field(
         default_factory=dict, description="Hyperparameters over the run's `algo` (over the algorithm's defaults "
         "where `algorithm` differs from the run's)."
     )
+    trainable: bool = Field(True, description="false: it only acts (no trainer, no parameter service), with the "
+                            "weights of `checkpoint`, or as a scripted policy (random, random-legal, ...).")
+    checkpoint: str | None = Field(None, description="trainable=false: a checkpoint file (.pt of any srl run of this "
+                                   "policy class and spaces) whose weights it acts with.")
     num_trainers: int | None = Field(None, ge=1, le=64, description="Its trainers; none: launch.num_trainers.")
     num_policy_workers: int | None = Field(
         None, ge=1, le=256, description="Its policy workers (dataflow.inference=policy_worker); none: "

@@ -69,6 +69,11 @@ def _graph(run_dir: Path) -> Graph:
 def _load(graph: Graph, lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
     c = lane.graph.config
     policy = make_policy(c, lane.graph.observation_space, lane.graph.action_space)
+    if not lane.graph.trains:  # it acted with these weights, or as it is made (a scripted policy)
+        if lane.graph.weights_file is None:
+            return policy.eval(), {"version": 0}
+        return policy.eval(), checkpoint.load_file(Path(lane.graph.weights_file),
+                                                   apply=lambda s: policy.load_state_dict(s["policy"]))
     state = checkpoint.load_latest(Path(str(c.run.run_dir)), c.run.run_id,
                                    apply=lambda s: policy.load_state_dict(s["policy"]))
     if state is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
@@ -107,6 +108,9 @@ class Graph:
     # a lane's graph: every worker of the run (whose epochs it reads), and its workers' run names
     run_workers: tuple[str, ...] = ()
     names: dict[str, str] = field(default_factory=dict)
+    # a lane of a policy that does not train: it acts with these weights (None: as it is made)
+    trains: bool = True
+    weights_file: str | None = None
 
     @property
     def rows_per_split(self) -> int:
@@ -501,6 +505,22 @@ def describe_lanes(lanes: list[Lane], agents: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def _acting_only(graph: Graph, name: str, weights_file: str | None) -> None:
+    """A lane whose policy does not train: the actors' inference alone (its policy workers, or
+    inline), with the weights of `weights_file`, which must load into its policy now."""
+    from srl import checkpoint
+
+    graph.workers = [w for w in graph.workers if w.role in (Role.ACTOR, Role.POLICY)]
+    graph.streams = [s for s in graph.streams if s.kind in ("requests", "replies", "control")]
+    graph.trains, graph.weights_file = False, weights_file
+    if weights_file is not None:
+        policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+        try:
+            checkpoint.load_file(Path(weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
+        except (checkpoint.CheckpointError, RuntimeError) as e:  # RuntimeError: another policy's shapes
+            raise ConfigError(f"field 'policies.{name}.checkpoint': {e}") from None
+
+
 def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_space: gym.Space,
                 action_space: gym.Space, own: dict[str, tuple[gym.Space, gym.Space]]) -> Graph:
     """The run's graph of a config with `policies`: a lane per policy over the agents mapped to it
@@ -516,6 +536,8 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
             field = "num_trainers" if lane_graph.of_kind("gradients") else "policy"
             raise ConfigError(f"field 'policies.{name}.{field}': a run with several policies takes one trainer and "
                               "a feed-forward policy per policy for now")
+        if not config.policies[name].trainable:
+            _acting_only(lane_graph, name, config.policies[name].checkpoint)
         lanes.append(Lane(name, rows, lane_graph))
     # the actors' own slots hold every agent's rows: each lane's policy outputs and version in
     # columns of its own, which only its rows fill (srl.workers.lanes)

@@ -29,14 +29,15 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     """The run's config as policy `name`'s lane sees it: its policy, algorithm and hyperparameters
     (over the run's), its trainer and policy worker counts, its checkpoints in run_dir/policies/name."""
     spec = config.policies[name]
-    algorithm = spec.algorithm or config.algorithm
+    # one that only acts learns nothing: whatever it is, it is checked with no algorithm (srl.algos.none)
+    algorithm = (spec.algorithm or config.algorithm) if spec.trainable else "none"
     try:
         entry = registry.algorithms.get(algorithm)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policies.{name}.algorithm': {e}") from None
     base = config.algo_config.model_dump() if algorithm == config.algorithm else {}
     try:
-        algo = entry.config_cls.model_validate({**base, **spec.algo})
+        algo = entry.config_cls.model_validate({**base, **spec.algo} if spec.trainable else {})
     except ValidationError as e:
         raise ConfigError(format_error(e, f"policies.{name}.algo.", entry.config_cls)) from None
     launch = config.launch.model_copy(update={
@@ -45,9 +46,10 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     })  # fmt: skip
     run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
+    policy = spec.policy or config.policy
+    kwargs = spec.policy_kwargs if spec.policy_kwargs is not None else config.policy_kwargs if policy == config.policy else {}
     return config.model_copy(update={
-        "policy": spec.policy or config.policy,
-        "policy_kwargs": config.policy_kwargs if spec.policy_kwargs is None else spec.policy_kwargs,
+        "policy": policy, "policy_kwargs": kwargs,
         "algorithm": algorithm, "algo": algo, "launch": launch, "policies": {}, "policy_mapping": {},
         "run": config.run.model_copy(update={"run_dir": run_dir, "resume": resume}),
     })  # fmt: skip

@@ -102,6 +102,56 @@ def test_each_policy_trains_on_its_own_agents_rows_every_transition_once(launche
     assert "losses/none" not in metrics, "losses are each policy's own"
 
 
+MAPPED = {"adversary_*": "predator", "agent_*": "prey"}
+
+
+def prey_checkpoint(tmp_path: Path, hidden: list[int]) -> Path:
+    """A checkpoint of a 14-input prey network, as a run of its own would have written."""
+    import gymnasium as gym
+
+    from srl import checkpoint
+    from srl.models.mlp import ActorCriticMLP
+
+    net = ActorCriticMLP(gym.spaces.Box(-np.inf, np.inf, (14,), np.float32), gym.spaces.Discrete(5), hidden_sizes=hidden)
+    path = checkpoint.save(tmp_path / "prey-run", 7, 100, net, {})
+    assert path is not None
+    return path
+
+
+def test_a_policy_that_does_not_train_only_acts_with_its_checkpoints_weights(tmp_path):
+    weights = prey_checkpoint(tmp_path, [64, 64])
+    graph = build_graph(tag_config(policy_kwargs={"hidden_sizes": [64, 64]}, policy_mapping=MAPPED,
+                                   dataflow={"inference": "policy_worker"},
+                                   policies={"predator": {}, "prey": {"trainable": False, "checkpoint": str(weights)}}))
+    prey = next(lane for lane in graph.lanes if lane.name == "prey")
+    assert not prey.graph.trains and sorted(prey.names.values()) == ["policy:1"]  # no trainer, no parameter service
+    assert {s.kind for s in graph.streams if s.name.startswith("prey.")} == {"requests", "replies"}
+    with pytest.raises(ConfigError, match=r"field 'policies.prey.checkpoint': .*ckpt-00000007.pt: does not fit this run's policy"):
+        build_graph(tag_config(policy_kwargs={"hidden_sizes": [32]}, policy_mapping=MAPPED,
+                               policies={"predator": {}, "prey": {"trainable": False, "checkpoint": str(weights)}}))
+    with pytest.raises(ConfigError, match=r"field 'policies.prey.checkpoint': a policy that trains starts from"):
+        tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"checkpoint": str(weights)}})
+    with pytest.raises(ConfigError, match=r"field 'policies': none of them trains"):
+        tag_config(policy_mapping=MAPPED, policies={"predator": {"trainable": False}, "prey": {"trainable": False}})
+
+
+def test_a_scripted_prey_acts_beside_a_trained_predator(run_dir):
+    """A registered scripted policy (random) needs no algorithm and no weights; the run trains
+    the predator alone, and srl eval plays both."""
+    config = tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"trainable": False, "policy": "random"}},
+                        launch={"launcher": "inline"}, dataflow={"envs_per_actor": 4}, stop={"total_env_steps": 1500},
+                        run={"run_dir": str(run_dir)}, monitor={"display": "off"})
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())["policies"]
+    assert summary["predator"]["updates"] > 0 and summary["prey"]["updates"] == 0, summary
+    assert summary["prey"]["episodes"] > 0
+    assert not (run_dir / "policies" / "prey").exists()
+    proc = subprocess.run([sys.executable, "-m", "srl.cli", "eval", str(run_dir), "--episodes", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["policy_versions"] == {"predator": summary["predator"]["policy_version"], "prey": 0}
+
+
 def params_of(run_dir: Path, *overrides: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "run", "mpe-tag", "run.seed=3", "launch.num_actor_workers=2",

@@ -31,7 +31,7 @@ PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s
 
 class RunMonitor:
     def __init__(self, config: ExperimentConfig, start_env_steps: int = 0, launched_s: float | None = None,
-                 policies: dict[str, str] | None = None) -> None:
+                 policies: dict[str, str] | None = None, policy_names: tuple[str, ...] = ()) -> None:
         self.config = config
         self.started_s = time.monotonic()
         self.launched_s = time.time() if launched_s is None else launched_s  # the command's start
@@ -66,7 +66,8 @@ class RunMonitor:
         self.population: Any = None
         # several policies (srl.lanes): worker -> its policy; each policy's episodes, trainer and updates
         self.policies = policies or {}
-        self.policy_episodes = {p: ReturnWindow(WINDOW) for p in dict.fromkeys(self.policies.values())}
+        self.policy_episodes = {p: ReturnWindow(WINDOW) for p in policy_names}
+        self.trained = {p for w, p in self.policies.items() if w.startswith("trainer:")}  # not those that only act
         self.policy_trainers: dict[str, dict[str, Any]] = {p: {} for p in self.policy_episodes}
         self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
         self.policy_final: dict[str, dict[str, Any]] = {}
@@ -233,8 +234,8 @@ class RunMonitor:
         reported; an ensemble's members each count their own, so it stops on their sum."""
         if self.member_episodes is not None:
             return self.updates
-        if self.policies:  # each policy makes max_updates of its own
-            return min(max(self.policy_updates[p], t.get("policy_version", 0)) for p, t in self.policy_trainers.items())
+        if self.trained:  # each policy that trains makes max_updates of its own
+            return min(max(self.policy_updates[p], self.policy_trainers[p].get("policy_version", 0)) for p in self.trained)
         return max(self.updates, self.trainer.get("policy_version", 0))
 
     def _target_reached(self) -> None:

@@ -62,7 +62,7 @@ def _resume_point(graph: Graph) -> int:
 
         return resume_point(c)
     if graph.lanes:  # each policy continues from its own (srl.lanes: run_dir/policies/<name>)
-        return min(_resume_point(lane.graph) for lane in graph.lanes)
+        return min(_resume_point(lane.graph) for lane in graph.lanes if lane.graph.trains)
     with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
         policy = make_policy(c, graph.observation_space, graph.action_space)
         algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
@@ -85,7 +85,8 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
     config, started_s = graph.config, outputs.started_s
     console = Console(stderr=True)
     policies = {worker: lane.name for lane in graph.lanes for worker in lane.names.values()}
-    monitor = RunMonitor(config, resumed_env_steps, launched_s=started_s, policies=policies)
+    monitor = RunMonitor(config, resumed_env_steps, launched_s=started_s, policies=policies,
+                         policy_names=tuple(lane.name for lane in graph.lanes))
     # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "

@@ -92,6 +92,18 @@ def ordering(header: tuple[int, ...]) -> tuple[int, int]:
     return (header[1], header[0])
 
 
+class FixedParams:
+    """In place of a ParamSubscriber for a policy that does not train (config policies.<name>.trainable
+    false): its weights are the ones it was made with, version 0, nothing to receive."""
+
+    def __init__(self) -> None:
+        self.version, self.generation = 0, 0
+        self.receivers: list[Receiver] = []
+
+    def poll(self, module: torch.nn.Module) -> bool:
+        return False
+
+
 class ParamSubscriber:
     """Holds the newest version seen; `poll` loads it into the policy when it is newer. Takes only
     weights shaped as `module`'s (the policy it will load them into)."""

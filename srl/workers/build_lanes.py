@@ -24,7 +24,8 @@ def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreak
                 ) -> tuple[LanesPort, LanesProducer, list[Slot]]:
     c = graph.config
     full_obs = {k: s.shape for k, s in obs_fields(graph.observation_space).items()}
-    lanes, ports, producers, lane_slots = [], [], [], []
+    lanes, ports, lane_slots = [], [], []
+    producers: list[SampleProducer | None] = []
     for lane in graph.lanes:
         lg, view = lane.at_run(graph), PrefixedTransport(transport, lane.prefix)
         infer, segments = actor_arrays(lg, view, actor)
@@ -37,7 +38,7 @@ def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreak
         else:
             port = InferenceClient(view, actor, lg.policy_worker_of(actor), lives, slots=infer)
         ports.append(port)
-        producers.append(SampleProducer(view, actor, segments, lives, trainer=lg.trainer_of(actor)))
+        producers.append(SampleProducer(view, actor, segments, lives, trainer=lg.trainer_of(actor)) if lg.trains else None)
         lane_slots.append(infer)
     arrays = {name: np.zeros(spec.shape, spec.dtype) for name, spec in graph.actor_layout().arrays.items()}
     infer, segments = split_actor_arrays(graph, arrays)

@@ -27,7 +27,7 @@ from srl.data import columns as C
 from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, concat_obs, map_obs, obs_of
 from srl.streams.inference import InferenceServer, Request, Slot
-from srl.streams.params import ParamSubscriber
+from srl.streams.params import FixedParams, ParamSubscriber
 from srl.streams.transport import Receiver
 from srl.workers.hidden import HiddenStates
 
@@ -44,7 +44,7 @@ class Acting:
     def __init__(
         self,
         policy: Policy,
-        params: ParamSubscriber,
+        params: ParamSubscriber | FixedParams,
         sampling_seed: int | None = None,
         clock: TimeBreakdown | None = None,
         exploration: EpsilonGreedy | None = None,

@@ -4,16 +4,18 @@ beside it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from srl import checkpoint
 from srl.graph import Graph, actor_block, initial_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import Slot
-from srl.streams.params import ParamSubscriber
+from srl.streams.params import FixedParams, ParamSubscriber
 from srl.streams.samples import Segment
 from srl.streams.transport import Transport
 from srl.workers.policy import Acting
@@ -55,5 +57,9 @@ def acting(graph: Graph, transport: Transport, device: torch.device, clock: Time
 
     seed = c.run.seed if c.run.deterministic else None
     policy = initial_policy(graph, device)
-    return Acting(policy, ParamSubscriber(transport, policy), sampling_seed=seed, clock=clock,
-                  exploration=make_exploration(graph))
+    params: ParamSubscriber | FixedParams = ParamSubscriber(transport, policy)
+    if not graph.trains:  # a policy that only acts (srl.graph._acting_only): its weights are fixed
+        params = FixedParams()
+        if graph.weights_file is not None:
+            checkpoint.load_file(Path(graph.weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
+    return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph))
