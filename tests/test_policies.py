@@ -189,3 +189,14 @@ def test_mpe_tag_trained_predators_catch_more_and_trained_prey_is_caught_less_th
     random_touches = predator["random_return_mean"]  # random predators against random prey
     assert predator["return_mean"] > 1.5 * random_touches + 2, scores
     assert prey["opponents"]["predator"]["return_mean"] < 0.7 * random_touches, scores
+
+
+def test_the_mapping_in_docs_multiagent_is_a_valid_config():
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).parent.parent / "docs" / "multiagent.md").read_text()
+    values = yaml.safe_load(re.search(r"```yaml\n(.*?)```", doc, re.S).group(1))
+    graph = build_graph(build_config(values))
+    assert [(lane.name, lane.graph.config.algo_config.lr) for lane in graph.lanes] == [("predator", 1e-3), ("prey", 3e-4)]
