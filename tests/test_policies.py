@@ -200,3 +200,26 @@ def test_the_mapping_in_docs_multiagent_is_a_valid_config():
     values = yaml.safe_load(re.search(r"```yaml\n(.*?)```", doc, re.S).group(1))
     graph = build_graph(build_config(values))
     assert [(lane.name, lane.graph.config.algo_config.lr) for lane in graph.lanes] == [("predator", 1e-3), ("prey", 3e-4)]
+
+
+def test_the_monitor_keeps_each_policys_episodes_updates_and_restarts_apart():
+    from srl.launch.monitor import RunMonitor
+    from srl.streams.control import Role
+
+    config = tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {}})
+    monitor = RunMonitor(config, policies={"trainer:0": "predator", "trainer:1": "prey", "params:0": "predator",
+                                           "params:1": "prey"}, policy_names=("predator", "prey"))  # fmt: skip
+    episodes = {"predator": {"episodes": 3, "episode_returns": [10.0, 20.0, 30.0], "episode_lengths": [25] * 3},
+                "prey": {"episodes": 1, "episode_returns": [-5.0], "episode_lengths": [25]}}
+    monitor.on_report(Role.ACTOR, 0, {"env_steps": 100, "episode_returns": [10.0, 20.0, 30.0, -5.0],
+                                      "episode_lengths": [25] * 4, "episodes": 4, "policies": episodes})
+    trained = {"segments_dropped": 0, "policy_version": 5, "losses/policy_loss": 0.5}
+    monitor.on_report(Role.TRAINER, 0, {**trained, "updates": 5})
+    monitor.on_report(Role.TRAINER, 1, {**trained, "updates": 3, "policy_version": 3, "losses/policy_loss": -0.5})
+    monitor.on_restart("trainer:1")  # it had reported version 3; its checkpoint holds version 2
+    monitor.on_report(Role.TRAINER, 1, {**trained, "updates": 1, "policy_version": 3, "losses/policy_loss": -0.5})
+    metrics = monitor.metrics()
+    assert metrics["predator/episode_return_mean"] == 20.0 and metrics["prey/episode_return_mean"] == -5.0
+    assert (metrics["predator/updates"], metrics["prey/updates"], metrics["updates_lost"]) == (5, 3, 1)
+    assert metrics["predator/losses/policy_loss"] == 0.5 and metrics["prey/losses/policy_loss"] == -0.5
+    assert "losses/policy_loss" not in metrics

@@ -274,6 +274,8 @@ class RunMonitor:
         lost = max(0, counted - resumed_from)
         self.updates_lost += lost
         self.updates += resumed_from - counted  # less the lost (counted, not kept), plus the unreported kept
+        if worker in self.policies:
+            self.policy_updates[self.policies[worker]] += resumed_from - counted
 
     def on_unplaced(self, worker: str) -> None:
         """Its launcher has not placed it yet (Ray waits for resources): its heartbeat clock starts once placed."""
