@@ -224,8 +224,8 @@ def _policies(config: ExperimentConfig) -> str | None:
     unknown = {pattern: p for pattern, p in config.policy_mapping.items() if p not in config.policies}
     if unknown:
         return f"field 'policy_mapping': {unknown} name no policy; policies: {sorted(config.policies)}"
-    unsupported = {"pod.enabled": config.pod.enabled, "replay": config.replay is not None,
-                   "eval.episodes": bool(config.eval.episodes), "extra_workers": bool(config.extra_workers)}
+    unsupported = {"pod.enabled": config.pod.enabled, "eval.episodes": bool(config.eval.episodes),
+                   "extra_workers": bool(config.extra_workers)}
     for field, used in unsupported.items():
         if used:
             return (f"field {field!r}: a run with several policies (policies) does not take it yet; "

@@ -1,7 +1,7 @@
 """Several policies in one run (config `policies` + `policy_mapping`): one lane per policy.
 
 A lane is the one-policy dataflow of srl.graph for the agents mapped to that policy: its own
-policy workers, trainer, parameter service and checkpoints, declared by the same `declare_streams`
+policy workers, trainer (and buffer, with replay), parameter service and checkpoints, declared by the same `declare_streams`
 on a graph of its own (`srl.graph.Lane`, whose config is the run's with the policy's settings:
 `policy_config` here, with the mapping's and the spaces' checks; `lanes_graph` there). The actors are shared: each steps every agent of its envs and hands
 each lane its agents' rows (srl.workers.lanes). In the run's graph a lane's streams and shared

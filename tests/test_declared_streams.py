@@ -77,8 +77,10 @@ def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkey
     "experiment,overrides",
     [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
      ("cartpole-pod", []), ("cartpole-pod-ensemble", ["pod.ensemble.population=2", "dataflow.envs_per_actor=16"]),
-     ("mpe-tag", ["dataflow.inference=policy_worker", "launch.num_actor_workers=2", "dataflow.envs_per_actor=4"])],
-    ids=["policy-workers", "trainers", "replay", "pod", "ensemble", "two-policies"],
+     ("mpe-tag", ["dataflow.inference=policy_worker", "launch.num_actor_workers=2", "dataflow.envs_per_actor=4"]),
+     ("mpe-tag", ["algorithm=dqn", "algo=!{}", "policy=q-mlp", "replay={batch_size: 32, warmup: 64}",
+                  "dataflow.envs_per_actor=4"])],
+    ids=["policy-workers", "trainers", "replay", "pod", "ensemble", "two-policies", "two-policies-replay"],
 )
 def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport, run_dir, monkeypatch):
     want, got = run_and_compare(experiment, [*overrides, f"dataflow.transport={transport}"], run_dir, monkeypatch)

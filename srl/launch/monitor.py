@@ -249,8 +249,9 @@ class RunMonitor:
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.last_report_s[worker] = now
         last = self._last.pop(worker, None)
-        leader = worker.startswith("pod:") or worker == "trainer:0" or worker in self.policies
-        if leader and worker.startswith(("pod:", "trainer:")):  # the version its parameters were counted up to
+        # (a policy's trainer, with several policies, leads its own)
+        leader = worker.startswith("pod:") or worker == "trainer:0" or (worker.startswith("trainer:") and worker in self.policies)
+        if leader:  # the version its parameters were counted up to
             trainer = self.policy_trainers[self.policies[worker]] if worker in self.policies else self.trainer
             counted = last[2].get("policy_version") if last is not None else trainer.get("policy_version")
             if counted is not None or self.config.run.resume is None:
