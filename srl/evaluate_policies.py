@@ -5,7 +5,7 @@ each policy's mean return per agent.
 `--against random`: each policy in turn plays against random ones (every other policy's agents act
 uniformly at random), beside the same episodes with every agent random: a trained predator should
 catch more than a random one does, a trained prey be caught less (`return_mean` against
-`random_return_mean`, same seeds).
+`random_return_mean`, same seeds). Random players of a turn-based game play legal moves.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from srl.api.policy import Policy
 from srl.checks import build_config
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
+from srl.envs.central_state import AgentStateBox
 from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
+from srl.models.scripted import random_legal
 from srl.spaces import Obs, map_obs
 
 
@@ -87,6 +89,7 @@ def _play(graph: Graph, policies: dict[str, Policy], episodes: int, seed: int, d
     c = graph.config
     env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1, wrappers=c.env_wrappers)
     graph.action_space.seed(seed)
+    rng = np.random.default_rng(seed)
     spec = space_spec(graph.action_space)
     returns: dict[str, list[float]] = {lane.name: [] for lane in graph.lanes}
     try:
@@ -98,7 +101,7 @@ def _play(graph: Graph, policies: dict[str, Policy], episodes: int, seed: int, d
                 rows = list(lane.rows)
                 policy = policies.get(lane.name)
                 if policy is None:
-                    action[rows] = [graph.action_space.sample() for _ in rows]
+                    action[rows] = _random(graph, lane, obs, rows, rng)
                     continue
                 with torch.inference_mode():
                     action[rows] = policy.rollout(_own(obs, rows, lane), deterministic=deterministic)["action"].numpy()
@@ -112,6 +115,15 @@ def _play(graph: Graph, policies: dict[str, Policy], episodes: int, seed: int, d
     finally:
         env.close()
     return returns
+
+
+def _random(graph: Graph, lane: Lane, obs: Obs, rows: list[int], rng: np.random.Generator) -> Any:
+    """Random actions of a lane's rows: legal ones where its rows carry an action mask (turn-based
+    games, srl.envs.pettingzoo_aec), else the action space's."""
+    space = lane.graph.observation_space
+    if isinstance(space, AgentStateBox) and space.mask_dim and isinstance(obs, np.ndarray):
+        return random_legal(obs[rows, space.own_dim - space.mask_dim : space.own_dim], rng)
+    return [graph.action_space.sample() for _ in rows]
 
 
 def _own(obs: Obs, rows: list[int], lane: Lane) -> Any:

@@ -223,3 +223,20 @@ def test_the_monitor_keeps_each_policys_episodes_updates_and_restarts_apart():
     assert (metrics["predator/updates"], metrics["prey/updates"], metrics["updates_lost"]) == (5, 3, 1)
     assert metrics["predator/losses/policy_loss"] == 0.5 and metrics["prey/losses/policy_loss"] == -0.5
     assert "losses/policy_loss" not in metrics
+
+
+def test_a_learner_beats_a_scripted_random_legal_opponent_in_tictactoe(run_dir):
+    """Turn-based: player_1 learns (PPO), player_2 is the scripted random-legal player. Random
+    against random, the first player's mean return is about +0.3; after 20k env steps the learner's
+    is far above it (seed 1)."""
+    from srl.load import load_config
+
+    config = load_config("tictactoe-ppo", [
+        "policies={learner: {}, opponent: {trainable: false, policy: random-legal}}",
+        "policy_mapping={player_1: learner, player_2: opponent}", "launch.launcher=inline", "run.seed=1",
+        "stop.total_env_steps=20000", "monitor.display=off", f"run.run_dir={run_dir}",
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())["policies"]
+    assert summary["learner"]["episode_return_mean"] > 0.6, summary
+    assert summary["opponent"]["updates"] == 0
