@@ -240,3 +240,18 @@ def test_a_learner_beats_a_scripted_random_legal_opponent_in_tictactoe(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())["policies"]
     assert summary["learner"]["episode_return_mean"] > 0.6, summary
     assert summary["opponent"]["updates"] == 0
+
+
+def test_a_resumed_run_continues_each_policy_from_its_own_checkpoint(run_dir):
+    config = counting_lanes("local", run_dir)
+    config.run.checkpoint_interval_s = 0.5
+    assert run_experiment(config) == 0
+    first = json.loads((run_dir / "summary.json").read_text())
+    again = counting_lanes("local", run_dir)
+    again.run.resume, again.stop.total_env_steps = str(run_dir), 6000
+    assert run_experiment(again) == 0
+    second = json.loads((run_dir / "summary.json").read_text())
+    assert second["env_steps"] >= 6000 and second["launch"] == 2, second
+    for policy in ("a", "b"):  # each took up its own parameters where its last checkpoint left them
+        before, after = first["policies"][policy], second["policies"][policy]
+        assert after["updates"] > 0 and after["policy_version"] == before["policy_version"] + after["updates"], (before, after)
