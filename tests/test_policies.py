@@ -225,21 +225,41 @@ def test_the_monitor_keeps_each_policys_episodes_updates_and_restarts_apart():
     assert "losses/policy_loss" not in metrics
 
 
-def test_a_learner_beats_a_scripted_random_legal_opponent_in_tictactoe(run_dir):
-    """Turn-based: player_1 learns (PPO), player_2 is the scripted random-legal player. Random
-    against random, the first player's mean return is about +0.3; after 20k env steps the learner's
-    is far above it (seed 1)."""
+def test_sides_change_seats_every_episode_and_half_the_envs_start_swapped():
+    from srl.envs import make_vector_env
+
+    venv = make_vector_env("pettingzoo-aec", {"module": "pettingzoo.classic.tictactoe_v3",
+                                              "sides": ["learner", "opponent"]}, num_envs=2)
+    assert venv.agents == ("learner", "opponent")
+    mask = venv.observation_space.own_dim - venv.observation_space.mask_dim
+
+    def movers(obs):  # per env, the side whose row carries an action mask: it moves first
+        return ["learner" if obs[2 * e, mask:mask + 9].any() else "opponent" for e in range(2)]
+
+    assert movers(venv.reset(seed=0)) == ["learner", "opponent"]
+    assert movers(venv.reset(seed=0)) == ["opponent", "learner"]  # the next episode of each env: seats swapped
+
+
+def test_a_learner_beats_a_scripted_random_legal_opponent_in_tictactoe_from_either_seat(run_dir):
+    """Turn-based: the learner (PPO) against the scripted random-legal player, the two changing
+    seats every episode (env_kwargs.sides). Random against random, a side's mean return is about
+    0; after 30k env steps the learner's is far above it (seed 1)."""
     from srl.load import load_config
 
     config = load_config("tictactoe-ppo", [
-        "policies={learner: {}, opponent: {trainable: false, policy: random-legal}}",
-        "policy_mapping={player_1: learner, player_2: opponent}", "launch.launcher=inline", "run.seed=1",
-        "stop.total_env_steps=20000", "monitor.display=off", f"run.run_dir={run_dir}",
+        "env_kwargs.sides=[learner, opponent]", "policies={learner: {}, opponent: {trainable: false, policy: random-legal}}",
+        "policy_mapping={learner: learner, opponent: opponent}", "launch.launcher=inline", "run.seed=1",
+        "stop.total_env_steps=30000", "monitor.display=off", f"run.run_dir={run_dir}",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())["policies"]
-    assert summary["learner"]["episode_return_mean"] > 0.6, summary
+    assert summary["learner"]["episode_return_mean"] > 0.4, summary
     assert summary["opponent"]["updates"] == 0
+    proc = subprocess.run([sys.executable, "-m", "srl.cli", "eval", str(run_dir), "--against", "random",
+                           "--episodes", "200"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    learner = json.loads(proc.stdout)["policies"]["learner"]
+    assert learner["return_mean"] > learner["random_return_mean"] + 0.3, learner
 
 
 def test_a_resumed_run_continues_each_policy_from_its_own_checkpoint(run_dir):

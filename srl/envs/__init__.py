@@ -30,6 +30,7 @@ from srl.envs.native_backends import EnvPoolBackend, GymVectorBackend, resolve_b
 from srl.envs.partial import MaskVelocity  # registers the Gymnasium id CartPoleNoVel-v1
 from srl.envs.pettingzoo_aec import AECEnvironment
 from srl.envs.pettingzoo_env import PettingZooEnvironment, import_env_module, make_pettingzoo_env
+from srl.envs.seats import AlternatingSeats
 from srl.envs.vector import SerialVectorEnv
 from srl.envs.wrappers import WrapperEntry, resolve, wrap
 
@@ -65,14 +66,18 @@ def pettingzoo_mappo_env(module: str, **kwargs: Any) -> Environment:
 
 
 @registry.register_env("pettingzoo-aec")
-def pettingzoo_aec_env(module: str, **kwargs: Any) -> Environment:
+def pettingzoo_aec_env(module: str, sides: list[str] | None = None, env_id: int = 0, **kwargs: Any) -> Environment:
     """A turn-based PettingZoo AEC game (module.env(**kwargs)), rows with the global state and
-    the acting agent's action mask (for the "mappo" policy)."""
+    the acting agent's action mask (for the "mappo" policy). `sides` (two names): a two-player
+    game's agents are these sides, which change seats every episode (srl.envs.seats)."""
     factory = getattr(import_env_module(module), "env", None)
     if factory is None:
         raise ValueError(f"module {module!r} has no env(); name a PettingZoo AEC module such as "
                          "'pettingzoo.classic.tictactoe_v3'")
-    return CentralStateEnvironment(AECEnvironment(factory(**kwargs)))
+    game: Environment = AECEnvironment(factory(**kwargs))
+    if sides is not None:
+        game = AlternatingSeats(game, sides, env_id)
+    return CentralStateEnvironment(game)
 
 
 def _keyword_params(factory: Callable[..., Any]) -> set[str]:
