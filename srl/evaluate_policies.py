@@ -3,13 +3,16 @@ newest usable checkpoint (run_dir/policies/<name>), all acting together in one e
 each policy's mean return per agent.
 
 `--against random`: each policy in turn plays against random ones (every other policy's agents act
-uniformly at random), beside the same episodes with every agent random: a trained predator should
-catch more than a random one does, a trained prey be caught less (`return_mean` against
-`random_return_mean`, same seeds). Random players of a turn-based game play legal moves.
+uniformly at random), beside the same episodes with a random player in its place: a trained
+predator should catch more than a random one does, a trained prey be caught less (`return_mean`
+against `random_return_mean`, same seeds). `--against heuristic` (the game's scripted player,
+srl.evaluate.HEURISTICS) or a registered scripted policy (random-legal, connect4-lookahead) plays
+the others the same way. Random players of a turn-based game play legal moves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +21,14 @@ import numpy as np
 import torch
 
 from srl import checkpoint
+from srl.api import registry
 from srl.api.policy import Policy
 from srl.checks import build_config
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
 from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
-from srl.models.scripted import random_legal
+from srl.models.scripted import ScriptedPolicy, random_legal
 from srl.spaces import Obs, map_obs
 
 
@@ -37,9 +41,6 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
-    if against not in (None, "random"):
-        raise ConfigError(f"--against {against!r}: a run with several policies plays them against random ones "
-                          "(--against random) or against each other (no --against)")
     graph = _graph(run_dir)
     trained = {lane.name: _load(graph, lane, run_dir) for lane in graph.lanes}
     versions = {name: state["version"] for name, (_, state) in trained.items()}
@@ -48,15 +49,45 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     if against is None:
         result["policies"] = _summary(_play(graph, policies, episodes, seed, deterministic))
         return result
-    every_random = _summary(_play(graph, {}, episodes, seed, deterministic))
-    result["against"] = "random"
+    result["against"] = against
     result["policies"] = {}
     for name, policy in policies.items():
-        mine = _summary(_play(graph, {name: policy}, episodes, seed, deterministic))
+        others = {lane.name: _opponent(against, graph, lane, seed) for lane in graph.lanes if lane.name != name}
+        mine = _summary(_play(graph, {name: policy, **others}, episodes, seed, deterministic))
+        instead = _summary(_play(graph, others, episodes, seed, deterministic))  # a random player in its place
         result["policies"][name] = {"return_mean": mine[name]["return_mean"],
-                                    "random_return_mean": every_random[name]["return_mean"],
+                                    "random_return_mean": instead[name]["return_mean"],
                                     "opponents": {k: v for k, v in mine.items() if k != name}}
     return result
+
+
+def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | None:
+    """What plays `lane`'s agents against the policy evaluated: None (random), or a scripted
+    player: `heuristic` (the game's, srl.evaluate.HEURISTICS) or a registered scripted policy."""
+    from srl.evaluate import HEURISTICS
+
+    if against == "random":
+        return None
+    game = graph.config.env_kwargs.get("module", "")
+    if against == "heuristic" and game not in HEURISTICS:
+        raise ConfigError(f"--against heuristic: no heuristic player for {game!r} (known: {', '.join(HEURISTICS)}); "
+                          "try random or a scripted policy")
+    name = HEURISTICS[game] if against == "heuristic" else against
+    factory = _scripted(name)
+    if factory is None:
+        scripted = [n for n in registry.policies.names() if _scripted(n)]
+        raise ConfigError(f"--against {against!r}: a run with several policies plays each against random ones "
+                          "(random), the game's heuristic player (heuristic) or a scripted policy "
+                          f"({', '.join(scripted)}); or all together (no --against)")
+    try:
+        return factory(lane.graph.observation_space, lane.graph.action_space, seed=seed)
+    except TypeError as e:  # a player of another game
+        raise ConfigError(f"--against {against}: {e}") from None
+
+
+def _scripted(name: str) -> type[ScriptedPolicy] | None:
+    factory = registry.policies.get(name) if name in registry.policies else None
+    return factory if isinstance(factory, type) and issubclass(factory, ScriptedPolicy) else None
 
 
 def _graph(run_dir: Path) -> Graph:
@@ -83,7 +114,7 @@ def _load(graph: Graph, lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, An
     return policy.eval(), state
 
 
-def _play(graph: Graph, policies: dict[str, Policy], episodes: int, seed: int, deterministic: bool
+def _play(graph: Graph, policies: Mapping[str, Policy | None], episodes: int, seed: int, deterministic: bool
           ) -> dict[str, list[float]]:
     """Each lane's mean return per agent, episode by episode; lanes not in `policies` act at random."""
     c = graph.config

@@ -275,3 +275,24 @@ def test_a_resumed_run_continues_each_policy_from_its_own_checkpoint(run_dir):
     for policy in ("a", "b"):  # each took up its own parameters where its last checkpoint left them
         before, after = first["policies"][policy], second["policies"][policy]
         assert after["updates"] > 0 and after["policy_version"] == before["policy_version"] + after["updates"], (before, after)
+
+
+def test_srl_eval_of_several_policies_plays_each_against_a_scripted_player_or_says_what_it_takes(tmp_path):
+    """Against a scripted player the baseline is a random player in the evaluated policy's place."""
+    from srl.evaluate_policies import evaluate_policies
+
+    run_dir = tmp_path / "ttt"
+    config = build_config({"env": "pettingzoo-aec", "env_kwargs": {"module": "pettingzoo.classic.tictactoe_v3",
+                                                                   "sides": ["x", "o"]},
+                           "policy": "mappo", "policies": {"x": {}, "o": {}}, "policy_mapping": {"x": "x", "o": "o"},
+                           "launch": {"launcher": "inline"}, "dataflow": {"envs_per_actor": 4, "sample_length": 8},
+                           "stop": {"total_env_steps": 400}, "run": {"run_dir": str(run_dir)},
+                           "monitor": {"display": "off"}})  # fmt: skip
+    assert run_experiment(config) == 0
+    result = evaluate_policies(run_dir, episodes=4, seed=1, against="random-legal")
+    assert set(result["policies"]) == {"x", "o"} and result["against"] == "random-legal"
+    assert set(result["policies"]["x"]) == {"return_mean", "random_return_mean", "opponents"}
+    with pytest.raises(ConfigError, match=r"no heuristic player for 'pettingzoo.classic.tictactoe_v3'"):
+        evaluate_policies(run_dir, episodes=4, seed=1, against="heuristic")
+    with pytest.raises(ConfigError, match=r"--against 'nobody': .*scripted policy \(.*random-legal"):
+        evaluate_policies(run_dir, episodes=4, seed=1, against="nobody")
