@@ -532,17 +532,18 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
             lane_graph = graph_for(policy_config(config, name), tuple(agents[i] for i in rows), lane_obs, lane_action)
         except ConfigError as e:  # a lane's own check: say whose
             raise ConfigError(f"policy {name!r}: {e}") from None
-        if lane_graph.of_kind("gradients") or C.HIDDEN in lane_graph.policy_fields:
-            field = "num_trainers" if lane_graph.of_kind("gradients") else "policy"
-            raise ConfigError(f"field 'policies.{name}.{field}': a run with several policies takes one trainer and "
-                              "a feed-forward policy per policy for now")
+        if lane_graph.of_kind("gradients"):
+            raise ConfigError(f"field 'policies.{name}.num_trainers': a run with several policies takes one trainer "
+                              "per policy for now")
         if not config.policies[name].trainable:
             _acting_only(lane_graph, name, config.policies[name].checkpoint)
         lanes.append(Lane(name, rows, lane_graph))
     # the actors' own slots hold every agent's rows: each lane's policy outputs and version in
-    # columns of its own, which only its rows fill (srl.workers.lanes)
+    # columns of its own, which only its rows fill (srl.workers.lanes); episode starts in one for all
     columns = {lane_column(lane.name, k): spec for lane in lanes for k, spec in lane_outputs(lane.graph).items()}
     columns.update({lane_column(lane.name, VERSION): FieldSpec((), np.int64) for lane in lanes})
+    if any(C.FIRST in lane.graph.policy_inputs for lane in lanes):  # the actor marks episode starts once for all
+        columns[C.FIRST] = FieldSpec((), np.bool_)
     graph = Graph(config, agents, observation_space, action_space, columns, lanes=lanes)
     actors = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
     graph.workers = actors + number_workers(lanes)

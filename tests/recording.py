@@ -14,6 +14,8 @@ class RecordingConfig(AlgorithmConfig):
 
 
 class RecordingAlgorithm(Algorithm):
+    trains_recurrent = True  # it trains nothing: a recurrent policy's batches are recorded as any other's
+
     def __init__(self, policy, config, total_env_steps):
         super().__init__(policy, config, total_env_steps)
         self.count = 0

@@ -296,3 +296,17 @@ def test_srl_eval_of_several_policies_plays_each_against_a_scripted_player_or_sa
         evaluate_policies(run_dir, episodes=4, seed=1, against="heuristic")
     with pytest.raises(ConfigError, match=r"--against 'nobody': .*scripted policy \(.*random-legal"):
         evaluate_policies(run_dir, episodes=4, seed=1, against="nobody")
+
+
+def test_a_recurrent_policy_beside_a_feed_forward_one_sees_its_agents_episode_starts(run_dir):
+    """Policy b is recurrent: the actor marks episode starts once for every row, and b's rows of
+    them reach b's policy and trainer (first = step 0 of a counting episode); a's MLP has none."""
+    from recording import load_batches
+
+    config = counting_lanes("local", run_dir, inference="policy_worker")
+    config.policies["b"].policy, config.policies["b"].policy_kwargs = "recurrent-actor-critic", {}
+    assert run_experiment(build_config(config.model_dump())) == 0
+    b, a = load_batches(run_dir / "b"), load_batches(run_dir / "a")
+    assert b and a and "first" not in a[0] and "hidden" in b[0]
+    for batch in b:
+        np.testing.assert_array_equal(batch["first"][:-1], batch["obs"][:-1, ..., 2] == 0)

@@ -46,9 +46,12 @@ class LaneRows:
         return lane_column(self.name, name)
 
     def take_obs(self, full: dict[str, np.ndarray], lane: dict[str, np.ndarray]) -> None:
+        """Its rows of the observation, and of the episode starts where its policy reads them (recurrent)."""
         for col, length in self.obs_lengths.items():
             rows = full[col][self.rows]
             lane[col][:] = rows if length is None else rows[:, :length]
+        if C.FIRST in lane:
+            lane[C.FIRST][:] = full[C.FIRST][self.rows]
 
 
 def lane_rows(name: str, agent_rows: tuple[int, ...], agents: int, envs: int, full_obs: dict[str, tuple],
