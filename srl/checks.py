@@ -232,9 +232,12 @@ def _policies(config: ExperimentConfig) -> str | None:
                     "set it for a one-policy run")
     from srl.lanes import policy_config
 
-    if not any(spec.trainable for spec in config.policies.values()):
+    if not any(spec.trains for spec in config.policies.values()):
         return "field 'policies': none of them trains (trainable: true for at least one)"
     for name, spec in config.policies.items():
+        if spec.league is not None and (spec.league.of not in config.policies or not config.policies[spec.league.of].trains):
+            return (f"field 'policies.{name}.league.of': {spec.league.of!r} is no policy that trains; policies that do: "
+                    f"{sorted(n for n, s in config.policies.items() if s.trains)}")
         if spec.checkpoint is not None and spec.trainable:
             return (f"field 'policies.{name}.checkpoint': a policy that trains starts from the run's own checkpoints "
                     "(run.resume); set trainable: false to act with these weights")

@@ -394,6 +394,18 @@ class PodConfig(Settings):
     )
 
 
+class LeagueSpec(Settings):
+    """A policy that plays a self-play league: snapshots of another policy (srl.league)."""
+
+    of: str = Field(description="The policy whose snapshots it plays (one that trains).")
+    snapshot_interval_updates: int = Field(20, ge=1, description="That policy's updates between snapshots "
+                                           "(each its newest checkpoint: run.checkpoint_interval_s sets how fresh).")
+    pool_size: int = Field(10, ge=1, le=1000, description="The newest snapshots it draws from.")
+    choose: Literal["uniform", "latest", "weighted"] = Field(
+        "weighted", description="Per episode: any pooled snapshot alike, the newest, or weighted toward "
+        "the snapshots the learner loses to.")
+
+
 class PolicySpec(Settings):
     """One policy of a run with several (`policies`): what acts for the agents mapped to it, and how
     it learns. A field left out is the run's own (the top-level policy, algorithm, algo, ...)."""
@@ -410,11 +422,17 @@ class PolicySpec(Settings):
                             "weights of `checkpoint`, or as a scripted policy (random, random-legal, ...).")
     checkpoint: str | None = Field(None, description="trainable=false: a checkpoint file (.pt of any srl run of this "
                                    "policy class and spaces) whose weights it acts with.")
+    league: LeagueSpec | None = Field(None, description="It plays snapshots of another policy (a self-play league, "
+                                      "league.json; srl leaderboard RUN_DIR); it does not train.")
     num_trainers: int | None = Field(None, ge=1, le=64, description="Its trainers; none: launch.num_trainers.")
     num_policy_workers: int | None = Field(
         None, ge=1, le=256, description="Its policy workers (dataflow.inference=policy_worker); none: "
         "launch.num_policy_workers."
     )
+
+    @property
+    def trains(self) -> bool:
+        return self.trainable and self.league is None
 
 
 class ExperimentConfig(Settings):

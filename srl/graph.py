@@ -535,7 +535,7 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
         if lane_graph.of_kind("gradients"):
             raise ConfigError(f"field 'policies.{name}.num_trainers': a run with several policies takes one trainer "
                               "per policy for now")
-        if not config.policies[name].trainable:
+        if not config.policies[name].trains:
             _acting_only(lane_graph, name, config.policies[name].checkpoint)
         lanes.append(Lane(name, rows, lane_graph))
     # the actors' own slots hold every agent's rows: each lane's policy outputs and version in

@@ -23,6 +23,7 @@ from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig, format_error
 
 POLICIES_DIR = "policies"  # run_dir/policies/<name>: a lane's checkpoints
+LEAGUE_FILE = "league.json"  # srl.league.FILE: run_dir/league.json
 
 
 def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
@@ -30,14 +31,14 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     (over the run's), its trainer and policy worker counts, its checkpoints in run_dir/policies/name."""
     spec = config.policies[name]
     # one that only acts learns nothing: whatever it is, it is checked with no algorithm (srl.algos.none)
-    algorithm = (spec.algorithm or config.algorithm) if spec.trainable else "none"
+    algorithm = (spec.algorithm or config.algorithm) if spec.trains else "none"
     try:
         entry = registry.algorithms.get(algorithm)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policies.{name}.algorithm': {e}") from None
     base = config.algo_config.model_dump() if algorithm == config.algorithm else {}
     try:
-        algo = entry.config_cls.model_validate({**base, **spec.algo} if spec.trainable else {})
+        algo = entry.config_cls.model_validate({**base, **spec.algo} if spec.trains else {})
     except ValidationError as e:
         raise ConfigError(format_error(e, f"policies.{name}.algo.", entry.config_cls)) from None
     launch = config.launch.model_copy(update={
@@ -48,6 +49,13 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
     policy = spec.policy or config.policy
     kwargs = spec.policy_kwargs if spec.policy_kwargs is not None else config.policy_kwargs if policy == config.policy else {}
+    if spec.league is not None:  # the snapshots' network is the learner's (srl.models.league_pool)
+        learner = config.policies[spec.league.of]
+        learned = learner.policy or config.policy
+        learned_kwargs = learner.policy_kwargs if learner.policy_kwargs is not None else \
+            config.policy_kwargs if learned == config.policy else {}
+        league_file = "" if config.run.run_dir is None else str(Path(config.run.run_dir) / LEAGUE_FILE)
+        policy, kwargs = "league-pool", {"league_file": league_file, "policy": learned, "policy_kwargs": learned_kwargs}
     return config.model_copy(update={
         "policy": policy, "policy_kwargs": kwargs,
         "algorithm": algorithm, "algo": algo, "launch": launch, "policies": {}, "policy_mapping": {},

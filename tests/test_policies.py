@@ -310,3 +310,44 @@ def test_a_recurrent_policy_beside_a_feed_forward_one_sees_its_agents_episode_st
     assert b and a and "first" not in a[0] and "hidden" in b[0]
     for batch in b:
         np.testing.assert_array_equal(batch["first"][:-1], batch["obs"][:-1, ..., 2] == 0)
+
+
+def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_dir):
+    """tictactoe: the learner against its league (policies.league.league.of = learner), sides
+    changing seats. Snapshots of the learner's checkpoints join the pool every 5 updates; the
+    league-pool policy draws an opponent per episode and the games played against each snapshot
+    move its Elo and the learner's, in league.json, which srl leaderboard prints."""
+    from srl.league import FILE, League
+    from srl.load import load_config
+
+    config = load_config("tictactoe-ppo", [
+        "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",
+        "policies={learner: {}, league: {league: {of: learner, snapshot_interval_updates: 5, choose: uniform}}}",
+        "launch.launcher=inline", "run.seed=1", "run.checkpoint_interval_s=0.5", "stop.total_env_steps=20000",
+        "monitor.display=off", f"run.run_dir={run_dir}",
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    league = League.load(run_dir / FILE)
+    played = [s for s in league.snapshots.values() if s.games]
+    assert len(league.snapshots) >= 3 and len(played) >= 2, league.to_json()
+    assert all((run_dir / s.checkpoint).is_file() and s.version % 1 == 0 for s in league.snapshots.values())
+    assert league.learner_elo != 1200.0 and sum(s.games for s in played) > 100
+    metrics = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert metrics["league/learner_elo"] == pytest.approx(league.learner_elo)
+    proc = subprocess.run([sys.executable, "-m", "srl.cli", "leaderboard", str(run_dir), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["learner_elo"] == pytest.approx(league.learner_elo)
+
+
+def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_path):
+    from srl.launch.league import LeagueKeeper
+
+    config = tag_config(policy_mapping=MAPPED, run={"run_dir": str(tmp_path)},
+                        policies={"predator": {}, "prey": {"league": {"of": "predator"}}})
+    keeper = LeagueKeeper(config, "prey", config.policies["prey"].league)
+    keeper.league.add(20, 1000, "league/v20.pt")
+    keeper.on_results({"20": [3, 1, 0], "-1": [5, 0, 0]})  # -1: before any snapshot (random moves)
+    snap = keeper.league.snapshots["v20"]
+    assert (snap.wins, snap.draws, snap.losses) == (0, 1, 3) and keeper.league.learner_elo < 1200.0
+    with pytest.raises(ConfigError, match=r"field 'policies.prey.league.of': 'nobody' is no policy that trains"):
+        tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"league": {"of": "nobody"}}})

@@ -13,6 +13,7 @@ class NoTrainingConfig(AlgorithmConfig):
 
 
 class NoTraining(Algorithm):
+    trains_recurrent = True  # it trains nothing, so any policy fits: a sampling benchmark's, one that only acts
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         return {}
 

@@ -71,6 +71,7 @@ class RunMonitor:
         self.policy_trainers: dict[str, dict[str, Any]] = {p: {} for p in self.policy_episodes}
         self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
         self.policy_final: dict[str, dict[str, Any]] = {}
+        self.league: Any = None  # a self-play league's keeper (srl.launch.league), fed by the reports
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -94,6 +95,8 @@ class RunMonitor:
                 if policy in self.policy_episodes:
                     self.policy_episodes[policy].add(episodes["episode_returns"], episodes["episode_lengths"],
                                                      episodes["episodes"])
+                if self.league is not None and policy == self.league.opponents:
+                    self.league.on_results(episodes.get("results", {}))
         if role == Role.POD and self.member_episodes is not None:
             mine = self.member_episodes.setdefault(worker, ReturnWindow(WINDOW))
             mine.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
@@ -111,6 +114,8 @@ class RunMonitor:
             policy = self.policies.get(worker)
             if policy is not None:
                 self.policy_updates[policy] += payload["updates"]
+                if self.league is not None and policy == self.league.learner:
+                    self.league.on_learner(payload, self.env_steps)
                 if final:
                     self.policy_final[policy] = payload
                 if payload["updates"] or not self.policy_trainers[policy]:
@@ -170,8 +175,12 @@ class RunMonitor:
                 for policy, window in self.policy_episodes.items()}
 
     def _policy_metrics(self) -> dict[str, Any]:
-        """Each policy's own, under its name: <policy>/episode_return_mean, <policy>/losses/..."""
+        """Each policy's own, under its name: <policy>/episode_return_mean, <policy>/losses/...; a
+        league's table goes to league.json as often (its learner's Elo in the metrics)."""
         out: dict[str, Any] = {}
+        if self.league is not None:
+            self.league.save()
+            out["league/learner_elo"] = self.league.league.learner_elo
         for policy, window in self.policy_episodes.items():
             trainer = self.policy_trainers[policy]
             out.update({

@@ -74,6 +74,9 @@ def _policy_episodes(v: Any) -> bool:  # an actor's episodes of one policy (srl.
     returns, lengths = v.get("episode_returns"), v.get("episode_lengths")
     if not (isinstance(returns, list) and isinstance(lengths, list)):
         return False
+    results = v.get("results", {})  # a league's games by opponent: [wins, draws, losses]
+    if not _map_of(lambda counts: type(counts) is list and len(counts) == 3 and all(map(_count, counts)))(results):
+        return False
     return (_list_of(_real)(returns) and _list_of(_count)(lengths)
             and len(returns) == len(lengths) <= min(v["episodes"], WINDOW))
 

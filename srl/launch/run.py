@@ -95,6 +95,12 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
         from srl.launch.ensemble import PopulationManager
 
         monitor.population = PopulationManager(config, started_s)
+    leagues = [(name, spec.league) for name, spec in config.policies.items() if spec.league is not None]
+    if leagues:  # a self-play league: its snapshots and table are kept here (srl.launch.league)
+        from srl.launch.league import LeagueKeeper
+
+        monitor.league = LeagueKeeper(config, *leagues[0])
+        monitor.league.save()
     if config.launch.launcher == "inline":
         from srl.launch.inline import run_inline as launch
     elif config.launch.launcher == "ray":
@@ -106,6 +112,8 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
         reason = launch(graph, outputs, monitor)
         if monitor.population is not None:
             monitor.population.finish()
+        if monitor.league is not None:
+            monitor.league.save()
         code = 130 if reason == "interrupted" else 0
     except WorkerFailed as failure:
         reason, error, code = "worker failed", str(failure), 1

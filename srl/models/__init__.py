@@ -1,6 +1,7 @@
 """Built-in policies; importing this package registers them (see srl.api.registry)."""
 
 from srl.models.cnn import ActorCriticCNN
+from srl.models.league_pool import LeaguePool
 from srl.models.mappo import MAPPOPolicy
 from srl.models.mlp import ActorCriticMLP
 from srl.models.multi_input import MultiInputActorCritic
@@ -11,6 +12,6 @@ from srl.models.scripted import Connect4Lookahead, RandomLegal
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
 __all__ = [
-    "ActorCriticCNN", "ActorCriticMLP", "Connect4Lookahead", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
+    "ActorCriticCNN", "ActorCriticMLP", "Connect4Lookahead", "LeaguePool", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
     "RandomLegal", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP",
 ]

@@ -104,15 +104,18 @@ class EpisodeTally:
         """One step of every row: (returns, lengths) of the episodes it ended, in row order."""
         self.running_return += reward
         self.running_length += 1
-        # (an actor's every step: row indices once, not four boolean masks; one agent: no regrouping)
-        ended = (done if self.agents == 1 else np.repeat(done.reshape(-1, self.agents).all(axis=1), self.agents))
-        rows = ended.nonzero()[0]
+        rows = self.ended(done).nonzero()[0]
         if not len(rows):
             return [], []
         returns, lengths = self.running_return[rows].tolist(), self.running_length[rows].tolist()
         self.running_return[rows] = 0.0
         self.running_length[rows] = 0
         return returns, lengths
+
+    def ended(self, done: np.ndarray) -> np.ndarray:
+        """[rows] bool: the rows whose env's episode this step ends (every agent of it done)."""
+        # (an actor's every step: one agent needs no regrouping)
+        return done if self.agents == 1 else np.repeat(done.reshape(-1, self.agents).all(axis=1), self.agents)
 
     def drop(self, rows: np.ndarray) -> None:
         """Forget the running episodes of `rows` (cut short; their return is not one to count)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from srl.api import registry
+from srl.api.policy import Policy
 from srl.devices import resolve
 from srl.graph import Graph, lane_outputs
 from srl.monitor.timing import TimeBreakdown
@@ -31,8 +33,10 @@ def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreak
         infer, segments = actor_arrays(lg, view, actor)
         lives = incarnations(lg, view)
         lane_obs = {k: s.shape for k, s in obs_fields(lg.observation_space).items()}
+        factory = registry.policies.get(lg.config.policy)  # a league's tag: its opponent (srl.models.league_pool)
+        tag = factory.episode_tag if isinstance(factory, type) and issubclass(factory, Policy) else None
         lanes.append(lane_rows(lane.name, lane.rows, len(graph.agents), c.dataflow.envs_per_split, full_obs, lane_obs,
-                               tuple(lane_outputs(lg))))
+                               tuple(lane_outputs(lg)), tag))
         if c.dataflow.inference == "inline":
             port: InferencePort = LocalInferenceClient(acting(lg, view, resolve(c.devices.actor), clock), infer, actor)
         else:

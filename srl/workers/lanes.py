@@ -41,6 +41,7 @@ class LaneRows:
     rows: np.ndarray  # indices into the full rows of one split, in the lane's row order
     obs_lengths: dict[str, int | None]  # obs column -> the lane's length where padded, else None
     outputs: tuple[str, ...]  # the lane's policy columns besides obs and action (its own in the full rows)
+    tag: str | None = None  # its policy's episode_tag: the column whose value names an episode's opponent
 
     def column(self, name: str) -> str:
         return lane_column(self.name, name)
@@ -55,11 +56,11 @@ class LaneRows:
 
 
 def lane_rows(name: str, agent_rows: tuple[int, ...], agents: int, envs: int, full_obs: dict[str, tuple],
-              lane_obs: dict[str, tuple], outputs: tuple[str, ...]) -> LaneRows:
+              lane_obs: dict[str, tuple], outputs: tuple[str, ...], tag: str | None = None) -> LaneRows:
     """`full_obs` / `lane_obs`: obs column -> per-row shape in the full rows and the lane's."""
     rows = np.array([e * agents + j for e in range(envs) for j in agent_rows], np.int64)
     lengths = {col: None if lane_obs[col] == full_obs[col] else lane_obs[col][0] for col in lane_obs}
-    return LaneRows(name, rows, lengths, outputs)
+    return LaneRows(name, rows, lengths, outputs, tag)
 
 
 class LanesPort:
@@ -108,6 +109,8 @@ class LanesProducer:
         splits = len(self._free)
         self._tallies = [[EpisodeTally(len(lane.rows), n) for _ in range(splits)] for lane, n in zip(lanes, agents)]
         self._episodes: list[tuple[list[float], list[int]]] = [([], []) for _ in lanes]
+        # a tagged lane's results by tag (its opponent), as [wins, draws, losses] of its own returns
+        self._results: list[dict[str, list[int]]] = [{} for _ in lanes]
         self.reclaimed = 0
 
     @property
@@ -162,6 +165,14 @@ class LanesProducer:
             r, n = tally.step(reward[t], done[t])
             returns += r
             lengths += n
+            if r and lane.tag is not None:
+                self._tag(k, segment[lane.column(lane.tag)][t, lane.rows][tally.ended(done[t])], r)
+
+    def _tag(self, k: int, tags: np.ndarray, returns: list[float]) -> None:
+        """The episodes that just ended (in row order, as the tally gave their returns) under their tags."""
+        for tag, ret in zip(tags.reshape(len(tags), -1)[:, 0].tolist(), returns):
+            counts = self._results[k].setdefault(f"{tag:g}", [0, 0, 0])
+            counts[0 if ret > 0 else 1 if ret == 0 else 2] += 1
 
     def report(self) -> dict:
         lost = self.reclaimed + sum(p.reclaimed for p in self.producers if p is not None)
@@ -170,5 +181,8 @@ class LanesProducer:
             if p is not None:
                 p.reclaimed = 0
         policies = {lane.name: episodes_report(*episodes) for lane, episodes in zip(self.lanes, self._episodes)}
-        self._episodes = [([], []) for _ in self.lanes]
+        for lane, results in zip(self.lanes, self._results):
+            if results:
+                policies[lane.name]["results"] = results
+        self._episodes, self._results = [([], []) for _ in self.lanes], [{} for _ in self.lanes]
         return {"segments_lost": lost, "policies": policies}

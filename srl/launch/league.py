@@ -1,0 +1,66 @@
+"""The controller's part of a self-play league (config policies.<name>.league, srl.league).
+
+Every `snapshot_interval_updates` of the learner, its newest checkpoint is copied to
+run_dir/league/v<version>.pt and joins the pool; the actors' league-pool policy
+(srl.models.league_pool) rereads league.json and draws its opponents from it. The actors report
+each game under the snapshot that played it (srl.workers.lanes: the league policy's results by
+tag); the learner's result is the other side of it, and moves the snapshot's and the learner's Elo.
+league.json is rewritten when something changed, and a resumed run goes on with it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from srl import checkpoint
+from srl.config import ExperimentConfig, LeagueSpec
+from srl.lanes import POLICIES_DIR
+from srl.league import FILE, League
+
+SNAPSHOTS_DIR = "league"  # run_dir/league/v<version>.pt
+
+
+class LeagueKeeper:
+    def __init__(self, config: ExperimentConfig, opponents: str, spec: LeagueSpec) -> None:
+        self.run_dir = Path(str(config.run.run_dir))
+        self.file = self.run_dir / FILE
+        self.learner, self.opponents, self.spec = spec.of, opponents, spec
+        resuming = config.run.resume is not None and self.file.is_file()
+        self.league = League.load(self.file, config.run.seed) if resuming else \
+            League(spec.pool_size, spec.choose, seed=config.run.seed)
+        newest = max((s.version for s in self.league.snapshots.values()), default=0)
+        self.next_version = newest + spec.snapshot_interval_updates
+        self.changed = not resuming  # an empty table is written at once: the actors read it
+
+    def on_learner(self, payload: dict[str, Any], env_steps: int) -> None:
+        """A report of the learner's trainer: a snapshot of its newest checkpoint when it is due."""
+        if payload.get("policy_version", 0) < self.next_version:
+            return
+        meta = checkpoint.latest_meta(self.run_dir / POLICIES_DIR / self.learner)
+        if meta is None or meta["version"] < self.next_version or f"v{meta['version']}" in self.league.snapshots:
+            return  # its checkpoint is older than the interval: the next one
+        source = self.run_dir / POLICIES_DIR / self.learner / checkpoint.checkpoint_dir(Path()) / meta["path"]
+        target = self.run_dir / SNAPSHOTS_DIR / f"v{meta['version']}.pt"
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(source, target)
+        self.league.add(meta["version"], env_steps, str(target.relative_to(self.run_dir)))
+        self.next_version = meta["version"] + self.spec.snapshot_interval_updates
+        self.changed = True
+
+    def on_results(self, results: dict[str, list[int]]) -> None:
+        """The league policy's [wins, draws, losses] by snapshot version: the learner's are the other way round."""
+        for tag, (wins, draws, losses) in results.items():
+            name = f"v{tag}"
+            if name not in self.league.snapshots:  # -1: no snapshot yet (random moves)
+                continue
+            for result, games in ((-1.0, wins), (0.0, draws), (1.0, losses)):
+                for _ in range(games):
+                    self.league.record(name, result)
+            self.changed = True
+
+    def save(self) -> None:
+        if self.changed:
+            self.league.save(self.file)
+            self.changed = False

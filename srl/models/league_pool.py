@@ -1,0 +1,116 @@
+"""The opponents of a self-play league as one policy that only acts ("league-pool").
+
+It plays the snapshots in a league's pool (srl.league; league.json, written by the controller:
+srl.launch.league): each row's opponent is drawn from the pool when its episode starts and kept
+until it ends. That per-row choice is its recurrent state, one float per row: the snapshot's
+version (-1 before the pool has one: a random legal move). The state entering a step is recorded
+as its "hidden" output, so the actor can tell whose episode ended (`episode_tag`) and report each
+game's result against that snapshot.
+
+Every `refresh_s` it rereads league.json: new snapshots' weights are loaded (a network made as
+`policy` with `policy_kwargs`, the learner's), the pool and its records steer the draws.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from srl import checkpoint
+from srl.api import registry
+from srl.api.policy import FieldSpec, Policy
+from srl.data import columns as C
+from srl.envs.central_state import AgentStateBox
+from srl.league import League
+from srl.models.scripted import random_legal
+
+NONE = -1.0  # the state of a row whose opponent is no snapshot (an empty pool)
+
+
+@registry.register_policy("league-pool")
+class LeaguePool(Policy):
+    kind = "scripted"  # it never trains (a policy of a lane with trainable: false)
+    recurrent = True
+    episode_tag = C.HIDDEN  # its state entering a step names the opponent
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, league_file: str = "",
+                 policy: str = "mappo", policy_kwargs: dict[str, Any] | None = None, refresh_s: float = 5.0,
+                 seed: int | None = None) -> None:
+        super().__init__(observation_space, action_space)
+        self.league_file, self.refresh_s = Path(league_file), refresh_s
+        self.make = lambda: registry.policies.get(policy)(observation_space, action_space, **(policy_kwargs or {}))
+        self.make()  # a learner's network must fit these spaces: fail now, not at the first snapshot
+        self.state_size = 1
+        self.nets: dict[int, Policy] = {}  # version -> its frozen network
+        self.league = League()
+        self.rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))) if seed is None else seed)
+        self._read_s = -float("inf")
+        self._mask: tuple[int, int] | None = None  # where a turn-based game's rows hold the mover's action mask
+        if isinstance(observation_space, AgentStateBox) and observation_space.mask_dim:
+            self._mask = (observation_space.own_dim - observation_space.mask_dim, observation_space.own_dim)
+
+    def rollout_fields(self) -> dict[str, FieldSpec]:
+        return {C.HIDDEN: FieldSpec((1,), np.float32)}
+
+    def input_fields(self) -> dict[str, FieldSpec]:
+        return {C.FIRST: FieldSpec((), np.bool_)}
+
+    def initial_state(self, rows: int) -> torch.Tensor:
+        return torch.full((rows, 1), NONE)
+
+    def rollout_recurrent(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor,
+                          deterministic: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        self._refresh()
+        state = state.clone()
+        for row in torch.nonzero(first.bool()).flatten().tolist():
+            drawn = self.league.draw()
+            state[row, 0] = NONE if drawn is None else float(self.league.snapshots[drawn].version)
+        action = torch.zeros(len(obs), dtype=torch.int64)
+        for version in torch.unique(state[:, 0]).tolist():
+            rows = state[:, 0] == version
+            net = self.nets.get(int(version))
+            if net is None:
+                action[rows] = self._random(obs[rows])
+            else:
+                action[rows] = net.rollout(obs[rows], deterministic)["action"].to(torch.int64)
+        return {"action": action, C.HIDDEN: state}, state
+
+    def rollout(self, obs: Any, deterministic: bool = False) -> dict[str, torch.Tensor]:
+        rows = len(obs)
+        out, _ = self.rollout_recurrent(obs, self.initial_state(rows), torch.ones(rows, dtype=torch.bool), deterministic)
+        return out
+
+    def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError("league-pool only acts: it does not train")
+
+    def _random(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._mask is None:
+            return torch.as_tensor(np.array([self.action_space.sample() for _ in range(len(obs))]), dtype=torch.int64)
+        masks = obs[:, self._mask[0] : self._mask[1]].cpu().numpy()
+        return torch.from_numpy(random_legal(masks, self.rng).astype(np.int64))
+
+    def _load(self, path: Path) -> Policy:
+        net = self.make()
+        checkpoint.load_file(path, apply=lambda state: net.load_state_dict(state["policy"]))
+        return net.eval()
+
+    def _refresh(self) -> None:
+        """Reread league.json (every refresh_s): its pool and records, and new snapshots' weights."""
+        now = time.monotonic()
+        if now - self._read_s < self.refresh_s or not self.league_file.is_file():
+            return
+        self._read_s = now
+        try:
+            league = League.load(self.league_file, seed=int(self.rng.integers(2**31)))
+        except ValueError:  # being replaced (written atomically, but a reader may race a rename): next time
+            return
+        for name in league.pool:
+            snap = league.snapshots[name]
+            if snap.version not in self.nets:
+                self.nets[snap.version] = self._load(self.league_file.parent / snap.checkpoint)
+        self.league = league
