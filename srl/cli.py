@@ -40,7 +40,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     if is_multi_policy(args.run_dir):  # several policies (srl.lanes): all at once, or each against random ones
         result = evaluate_policies(args.run_dir, episodes=args.episodes, seed=args.seed,
-                                   deterministic=not args.stochastic, against=args.against)
+                                   deterministic=not args.stochastic, against=args.against, snapshot=args.snapshot)
     elif args.against is not None:
         result = evaluate_against(args.run_dir, args.against, games=args.games, seed=args.seed)
     else:
@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "a snapshot of the run's league (v120) or a checkpoint file; seats alternate. A run with several "
                     "policies: random, each policy against random ones, beside all agents random")
     ev.add_argument("--games", type=int, default=200, help="with --against: games to play")
+    ev.add_argument("--snapshot", metavar="NAME", help="a run with a self-play league: its learner plays with the "
+                    "weights of this snapshot (v120, or best: the highest rated) instead of its newest")
     ev.set_defaults(fn=_cmd_eval)
     graph = sub.add_parser("graph", help="print the workers and streams of an experiment")
     graph.add_argument("experiment", help=EXPERIMENT_HELP)

@@ -37,7 +37,9 @@ def is_multi_policy(run_dir: str | Path) -> bool:
 
 
 def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True,
-                      against: str | None = None) -> dict[str, Any]:
+                      against: str | None = None, snapshot: str | None = None) -> dict[str, Any]:
+    """`snapshot` (best, or a name in league.json): a self-play league's learner acts with that
+    snapshot's weights instead of its newest; `against` may name a snapshot too."""
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
@@ -46,6 +48,9 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     versions = {name: state["version"] for name, (_, state) in trained.items()}
     policies = {name: policy for name, (policy, _) in trained.items()}
     result: dict[str, Any] = {"run_dir": str(run_dir), "episodes": episodes, "policy_versions": versions}
+    if snapshot is not None:
+        learner, net, name = _snapshot(graph, run_dir, snapshot, "--snapshot")
+        policies[learner], versions[learner], result["snapshot"] = net, int(name[1:]), name
     if against is None:
         result["policies"] = _summary(_play(graph, policies, episodes, seed, deterministic))
         return result
@@ -56,6 +61,7 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
         mine = _summary(_play(graph, {name: policy, **others}, episodes, seed, deterministic))
         instead = _summary(_play(graph, others, episodes, seed, deterministic))  # a random player in its place
         result["policies"][name] = {"return_mean": mine[name]["return_mean"],
+                                    "won_drawn_lost": mine[name]["won_drawn_lost"],
                                     "random_return_mean": instead[name]["return_mean"],
                                     "opponents": {k: v for k, v in mine.items() if k != name}}
     return result
@@ -68,6 +74,8 @@ def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | Non
 
     if against == "random":
         return None
+    if against == "best" or (against[:1] == "v" and against[1:].isdigit()):  # a snapshot of a self-play league
+        return _snapshot(graph, Path(str(graph.config.run.run_dir)), against, "--against")[1]
     game = graph.config.env_kwargs.get("module", "")
     if against == "heuristic" and game not in HEURISTICS:
         raise ConfigError(f"--against heuristic: no heuristic player for {game!r} (known: {', '.join(HEURISTICS)}); "
@@ -83,6 +91,24 @@ def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | Non
         return factory(lane.graph.observation_space, lane.graph.action_space, seed=seed)
     except TypeError as e:  # a player of another game
         raise ConfigError(f"--against {against}: {e}") from None
+
+
+def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str, Policy, str]:
+    """(the league's learner, its network with the weights of snapshot `name` or the best rated, the
+    snapshot's name), from run_dir/league.json."""
+    from srl.league import FILE, League
+
+    learners = [spec.league.of for spec in graph.config.policies.values() if spec.league is not None]
+    if not learners or not (run_dir / FILE).is_file():
+        raise ConfigError(f"{option} {name}: {str(run_dir)!r} played no self-play league (no {FILE})")
+    league = League.load(run_dir / FILE)
+    snap = league.best() if name == "best" else league.snapshots.get(name)
+    if snap is None:
+        raise ConfigError(f"{option} {name}: no such snapshot in {run_dir / FILE} ({', '.join(league.snapshots) or 'none'})")
+    lane = next(lane for lane in graph.lanes if lane.name == learners[0])
+    net = make_policy(lane.graph.config, lane.graph.observation_space, lane.graph.action_space)
+    checkpoint.load_file(run_dir / snap.checkpoint, apply=lambda state: net.load_state_dict(state["policy"]))
+    return lane.name, net.eval(), snap.name
 
 
 def _scripted(name: str) -> type[ScriptedPolicy] | None:
@@ -165,5 +191,10 @@ def _own(obs: Obs, rows: list[int], lane: Lane) -> Any:
     return map_obs(lambda a: torch.from_numpy(a[rows]), obs)
 
 
-def _summary(returns: dict[str, list[float]]) -> dict[str, dict[str, float]]:
-    return {name: {"return_mean": float(np.mean(r)), "return_std": float(np.std(r))} for name, r in returns.items()}
+def _summary(returns: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Mean and spread of each policy's returns, and its games won, drawn and lost (return > 0, 0,
+    < 0: a two-player game's result)."""
+    return {name: {"return_mean": float(np.mean(r)), "return_std": float(np.std(r)),
+                   "won_drawn_lost": [int(np.sum(np.asarray(r) > 0)), int(np.sum(np.asarray(r) == 0)),
+                                      int(np.sum(np.asarray(r) < 0))]}
+            for name, r in returns.items()}

@@ -291,7 +291,8 @@ def test_srl_eval_of_several_policies_plays_each_against_a_scripted_player_or_sa
     assert run_experiment(config) == 0
     result = evaluate_policies(run_dir, episodes=4, seed=1, against="random-legal")
     assert set(result["policies"]) == {"x", "o"} and result["against"] == "random-legal"
-    assert set(result["policies"]["x"]) == {"return_mean", "random_return_mean", "opponents"}
+    assert set(result["policies"]["x"]) == {"return_mean", "won_drawn_lost", "random_return_mean", "opponents"}
+    assert sum(result["policies"]["x"]["won_drawn_lost"]) == 4
     with pytest.raises(ConfigError, match=r"no heuristic player for 'pettingzoo.classic.tictactoe_v3'"):
         evaluate_policies(run_dir, episodes=4, seed=1, against="heuristic")
     with pytest.raises(ConfigError, match=r"--against 'nobody': .*scripted policy \(.*random-legal"):
@@ -337,6 +338,14 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     proc = subprocess.run([sys.executable, "-m", "srl.cli", "leaderboard", str(run_dir), "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["learner_elo"] == pytest.approx(league.learner_elo)
+    from srl.evaluate_policies import evaluate_policies
+
+    best = evaluate_policies(run_dir, episodes=6, seed=1, snapshot="best", against="random-legal")
+    assert best["snapshot"] == league.best().name and sum(best["policies"]["learner"]["won_drawn_lost"]) == 6
+    oldest = min(league.snapshots.values(), key=lambda s: s.version).name
+    assert evaluate_policies(run_dir, episodes=2, seed=1, against=oldest)["against"] == oldest
+    with pytest.raises(ConfigError, match=r"--snapshot v999999: no such snapshot"):
+        evaluate_policies(run_dir, episodes=2, seed=1, snapshot="v999999")
 
 
 def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_path):

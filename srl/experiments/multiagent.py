@@ -1,11 +1,19 @@
 """Built-in multi-agent experiments: MAPPO on MPE simple_spread, predators and prey on MPE simple_tag
-(two policies), PPO self-play on tictactoe."""
+(two policies), a connect four learner against its self-play league, PPO self-play on tictactoe."""
 
 from __future__ import annotations
 
 from srl.algos.ppo import PPOConfig
 from srl.api.registry import register_experiment
-from srl.config import DataflowConfig, ExperimentConfig, PolicySpec, StopConfig
+from srl.config import (
+    DataflowConfig,
+    ExperimentConfig,
+    LaunchConfig,
+    LeagueSpec,
+    PolicySpec,
+    RunConfig,
+    StopConfig,
+)
 
 SPREAD_KWARGS = {
     "module": "mpe2.simple_spread_v3",
@@ -77,6 +85,31 @@ def mpe_tag() -> ExperimentConfig:
         stop=StopConfig(total_env_steps=1_000_000),
         algorithm="ppo",
         algo=PPOConfig(lr=7e-4, anneal_lr=False, gamma=0.99, gae_lambda=0.95, entropy_coef=0.01, max_grad_norm=10.0),
+    )
+
+
+@register_experiment("connect4-league")
+def connect4_league() -> ExperimentConfig:
+    """PettingZoo connect_four: a learner (PPO, the mappo network) against a self-play league of its
+    own snapshots. The two sides change seats every episode (env_kwargs.sides); a snapshot of the
+    learner's newest checkpoint joins the pool every 20 updates, opponents are drawn per episode
+    weighted toward those the learner loses to, and league.json rates every snapshot
+    (srl leaderboard RUN_DIR). `srl eval RUN_DIR --snapshot best --against heuristic` plays the best
+    rated snapshot against the one-step lookahead (win if it can, block if it must).
+    """
+    return ExperimentConfig(
+        env="pettingzoo-aec",
+        env_kwargs={"module": "pettingzoo.classic.connect_four_v3", "sides": ["learner", "league"]},
+        policy="mappo",
+        policy_kwargs={"hidden_sizes": [128, 128]},
+        policies={"learner": PolicySpec(), "league": PolicySpec(league=LeagueSpec(of="learner", snapshot_interval_updates=20))},
+        policy_mapping={"learner": "learner", "league": "league"},
+        run=RunConfig(checkpoint_interval_s=10.0),
+        launch=LaunchConfig(num_actor_workers=2),
+        dataflow=DataflowConfig(envs_per_actor=32, sample_length=16, segment_slots=1, max_policy_lag=5),
+        stop=StopConfig(total_env_steps=5_000_000),
+        algorithm="ppo",
+        algo=PPOConfig(anneal_lr=False, gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=4, entropy_coef=0.01),
     )
 
 
