@@ -792,6 +792,8 @@ def config_reference() -> str:
     lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
     lines += ["## `pod.ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
+    lines += ["## `policies.<name>.*` (several policies in one run, docs/multiagent.md)", "", *table(PolicySpec), ""]
+    lines += ["## `policies.<name>.league.*` (a self-play league)", "", *table(LeagueSpec), ""]
     lines += ["## Keys before sections", "", "Read as the new key, with a one-line note.", "",
               "| old key | new key |", "| --- | --- |", *(f"| `{old}` | `{new}` |" for old, new in MOVED.items()), ""]
     for name in registry.algorithms.names():
