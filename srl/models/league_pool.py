@@ -8,7 +8,8 @@ as its "hidden" output, so the actor can tell whose episode ended (`episode_tag`
 game's result against that snapshot.
 
 Every `refresh_s` it rereads league.json: new snapshots' weights are loaded (a network made as
-`policy` with `policy_kwargs`, the learner's), the pool and its records steer the draws.
+`policy` with `policy_kwargs`, the learner's), the pool and its records steer the draws. It keeps
+the pool's networks only; a row still playing a snapshot that left the pool loads it again.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ NONE = -1.0  # the state of a row whose opponent is no snapshot (an empty pool)
 @registry.register_policy("league-pool")
 class LeaguePool(Policy):
     kind = "scripted"  # it never trains (a policy of a lane with trainable: false)
+    action_spaces = (gym.spaces.Discrete,)  # a game's moves (a random legal one before the first snapshot)
     recurrent = True
     episode_tag = C.HIDDEN  # its state entering a step names the opponent
 
@@ -73,7 +75,7 @@ class LeaguePool(Policy):
         action = torch.zeros(len(obs), dtype=torch.int64)
         for version in torch.unique(state[:, 0]).tolist():
             rows = state[:, 0] == version
-            net = self.nets.get(int(version))
+            net = self._net(int(version))
             if net is None:
                 action[rows] = self._random(obs[rows])
             else:
@@ -94,6 +96,13 @@ class LeaguePool(Policy):
         masks = obs[:, self._mask[0] : self._mask[1]].cpu().numpy()
         return torch.from_numpy(random_legal(masks, self.rng).astype(np.int64))
 
+    def _net(self, version: int) -> Policy | None:
+        """A snapshot's network (loaded again if it left the pool while a row still plays it)."""
+        snap = self.league.snapshots.get(f"v{version}")
+        if version not in self.nets and snap is not None:
+            self.nets[version] = self._load(self.league_file.parent / snap.checkpoint)
+        return self.nets.get(version)
+
     def _load(self, path: Path) -> Policy:
         net = self.make()
         checkpoint.load_file(path, apply=lambda state: net.load_state_dict(state["policy"]))
@@ -109,8 +118,8 @@ class LeaguePool(Policy):
             league = League.load(self.league_file, seed=int(self.rng.integers(2**31)))
         except ValueError:  # being replaced (written atomically, but a reader may race a rename): next time
             return
-        for name in league.pool:
-            snap = league.snapshots[name]
-            if snap.version not in self.nets:
-                self.nets[snap.version] = self._load(self.league_file.parent / snap.checkpoint)
         self.league = league
+        pooled = {league.snapshots[name].version for name in league.pool}
+        self.nets = {v: net for v, net in self.nets.items() if v in pooled}  # the pool's only: memory stays bounded
+        for version in pooled:
+            self._net(version)
