@@ -104,7 +104,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_doc(args: argparse.Namespace) -> int:
-    from srl.config import config_reference
+    from srl.config_doc import config_reference
 
     print(config_reference())
     return 0

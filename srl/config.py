@@ -29,7 +29,6 @@ from pydantic import (
     model_validator,
 )
 
-from srl.api import registry
 from srl.api.algorithm import AlgorithmConfig
 
 
@@ -761,43 +760,3 @@ def load_saved_config(run_dir: Path) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: not a config (a YAML mapping of fields), got {type(values).__name__}")
     return translate_moved(values)
-
-
-def config_reference() -> str:
-    """docs/config.md: every field of the experiment config and of each registered algorithm."""
-    import srl.builtins  # noqa: F401
-
-    def table(model: type[BaseModel]) -> list[str]:
-        rows = ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
-        for name, f in model.model_fields.items():
-            kind = f.annotation.__name__ if isinstance(f.annotation, type) else str(f.annotation)
-            kind = kind.replace("typing.", "").replace("srl.api.algorithm.", "").replace("|", "\\|")
-            default = "(required)" if f.is_required() else f.get_default(call_default_factory=True)
-            default = "(section below)" if isinstance(default, BaseModel) else repr(default)
-            rows.append(f"| `{name}` | `{kind}` | `{default}` | {f.description or ''} |")
-        return rows
-
-    lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
-    lines += [("`key=value` overrides are YAML values over the experiment's: `a.b=1` or `a={b: 1}` merge into a "
-               "dict, `a=!{b: 1}` replaces it whole, `a=null` drops the experiment's value (the default applies), "
-               "`a=!null` is None itself. A new `algorithm` (`policy`) drops the experiment's `algo.*` "
-               "(`policy_kwargs`) unless given with it."), ""]
-    lines += ["## Experiment (`srl run EXPERIMENT key=value ...`)", "", *table(ExperimentConfig), ""]
-    for name, field in ExperimentConfig.model_fields.items():
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            lines += [f"## `{name}.*`: {field.description}", "", *table(field.annotation), ""]
-    lines += [("An experiment file (`srl run FILE.yaml key=value ...`) holds the same keys, read by the same "
-               "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.experiment_file, "
-               "docs/custom.md)."), ""]
-    lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
-    lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
-    lines += ["## `pod.ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
-    lines += ["## `policies.<name>.*` (several policies in one run, docs/multiagent.md)", "", *table(PolicySpec), ""]
-    lines += ["## `policies.<name>.league.*` (a self-play league)", "", *table(LeagueSpec), ""]
-    lines += ["## Keys before sections", "", "Read as the new key, with a one-line note.", "",
-              "| old key | new key |", "| --- | --- |", *(f"| `{old}` | `{new}` |" for old, new in MOVED.items()), ""]
-    for name in registry.algorithms.names():
-        if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):
-            continue  # users' own algorithms are documented by their users
-        lines += [f"## `algo.*` for `algorithm={name}`", "", *table(registry.algorithms.get(name).config_cls), ""]
-    return "\n".join(lines)

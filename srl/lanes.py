@@ -1,10 +1,11 @@
 """Several policies in one run (config `policies` + `policy_mapping`): one lane per policy.
 
 A lane is the one-policy dataflow of srl.graph for the agents mapped to that policy: its own
-policy workers, trainer (and buffer, with replay), parameter service and checkpoints, declared by the same `declare_streams`
-on a graph of its own (`srl.graph.Lane`, whose config is the run's with the policy's settings:
-`policy_config` here, with the mapping's and the spaces' checks; `lanes_graph` there). The actors are shared: each steps every agent of its envs and hands
-each lane its agents' rows (srl.workers.lanes). In the run's graph a lane's streams and shared
+policy workers, trainer (and buffer, with replay), parameter service and checkpoints, declared by
+the same `declare_streams` on a graph of its own (`srl.graph.Lane`, whose config is the run's with
+the policy's settings: `policy_config` here, with the mapping's and the spaces' checks;
+`lanes_graph` there). The actors are shared: each steps every agent of its envs and hands each lane
+its agents' rows (srl.workers.lanes). In the run's graph a lane's streams and shared
 blocks carry its prefix ("predator.trainer.samples") and its workers numbers of their own role
 ("trainer:1" is the prey's first trainer when the predator has one), so worker names stay
 role:index everywhere (reports, restarts, placement); `Lane.names` maps the lane's own names
@@ -20,10 +21,10 @@ import gymnasium as gym
 from pydantic import ValidationError
 
 from srl.api import registry
-from srl.config import ConfigError, ExperimentConfig, format_error
+from srl.config import ConfigError, ExperimentConfig, PolicySpec, format_error
+from srl.league import FILE as LEAGUE_FILE
 
 POLICIES_DIR = "policies"  # run_dir/policies/<name>: a lane's checkpoints
-LEAGUE_FILE = "league.json"  # srl.league.FILE: run_dir/league.json
 
 
 def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
@@ -47,13 +48,9 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     })  # fmt: skip
     run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
-    policy = spec.policy or config.policy
-    kwargs = spec.policy_kwargs if spec.policy_kwargs is not None else config.policy_kwargs if policy == config.policy else {}
+    policy, kwargs = network(config, spec)
     if spec.league is not None:  # the snapshots' network is the learner's (srl.models.league_pool)
-        learner = config.policies[spec.league.of]
-        learned = learner.policy or config.policy
-        learned_kwargs = learner.policy_kwargs if learner.policy_kwargs is not None else \
-            config.policy_kwargs if learned == config.policy else {}
+        learned, learned_kwargs = network(config, config.policies[spec.league.of])
         league_file = "" if config.run.run_dir is None else str(Path(config.run.run_dir) / LEAGUE_FILE)
         policy, kwargs = "league-pool", {"league_file": league_file, "policy": learned, "policy_kwargs": learned_kwargs}
     return config.model_copy(update={
@@ -61,6 +58,15 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
         "algorithm": algorithm, "algo": algo, "launch": launch, "policies": {}, "policy_mapping": {},
         "run": config.run.model_copy(update={"run_dir": run_dir, "resume": resume}),
     })  # fmt: skip
+
+
+def network(config: ExperimentConfig, spec: PolicySpec) -> tuple[str, dict]:
+    """A policy's network and its kwargs: the run's where it names none (kwargs the run's only where
+    the network is the run's)."""
+    policy = spec.policy or config.policy
+    if spec.policy_kwargs is not None:
+        return policy, spec.policy_kwargs
+    return policy, config.policy_kwargs if policy == config.policy else {}
 
 
 VERSION = "version"  # an inference slot's policy version

@@ -156,7 +156,7 @@ def test_resolved_config_is_saved_and_reloads(tmp_path):
 def test_config_reference_in_docs_is_current():
     from pathlib import Path
 
-    from srl.config import config_reference
+    from srl.config_doc import config_reference
 
     doc = Path(__file__).parent.parent / "docs" / "config.md"
     assert doc.read_text().strip() == config_reference().strip(), "regenerate: srl config-doc > docs/config.md"
