@@ -21,10 +21,18 @@ def srl_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "srl.cli", *args]
 
 
+def as_from_a_terminal() -> None:
+    """In the child: Ctrl-C as a terminal's foreground job has it. A test session started as a
+    background job ignores SIGINT, and an ignored signal stays ignored across exec (srl then stops
+    on SIGTERM only, by design: srl.launch.signals)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(args: list[str], **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     return subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, **kwargs
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+        preexec_fn=as_from_a_terminal, **kwargs,
     )
 
 

@@ -160,7 +160,10 @@ def test_ctrl_c_stops_the_running_trials_and_the_sweep_continues_later(tmp_path)
     path = sweep_file(tmp_path, trials=1, overrides=["launch.launcher=local", "stop.total_env_steps=5000000",
                                                      "monitor.learning_curve=false", "monitor.display=off"])
     env = {**os.environ, "PYTHONPATH": str(Path(srl.__file__).resolve().parent.parent)}
+    from test_shutdown import as_from_a_terminal
+
     sweep = subprocess.Popen([sys.executable, "-m", "srl.cli", "sweep", "cartpole-ppo", path, "--dir", str(sweep_dir)],
+                             preexec_fn=as_from_a_terminal,
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     metrics = sweep_dir / "trial-0000" / "metrics.jsonl"
     deadline = time.monotonic() + 120
