@@ -13,19 +13,19 @@ from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
-from srl.streams.inference import InferenceClient, InferenceServer, Slot
+from srl.streams.inference import InferenceServer, Slot
 from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
 from srl.streams.prefixed import PrefixedTransport
-from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel, InferencePort, SampleSink
 from srl.workers.kernel import Kernel
 from srl.workers.nonfinite import EnvGuard
 from srl.workers.params import ParamServiceKernel
-from srl.workers.policy import LocalInferenceClient, PolicyWorkerKernel
+from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
-from srl.workers.wiring import acting, actor_arrays, incarnations
+from srl.workers.wiring import acting, actor_arrays, incarnations, policy_ports
 
 
 def _actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
@@ -36,14 +36,9 @@ def _actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBrea
         from srl.workers.build_lanes import lanes_ports
 
         return lanes_ports(graph, transport, actor, clock)
-    c = graph.config
-    lives = incarnations(graph, transport)
-    infer, segments = actor_arrays(graph, transport, actor)
-    if c.dataflow.inference == "inline":
-        port: InferencePort = LocalInferenceClient(acting(graph, transport, resolve(c.devices.actor), clock), infer, actor)
-    else:
-        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
-    return port, SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor)), infer
+    port, samples, infer = policy_ports(graph, transport, actor, clock)
+    assert samples is not None  # the run's one policy trains
+    return port, samples, infer
 
 
 def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:

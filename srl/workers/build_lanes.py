@@ -8,18 +8,15 @@ import numpy as np
 
 from srl.api import registry
 from srl.api.policy import Policy
-from srl.devices import resolve
 from srl.graph import Graph, lane_outputs
 from srl.monitor.timing import TimeBreakdown
 from srl.spaces import obs_fields
-from srl.streams.inference import InferenceClient, Slot
+from srl.streams.inference import Slot
 from srl.streams.prefixed import PrefixedTransport
 from srl.streams.samples import SampleProducer
 from srl.streams.transport import Transport
-from srl.workers.actor import InferencePort
 from srl.workers.lanes import LanesPort, LanesProducer, lane_rows
-from srl.workers.policy import LocalInferenceClient
-from srl.workers.wiring import acting, actor_arrays, incarnations, split_actor_arrays
+from srl.workers.wiring import policy_ports, split_actor_arrays
 
 
 def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
@@ -30,19 +27,14 @@ def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreak
     producers: list[SampleProducer | None] = []
     for lane in graph.lanes:
         lg, view = lane.at_run(graph), PrefixedTransport(transport, lane.prefix)
-        infer, segments = actor_arrays(lg, view, actor)
-        lives = incarnations(lg, view)
+        port, producer, infer = policy_ports(lg, view, actor, clock)
         lane_obs = {k: s.shape for k, s in obs_fields(lg.observation_space).items()}
         factory = registry.policies.get(lg.config.policy)  # a league's tag: its opponent (srl.models.league_pool)
         tag = factory.episode_tag if isinstance(factory, type) and issubclass(factory, Policy) else None
         lanes.append(lane_rows(lane.name, lane.rows, len(graph.agents), c.dataflow.envs_per_split, full_obs, lane_obs,
                                tuple(lane_outputs(lg)), tag))
-        if c.dataflow.inference == "inline":
-            port: InferencePort = LocalInferenceClient(acting(lg, view, resolve(c.devices.actor), clock), infer, actor)
-        else:
-            port = InferenceClient(view, actor, lg.policy_worker_of(actor), lives, slots=infer)
         ports.append(port)
-        producers.append(SampleProducer(view, actor, segments, lives, trainer=lg.trainer_of(actor)) if lg.trains else None)
+        producers.append(producer)
         lane_slots.append(infer)
     arrays = {name: np.zeros(spec.shape, spec.dtype) for name, spec in graph.actor_layout().arrays.items()}
     infer, segments = split_actor_arrays(graph, arrays)

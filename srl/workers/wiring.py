@@ -11,14 +11,16 @@ import numpy as np
 import torch
 
 from srl import checkpoint
+from srl.devices import resolve
 from srl.graph import Graph, actor_block, initial_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
-from srl.streams.inference import Slot
+from srl.streams.inference import InferenceClient, Slot
 from srl.streams.params import FixedParams, ParamSubscriber
-from srl.streams.samples import Segment
+from srl.streams.samples import SampleProducer, Segment
 from srl.streams.transport import Transport
-from srl.workers.policy import Acting
+from srl.workers.actor import InferencePort
+from srl.workers.policy import Acting, LocalInferenceClient
 
 
 def actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
@@ -63,3 +65,19 @@ def acting(graph: Graph, transport: Transport, device: torch.device, clock: Time
         if graph.weights_file is not None:
             checkpoint.load_file(Path(graph.weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
     return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph))
+
+
+def policy_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
+                 ) -> tuple[InferencePort, SampleProducer | None, list[Slot]]:
+    """An actor's inference port (its policy worker, or inline), sample producer and inference
+    slots for the policy of `graph` (the run's, or one lane's over its prefixed transport); no
+    producer for a lane whose policy only acts (it has no samples stream)."""
+    c = graph.config
+    lives = incarnations(graph, transport)
+    infer, segments = actor_arrays(graph, transport, actor)
+    if c.dataflow.inference == "inline":
+        port: InferencePort = LocalInferenceClient(acting(graph, transport, resolve(c.devices.actor), clock), infer, actor)
+    else:
+        port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
+    producer = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor)) if graph.trains else None
+    return port, producer, infer
