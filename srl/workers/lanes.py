@@ -111,7 +111,6 @@ class LanesProducer:
         self._episodes: list[tuple[list[float], list[int]]] = [([], []) for _ in lanes]
         # a tagged lane's results by tag (its opponent), as [wins, draws, losses] of its own returns
         self._results: list[dict[str, list[int]]] = [{} for _ in lanes]
-        self.reclaimed = 0
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -175,11 +174,7 @@ class LanesProducer:
             counts[0 if ret > 0 else 1 if ret == 0 else 2] += 1
 
     def report(self) -> dict:
-        lost = self.reclaimed + sum(p.reclaimed for p in self.producers if p is not None)
-        self.reclaimed = 0
-        for p in self.producers:
-            if p is not None:
-                p.reclaimed = 0
+        lost = sum(p.report()["segments_lost"] for p in self.producers if p is not None)
         policies = {lane.name: episodes_report(*episodes) for lane, episodes in zip(self.lanes, self._episodes)}
         for lane, results in zip(self.lanes, self._results):
             if results:
