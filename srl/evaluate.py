@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -102,27 +103,38 @@ def evaluate_against(run_dir: str | Path, against: str, games: int, seed: int) -
     return {"run_dir": str(run_dir), "policy_version": state["version"], "against": against, "games": games, **score}
 
 
-def _opponent(against: str, config: ExperimentConfig, graph: Graph, run_dir: Path, seed: int) -> Policy:
+def scripted_player(against: str, game: Any, observation_space: gym.Space, action_space: gym.Space, seed: int,
+                    otherwise: str) -> Policy | None:
+    """The scripted player `--against` names: `heuristic` (the game's, HEURISTICS) or a registered
+    scripted policy; None where it names neither. `otherwise`: what else the caller takes."""
     from srl.api import registry
-    from srl.league import League
     from srl.models.scripted import ScriptedPolicy
 
     name = against
     if against == "heuristic":
-        game = config.env_kwargs.get("module")
         if game not in HEURISTICS:
             raise ConfigError(f"--against heuristic: no heuristic player for {game!r} (known: "
-                              f"{', '.join(HEURISTICS)}); try random or a snapshot")
+                              f"{', '.join(HEURISTICS)}); try random or {otherwise}")
         name = HEURISTICS[game]
     factory = registry.policies.get(name) if name in registry.policies else None
-    if isinstance(factory, type) and issubclass(factory, ScriptedPolicy):
-        try:
-            return factory(graph.observation_space, graph.action_space, seed=seed)
-        except TypeError as e:  # a player of another game
-            raise ConfigError(f"--against {against}: {e}") from None
+    if not (isinstance(factory, type) and issubclass(factory, ScriptedPolicy)):
+        return None
+    try:
+        return factory(observation_space, action_space, seed=seed)
+    except TypeError as e:  # a player of another game
+        raise ConfigError(f"--against {against}: {e}") from None
+
+
+def _opponent(against: str, config: ExperimentConfig, graph: Graph, run_dir: Path, seed: int) -> Policy:
+    from srl.league import League
+
+    player = scripted_player(against, config.env_kwargs.get("module"), graph.observation_space, graph.action_space,
+                             seed, otherwise="a snapshot")
+    if player is not None:
+        return player
     league_file = run_dir / "league.json"
     snapshots = League.load(league_file).snapshots if league_file.is_file() else {}
-    path = run_dir / snapshots[name].checkpoint if name in snapshots else Path(name)
+    path = run_dir / snapshots[against].checkpoint if against in snapshots else Path(against)
     if not path.is_file():
         raise ConfigError(f"--against {against!r}: not random, heuristic, a scripted player, a snapshot in "
                           f"{league_file} ({', '.join(snapshots) or 'none'}) or a checkpoint file")

@@ -70,27 +70,20 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
 def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | None:
     """What plays `lane`'s agents against the policy evaluated: None (random), or a scripted
     player: `heuristic` (the game's, srl.evaluate.HEURISTICS) or a registered scripted policy."""
-    from srl.evaluate import HEURISTICS
+    from srl.evaluate import scripted_player
 
     if against == "random":
         return None
     if against == "best" or (against[:1] == "v" and against[1:].isdigit()):  # a snapshot of a self-play league
         return _snapshot(graph, Path(str(graph.config.run.run_dir)), against, "--against")[1]
-    game = graph.config.env_kwargs.get("module", "")
-    if against == "heuristic" and game not in HEURISTICS:
-        raise ConfigError(f"--against heuristic: no heuristic player for {game!r} (known: {', '.join(HEURISTICS)}); "
-                          "try random or a scripted policy")
-    name = HEURISTICS[game] if against == "heuristic" else against
-    factory = _scripted(name)
-    if factory is None:
+    player = scripted_player(against, graph.config.env_kwargs.get("module", ""), lane.graph.observation_space,
+                             lane.graph.action_space, seed, otherwise="a scripted policy")
+    if player is None:
         scripted = [n for n in registry.policies.names() if _scripted(n)]
         raise ConfigError(f"--against {against!r}: a run with several policies plays each against random ones "
                           "(random), the game's heuristic player (heuristic) or a scripted policy "
                           f"({', '.join(scripted)}); or all together (no --against)")
-    try:
-        return factory(lane.graph.observation_space, lane.graph.action_space, seed=seed)
-    except TypeError as e:  # a player of another game
-        raise ConfigError(f"--against {against}: {e}") from None
+    return player
 
 
 def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str, Policy, str]:
