@@ -2,15 +2,19 @@
 
 `CentralStateEnvironment` wraps a multi-agent `Environment`. Agent i's observation becomes
 
-    [ own observation (own_dim) | one-hot of i (num_agents) | every agent's own observation ]
+    [ own observation (own_dim) | one-hot of i (num_agents) | the global state (state_dim) ]
 
-so a policy can act on its own part (decentralized execution) while its critic reads the
-concatenation of all agents' observations (centralized training). Own observations of agents
-with smaller spaces are zero-padded to the largest one, so every row shares one Box.
+so a policy can act on its own part (decentralized execution) while its critic (MAPPO) or its
+mixer (QMIX) reads the global state (centralized training). The global state is the env's own
+when it offers one (`state()` and `state_space`, as PettingZoo's parallel envs may: MPE's is
+every agent's observation), else the concatenation of all agents' own observations. Own
+observations of agents with smaller spaces are zero-padded to the largest one, so every row
+shares one Box.
 
 The layout travels with the space: the observation space is an `AgentStateBox`, which remembers
-the agent names, `own_dim` and `mask_dim` (the last `mask_dim` entries of an own observation are
-an action mask, see srl.envs.pettingzoo_aec). `srl.models.mappo` reads it from there.
+the agent names, `own_dim`, `mask_dim` (the last `mask_dim` entries of an own observation are
+an action mask, see srl.envs.pettingzoo_aec) and `state_dim`. `srl.models.mappo` and
+`srl.models.agent_q` read it from there.
 """
 
 from __future__ import annotations
@@ -27,28 +31,35 @@ from srl.api.env import Environment, EnvStep
 class AgentStateBox(gym.spaces.Box):
     """A float32 Box of [own | one-hot | all own] rows; see the module doc."""
 
-    def __init__(self, agents: tuple[str, ...], own_dim: int, mask_dim: int = 0) -> None:
+    def __init__(self, agents: tuple[str, ...], own_dim: int, mask_dim: int = 0, state_dim: int | None = None) -> None:
         self.agents = tuple(agents)
         self.own_dim = int(own_dim)
         self.mask_dim = int(mask_dim)
-        size = self.own_dim + len(self.agents) * (1 + self.own_dim)
+        self.state_dim = len(self.agents) * self.own_dim if state_dim is None else int(state_dim)
+        size = self.own_dim + len(self.agents) + self.state_dim
         super().__init__(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
 
+    @property
+    def layout(self) -> tuple[tuple[str, ...], int, int, int]:
+        return self.agents, self.own_dim, self.mask_dim, self.state_dim
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AgentStateBox) and (other.agents, other.own_dim, other.mask_dim) == (
-            self.agents,
-            self.own_dim,
-            self.mask_dim,
-        )
+        return isinstance(other, AgentStateBox) and other.layout == self.layout
 
     def __hash__(self) -> int:
-        return hash((self.agents, self.own_dim, self.mask_dim))
+        return hash(self.layout)
 
     def __repr__(self) -> str:
-        return f"AgentStateBox(agents={self.agents}, own_dim={self.own_dim}, mask_dim={self.mask_dim})"
+        return (f"AgentStateBox(agents={self.agents}, own_dim={self.own_dim}, mask_dim={self.mask_dim}, "
+                f"state_dim={self.state_dim})")
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled into worker processes by its layout only
-        return (AgentStateBox, (self.agents, self.own_dim, self.mask_dim))
+        return (AgentStateBox, self.layout)
+
+    def split(self, rows: Any) -> tuple[Any, Any, Any]:
+        """[B, D] rows (tensors or arrays) -> (own [B, own_dim], one-hot [B, agents], state [B, state_dim])."""
+        n = len(self.agents)
+        return rows[:, : self.own_dim], rows[:, self.own_dim : self.own_dim + n], rows[:, self.own_dim + n :]
 
 
 def _flat_dim(space: gym.Space, agent: str) -> int:
@@ -66,7 +77,11 @@ class CentralStateEnvironment(Environment):
         dims = [_flat_dim(env.observation_spaces[a], a) for a in self.agents]
         self.own_dim = max(dims)
         mask_dim = int(getattr(env, "action_mask_dim", 0))
-        space = AgentStateBox(self.agents, self.own_dim, mask_dim)
+        env_state = getattr(env, "state_space", None)  # the env's own global state, if it offers one
+        self.state_reader = getattr(env, "state", None) if isinstance(env_state, gym.spaces.Box) else None
+        self.env_state = callable(self.state_reader)
+        state_dim = int(np.prod(env_state.shape)) if isinstance(env_state, gym.spaces.Box) and self.env_state else None
+        space = AgentStateBox(self.agents, self.own_dim, mask_dim, state_dim)
         if mask_dim and len(set(dims)) > 1:
             raise ValueError("action masks need every agent to have the same observation size")
         self.observation_spaces = {a: space for a in self.agents}
@@ -78,7 +93,7 @@ class CentralStateEnvironment(Environment):
         for i, agent in enumerate(self.agents):
             flat = np.asarray(obs[agent], np.float32).reshape(-1)
             own[i, : flat.size] = flat
-        state = own.reshape(-1)
+        state = np.asarray(self.state_reader(), np.float32).reshape(-1) if self.state_reader else own.reshape(-1)
         eye = np.eye(n, dtype=np.float32)
         return {a: np.concatenate([own[i], eye[i], state]) for i, a in enumerate(self.agents)}
 

@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from srl.api.env import Environment, EnvStep
@@ -53,6 +54,9 @@ class PettingZooEnvironment(Environment):
         self.agents = tuple(agents)
         self.observation_spaces = {a: env.observation_space(a) for a in self.agents}
         self.action_spaces = {a: env.action_space(a) for a in self.agents}
+        state_space = getattr(env, "state_space", None)  # its global state, if it has one (MPE's does)
+        if isinstance(state_space, gym.spaces.Box) and callable(getattr(env, "state", None)):
+            self.state_space = state_space
         self._last_obs: dict[str, Any] = {}
         self._done_flags: dict[str, tuple[bool, bool]] = {}  # agent -> (terminated, truncated)
 
@@ -93,6 +97,10 @@ class PettingZooEnvironment(Environment):
                     truncated[a] = True
                     done_flags[a] = (False, True)
         return EnvStep(dict(last_obs), reward, terminated, truncated, info)
+
+    def state(self) -> np.ndarray:
+        """The env's global state (where it has one: see `state_space`)."""
+        return np.asarray(self.env.state())
 
     def close(self) -> None:
         self.env.close()

@@ -5,7 +5,7 @@ all agents' own obs], described by the `AgentStateBox` observation space. For ea
 
 * the actor sees the agent's own observation, plus its one-hot id when the group has several
   agents (so a shared actor can still tell them apart), and outputs Discrete logits;
-* the critic sees the global state (every agent's own observation) plus the one-hot id, so each
+* the critic sees the global state (srl.envs.central_state) plus the one-hot id, so each
   agent's value is conditioned on everything (Yu et al., 2022, "agent-specific global state").
 
 `policy_groups` maps agent-name prefixes to group names ({"adversary": "adv", "agent": "good"});
@@ -85,6 +85,7 @@ class MAPPOPolicy(Policy):
         if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError(f"the mappo policy needs a Discrete action space, got {action_space}")
         space = observation_space
+        self.space = space
         self.num_agents, self.own_dim, self.mask_dim = len(space.agents), space.own_dim, space.mask_dim
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
@@ -99,7 +100,7 @@ class MAPPOPolicy(Policy):
             _mlp(own + (n if self.one_hot_actor[g] else 0), hidden_sizes, self.num_actions, 0.01)
             for g in range(self.num_groups)
         )
-        self.critics = nn.ModuleList(_mlp(n + n * own, hidden_sizes, 1, 1.0) for _ in range(self.num_groups))
+        self.critics = nn.ModuleList(_mlp(n + space.state_dim, hidden_sizes, 1, 1.0) for _ in range(self.num_groups))
 
     def rollout_fields(self) -> dict[str, FieldSpec]:
         fields = {C.LOG_PROB: FieldSpec((), np.float32), C.VALUE: FieldSpec((), np.float32)}
@@ -110,7 +111,7 @@ class MAPPOPolicy(Policy):
     def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, D] -> (masked log-probabilities [B, actions], value [B])."""
         x = obs.reshape(obs.shape[0], -1).float()
-        own, one_hot, state = x.split([self.own_dim, self.num_agents, self.num_agents * self.own_dim], dim=1)
+        own, one_hot, state = self.space.split(x)
         critic_in = torch.cat([one_hot, state], dim=1)
         if self.num_groups == 1:
             logits = self.actors[0](torch.cat([own, one_hot], 1) if self.one_hot_actor[0] else own)
