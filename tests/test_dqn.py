@@ -99,6 +99,22 @@ def test_epsilon_greedy_explores_each_row_at_its_own_rate():
     np.testing.assert_allclose(changed / 2000, eps, atol=0.04)
 
 
+def test_annealed_epsilon_falls_from_its_start_to_each_rows_own_over_the_runs_env_steps():
+    eps = np.array([0.0, 0.5])
+    # 2 (actor, split) groups of 5 envs (one row each): each slot served is 10 of the run's env steps
+    greedy = EpsilonGreedy({(0, 0): eps, (1, 0): eps}, num_actions=4, start=1, seed=0, anneal_env_steps=1000,
+                           epsilon_start=0.9, run_envs=10)
+    assert greedy._annealed(eps, (0, 0)).tolist() == [0.9, 0.9]  # env step 0
+    for _ in range(49):
+        greedy._annealed(eps, (0, 0))
+    np.testing.assert_allclose(greedy._annealed(eps, (0, 0)), [0.45, 0.7])  # env step 500: half way
+    np.testing.assert_allclose(greedy._annealed(eps, (1, 0)), [0.9, 0.9])  # each group counts its own slots
+    for _ in range(60):
+        late = greedy._annealed(eps, (0, 0))
+    assert late.tolist() == [0.0, 0.5]  # past the schedule: the rows' own epsilons
+    assert EpsilonGreedy({(0, 0): eps}, 4, 1, 0)._annealed(eps, (0, 0)) is eps  # no schedule: unchanged
+
+
 @pytest.mark.parametrize(
     "overrides,field",
     [
