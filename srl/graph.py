@@ -163,15 +163,30 @@ class Graph:
                     arrays[f"sample.{s}.{k}.{name}"] = ArraySpec((steps, rows, *spec.shape), spec.dtype)
         return Layout(arrays)
 
-    def batch_fields(self) -> dict[str, FieldSpec]:
-        """One replay batch row (buffer -> trainer), see srl.data.replay."""
-        from srl.data.replay import batch_fields
-        from srl.data.sequences import sequence_batch_fields
+    @property
+    def team_size(self) -> int:
+        """Agents per replayed item where the algorithm learns from whole teams (srl.data.team), else 0."""
+        return len(self.agents) if registry.algorithms.get(self.config.algorithm).algorithm_cls.team_transitions else 0
+
+    def replay_fields(self) -> dict[str, FieldSpec]:
+        """What the replay memory stores per item: an n-step transition (srl.data.replay), a
+        team's (srl.data.team) or, for a recurrent policy, a whole sequence (srl.data.sequences)."""
+        from srl.data.replay import transition_fields
+        from srl.data.sequences import sequence_fields
+        from srl.data.team import team_fields
 
         obs, action = space_spec(self.observation_space), space_spec(self.action_space)
         if C.HIDDEN in self.policy_fields:  # recurrent: whole sequences with their start state
-            return sequence_batch_fields(obs, action, self.config.dataflow.sample_length, self.policy_fields[C.HIDDEN])
-        return batch_fields(obs, action)
+            return sequence_fields(obs, action, self.config.dataflow.sample_length, self.policy_fields[C.HIDDEN])
+        if self.team_size:
+            return team_fields(obs, action, self.team_size)
+        return transition_fields(obs, action)
+
+    def batch_fields(self) -> dict[str, FieldSpec]:
+        """One replay batch row (buffer -> trainer): a stored item and the columns of its replay."""
+        from srl.data.replay import replay_columns
+
+        return {**self.replay_fields(), **replay_columns()}
 
     def buffer_layout(self) -> Layout:
         """The buffer worker's block: its batch slots."""
@@ -290,6 +305,7 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     graph.streams = declare_streams(graph, tuple(tensor_bytes(policy)))
     check_streams(graph)
     _check_batch(graph)
+    _check_algorithm(graph, policy)
     return graph
 
 
@@ -353,8 +369,9 @@ def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:
                                Delivery.SLOTS, "segment slots back", (), segments_out) for a in mine]
     if c.replay is not None:  # like segments, a batch slot comes back on release, here carrying the new priorities
         batch, n = _frames(graph.buffer_layout().arrays, "batch.0."), c.replay.batch_slots
+        items = f" team transitions of {graph.team_size} agents" if graph.team_size else ""
         streams.append(StreamSpec(BATCHES_NAME, "batches", "trainer:0", ("buffer:0",), ("trainer:0",), Delivery.SLOTS,
-                                  f"replay batches of {c.replay.batch_size}", batch, n))
+                                  f"replay batches of {c.replay.batch_size}{items}", batch, n))
         streams.append(StreamSpec(RELEASED_NAME, "released", "buffer:0", ("trainer:0",), ("buffer:0",),
                                   Delivery.SLOTS, "batch slots back with |TD|", batch, n))
     if c.launch.num_trainers > 1:  # the controller serves the group's rendezvous (srl.streams.gradients)
@@ -402,6 +419,21 @@ def _check_batch(graph: Graph) -> None:
         entry.algorithm_cls.check_batch(c.algo_config, c.dataflow.sample_length, graph.rows_per_batch)
     except ValueError as e:
         raise ConfigError(f"batch of {c.dataflow.sample_length} steps x {graph.rows_per_batch} rows: {e}") from None
+
+
+def _check_algorithm(graph: Graph, policy: Policy) -> None:
+    """The algorithm, built once on the policy here so that what it needs of the policy (QMIX: the
+    global state in its rows) fails now, not in a trainer restarted until it gives up."""
+    c = graph.config
+    try:
+        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"field 'algorithm': {c.algorithm!r} cannot train policy {c.policy!r}: {e}") from None
+    mixed = getattr(getattr(algorithm, "mixer", None), "num_agents", graph.team_size)
+    if graph.team_size and mixed != graph.team_size:
+        raise ConfigError(f"field 'algorithm': the {c.algorithm!r} mixer was built for the env's {mixed} agents, "
+                          f"this policy's team is {list(graph.agents)}: use algo.mixer 'vdn' for a team of some "
+                          "of the agents")
 
 
 def _check_recurrent(graph: Graph, recurrent: bool) -> None:

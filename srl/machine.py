@@ -153,17 +153,7 @@ def replay_bytes(graph: Graph) -> int:
     replay = graph.config.replay
     if replay is None:
         return 0
-    from srl.data import columns as C
-    from srl.data.replay import transition_fields
-    from srl.data.sequences import sequence_fields
-    from srl.graph import space_spec
-
-    obs, action = space_spec(graph.observation_space), space_spec(graph.action_space)
-    if C.HIDDEN in graph.policy_fields:
-        fields = sequence_fields(obs, action, graph.config.dataflow.sample_length, graph.policy_fields[C.HIDDEN])
-    else:
-        fields = transition_fields(obs, action)
-    return replay.capacity * (_fields_bytes(fields) + 3 * 8)  # + sum-tree nodes and insertion stamps
+    return replay.capacity * (_fields_bytes(graph.replay_fields()) + 3 * 8)  # + sum-tree nodes and insertion stamps
 
 
 def batch_bytes(graph: Graph) -> int:

@@ -63,12 +63,14 @@ def td_loss(
     state: torch.Tensor | None = None,
     next_state: torch.Tensor | None = None,
     next_mask: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The team's mean squared TD error and its |TD| per transition.
 
     taken_qs [B, agents]: each agent's Q of the action it took; next_online_qs, next_target_qs
     [B, agents, actions]: every action's Q at the next step; reward, discount [B] (discount = 0
-    where the episode ended); next_mask [B, agents, actions]: the legal next actions (None: all).
+    where the episode ended); next_mask [B, agents, actions]: the legal next actions (None: all);
+    weight [B]: prioritized replay's importance weights (None: all 1).
     """
     with torch.no_grad():
         picking = next_online_qs if next_mask is None else next_online_qs.masked_fill(next_mask < 0.5, float("-inf"))
@@ -76,4 +78,5 @@ def td_loss(
         next_tot = target_mixer(next_target_qs.gather(2, best).squeeze(2), next_state)
         target = reward + discount * next_tot
     td = mixer(taken_qs, state) - target
-    return td.square().mean(), td.detach().abs()
+    squared = td.square() if weight is None else weight * td.square()
+    return squared.mean(), td.detach().abs()

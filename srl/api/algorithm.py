@@ -39,6 +39,7 @@ class Algorithm(ABC):
     policy_kind: ClassVar[str | None] = None  # the Policy.kind it needs; None = any policy
     action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ()  # the action spaces it handles; () = any
     needs_replay: ClassVar[bool] = False  # learns from a buffer worker's replay batches (`replay`), not segments
+    team_transitions: ClassVar[bool] = False  # its replay items hold every agent of an env (srl.data.team)
     trains_recurrent: ClassVar[bool] = False  # can train a recurrent policy
     needs_recurrent: ClassVar[bool] = False  # trains recurrent policies only
 

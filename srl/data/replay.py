@@ -30,15 +30,20 @@ def transition_fields(obs: FieldSpec, action: FieldSpec) -> dict[str, FieldSpec]
     }
 
 
-def batch_fields(obs: FieldSpec, action: FieldSpec) -> dict[str, FieldSpec]:
-    """What one replay batch row carries to the trainer (and the priority it writes back)."""
+def replay_columns() -> dict[str, FieldSpec]:
+    """What a replay batch row carries besides its item: its importance weight, where it came
+    from, and the priority the trainer writes back."""
     return {
-        **transition_fields(obs, action),
         C.WEIGHT: FieldSpec((), np.float32),
         C.INDEX: FieldSpec((), np.int64),
         C.STAMP: FieldSpec((), np.int64),
         C.PRIORITY: FieldSpec((), np.float32),
     }
+
+
+def batch_fields(obs: FieldSpec, action: FieldSpec) -> dict[str, FieldSpec]:
+    """What one replay batch row of n-step transitions carries to the trainer."""
+    return {**transition_fields(obs, action), **replay_columns()}
 
 
 def segment_transitions(segment: dict[str, np.ndarray], gamma: float, n: int) -> Transitions:

@@ -26,17 +26,6 @@ def sequence_fields(obs: FieldSpec, action: FieldSpec, sample_length: int, state
     return {**fields, C.HIDDEN: state}
 
 
-def sequence_batch_fields(obs: FieldSpec, action: FieldSpec, sample_length: int, state: FieldSpec) -> dict[str, FieldSpec]:
-    """One batch row: a sequence, its importance weight, where it came from, its new priority."""
-    return {
-        **sequence_fields(obs, action, sample_length, state),
-        C.WEIGHT: FieldSpec((), np.float32),
-        C.INDEX: FieldSpec((), np.int64),
-        C.STAMP: FieldSpec((), np.int64),
-        C.PRIORITY: FieldSpec((), np.float32),
-    }
-
-
 def segment_sequences(segment: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The rows of a [T + 1, rows, ...] segment as sequences [rows, T + 1, ...] (copies)."""
     out = {name: np.ascontiguousarray(np.swapaxes(segment[name], 0, 1)) for name in STEP_COLUMNS}

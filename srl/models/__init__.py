@@ -1,5 +1,6 @@
 """Built-in policies; importing this package registers them (see srl.api.registry)."""
 
+from srl.models.agent_q import AgentQ
 from srl.models.cnn import ActorCriticCNN
 from srl.models.league_pool import LeaguePool
 from srl.models.mappo import MAPPOPolicy
@@ -12,6 +13,6 @@ from srl.models.scripted import Connect4Lookahead, RandomLegal
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 
 __all__ = [
-    "ActorCriticCNN", "ActorCriticMLP", "Connect4Lookahead", "LeaguePool", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
+    "ActorCriticCNN", "AgentQ", "ActorCriticMLP", "Connect4Lookahead", "LeaguePool", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
     "RandomLegal", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP",
 ]

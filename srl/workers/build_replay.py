@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import gymnasium as gym
@@ -9,10 +10,11 @@ import gymnasium as gym
 from srl.algos.exploration import EpsilonGreedy, EpsilonGreedyConfig, slot_epsilons
 from srl.api import registry
 from srl.data import columns as C
-from srl.data.replay import ReplayMemory, transition_fields
-from srl.data.sequences import segment_sequences, sequence_fields
+from srl.data.replay import ReplayMemory
+from srl.data.sequences import segment_sequences
+from srl.data.team import team_transitions
 from srl.devices import resolve
-from srl.graph import Graph, actor_block, initial_policy, space_spec, sub_arrays
+from srl.graph import Graph, actor_block, initial_policy, sub_arrays
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer
@@ -38,19 +40,18 @@ def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
         for s in range(c.dataflow.ring_splits):
             for k in range(c.dataflow.segment_slots):
                 segments[(a, s, k)] = sub_arrays(arrays, f"sample.{s}.{k}.")
-    obs, action = space_spec(graph.observation_space), space_spec(graph.action_space)
-    recurrent = C.HIDDEN in graph.policy_fields  # replay whole sequences (srl.data.sequences)
-    if recurrent:
-        fields = sequence_fields(obs, action, c.dataflow.sample_length, graph.policy_fields[C.HIDDEN])
-    else:
-        fields = transition_fields(obs, action)
-    memory = ReplayMemory(fields, replay.capacity, replay.prioritized, replay.alpha, replay.beta,
+    memory = ReplayMemory(graph.replay_fields(), replay.capacity, replay.prioritized, replay.alpha, replay.beta,
                           replay.priority_eps, seed=c.run.seed)
+    items, steps_per_item = None, 1  # n-step transitions of single rows
+    if C.HIDDEN in graph.policy_fields:  # whole sequences of single rows (srl.data.sequences)
+        items, steps_per_item = segment_sequences, c.dataflow.sample_length
+    elif graph.team_size:  # n-step transitions of whole teams (srl.data.team)
+        items = partial(team_transitions, gamma=replay.gamma, n=replay.n_step, agents=graph.team_size)
+        steps_per_item = graph.team_size
     return BufferKernel(
         SampleConsumer(transport, segments, tap=graph.tap_of("buffer:0")), BatchServer(transport, _batch_slots(graph, transport)), memory,
         gamma=replay.gamma, n_step=replay.n_step, warmup=replay.warmup, replay_ratio=replay.replay_ratio,
-        items=segment_sequences if recurrent else None, steps_per_item=c.dataflow.sample_length if recurrent else 1,
-        num_agents=len(graph.agents), run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
+        items=items, steps_per_item=steps_per_item, num_agents=len(graph.agents), run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
         resume=c.run.resume is not None,
     )
 
@@ -75,4 +76,6 @@ def make_exploration(graph: Graph) -> EpsilonGreedy | None:
     assert isinstance(space, gym.spaces.Discrete)
     eps = slot_epsilons(settings.epsilon, settings.epsilon_alpha, c.launch.num_actor_workers, c.dataflow.ring_splits,
                         c.dataflow.envs_per_split, len(graph.agents))
-    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.run.seed + 7919)
+    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.run.seed + 7919,
+                         anneal_env_steps=settings.epsilon_anneal_env_steps, epsilon_start=settings.epsilon_start,
+                         run_envs=c.launch.num_actor_workers * c.dataflow.ring_splits * c.dataflow.envs_per_split)
