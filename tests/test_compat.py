@@ -28,7 +28,9 @@ ALGORITHMS = [n for n in registry.algorithms.names() if registry.algorithms.get(
 SPACES = [gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.MultiBinary(2),
           gym.spaces.Tuple([gym.spaces.Discrete(2)])]  # no built-in algorithm acts in a Tuple
 ENV_OF = {gym.spaces.Discrete: "CartPole-v1", gym.spaces.Box: "Pendulum-v1"}
-ENV_OF_SPACE = {"CartPole-v1": gym.spaces.Discrete(2), "Pendulum-v1": gym.spaces.Box(-2.0, 2.0, (1,), np.float32)}
+ENV_OF_SPACE = {"CartPole-v1": gym.spaces.Discrete(2), "Pendulum-v1": gym.spaces.Box(-2.0, 2.0, (1,), np.float32),
+                "pettingzoo-mappo": gym.spaces.Discrete(5)}
+TEAM_ENV_KWARGS = {"module": "mpe2.simple_spread_v3", "N": 2, "max_cycles": 25, "continuous_actions": False}
 
 
 def algorithm_cls(name: str) -> type:
@@ -36,13 +38,17 @@ def algorithm_cls(name: str) -> type:
 
 
 def env_for(name: str) -> str:
-    """A built-in env whose action space the algorithm handles."""
+    """A built-in env whose action space the algorithm handles (a team's, for value decomposition)."""
+    if algorithm_cls(name).team_transitions:
+        return "pettingzoo-mappo"
     spaces = algorithm_cls(name).action_spaces or (gym.spaces.Discrete,)
     return ENV_OF[spaces[0]]
 
 
 def config(algorithm: str, policy: str, env: str | None = None, **values):
     replay = {} if algorithm_cls(algorithm).needs_replay else None
+    if (env or env_for(algorithm)) == "pettingzoo-mappo":
+        values.setdefault("env_kwargs", TEAM_ENV_KWARGS)
     return build_config({"experiment": "compat", "launcher": "inline", "env": env or env_for(algorithm),
                          "algorithm": algorithm, "policy": policy, "replay": replay, **values})
 

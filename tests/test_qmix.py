@@ -137,13 +137,13 @@ def test_rows_carry_the_envs_own_global_state_where_it_offers_one():
 def test_qmix_without_the_global_state_or_for_part_of_the_agents_is_refused_before_launch(run_dir):
     from srl.graph import build_graph
 
-    with pytest.raises(ConfigError, match="field 'algorithm'.*agent-q.*vdn"):
+    with pytest.raises(ConfigError, match="field 'policy'.*agent-q.*vdn"):
         build_graph(load_config("mpe-spread-qmix", ["env=pettingzoo", "policy=q-mlp", f"run.run_dir={run_dir}"]))
     vdn = build_graph(load_config("mpe-spread-qmix", ["env=pettingzoo", "policy=q-mlp", "algorithm=vdn",
                                                        f"run.run_dir={run_dir}"]))
     assert vdn.team_size == 3 and vdn.batch_fields()[C.OBS].shape == (3, 18)
     teams = ["policies={agents: {}, lone: {}}", "policy_mapping={agent_2: lone, 'agent_*': agents}"]
-    with pytest.raises(ConfigError, match="mixer was built for the env's 3 agents.*'agent_0', 'agent_1'"):
+    with pytest.raises(ConfigError, match="mixer mixes the env's 3 agents.*'agent_0', 'agent_1'"):
         build_graph(load_config("mpe-spread-qmix", [*teams, f"run.run_dir={run_dir}"]))
 
 

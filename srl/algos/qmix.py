@@ -68,7 +68,8 @@ class QMIX(QLearning):
         if not isinstance(config, QMIXConfig):
             raise TypeError(f"QMIX needs a QMIXConfig, got {type(config).__name__}")
         super().__init__(policy, config, total_env_steps)
-        self.mixer = self._mixer(policy, config)
+        device = next(policy.parameters()).device
+        self.mixer = self._mixer(policy, config).to(device)  # trained beside the policy, on its device
         # a team's rows [B, agents, D] -> the global state [B, S], for QMIX's mixer (checked in _mixer)
         self.state_of = getattr(policy, "global_state", None) if isinstance(self.mixer, QMixer) else None
         self.target_mixer = copy.deepcopy(self.mixer).requires_grad_(False)

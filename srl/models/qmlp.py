@@ -40,17 +40,25 @@ class QMLP(Policy):
         self.obs_dim = int(np.prod(observation_space.shape))
         self.action_start = int(action_space.start)
         layers: list[nn.Module] = []
-        for in_dim, out_dim in zip((self.obs_dim, *hidden_sizes), hidden_sizes):
+        for in_dim, out_dim in zip((self.input_dim(), *hidden_sizes), hidden_sizes):
             layers += [nn.Linear(in_dim, out_dim), nn.ReLU()]
         self.net = nn.Sequential(*layers, nn.Linear(hidden_sizes[-1], int(action_space.n)))
+
+    def input_dim(self) -> int:
+        """The width of what the network reads of a row (`inputs`)."""
+        return self.obs_dim
+
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B, ...] -> what the network reads [B, input_dim], float32."""
+        x = obs.reshape(obs.shape[0], self.obs_dim)
+        return x if x.dtype == torch.float32 else x.float()
 
     def rollout_fields(self) -> dict[str, FieldSpec]:
         return {}  # the replay targets need nothing from the acting policy
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """obs [B, ...] -> Q [B, num_actions]."""
-        x = obs.reshape(obs.shape[0], self.obs_dim)
-        return self.net(x if x.dtype == torch.float32 else x.float())
+        return self.net(self.inputs(obs))
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
         action = self.q_values(obs).argmax(dim=-1)
