@@ -130,7 +130,7 @@ def test_rows_carry_the_envs_own_global_state_where_it_offers_one():
     from srl.envs import pettingzoo_mappo_env
 
     spread = pettingzoo_mappo_env("mpe2.simple_spread_v3", N=3, max_cycles=25, continuous_actions=False)
-    assert spread.env_state and spread.observation_spaces["agent_0"].state_dim == 54
+    assert spread.state_reader is not None and spread.observation_spaces["agent_0"].state_dim == 54
     spread.close()
 
 

@@ -29,7 +29,7 @@ from srl.api.env import Environment, EnvStep
 
 
 class AgentStateBox(gym.spaces.Box):
-    """A float32 Box of [own | one-hot | all own] rows; see the module doc."""
+    """A float32 Box of [own | one-hot | global state] rows; see the module doc."""
 
     def __init__(self, agents: tuple[str, ...], own_dim: int, mask_dim: int = 0, state_dim: int | None = None) -> None:
         self.agents = tuple(agents)
@@ -78,9 +78,9 @@ class CentralStateEnvironment(Environment):
         self.own_dim = max(dims)
         mask_dim = int(getattr(env, "action_mask_dim", 0))
         env_state = getattr(env, "state_space", None)  # the env's own global state, if it offers one
-        self.state_reader = getattr(env, "state", None) if isinstance(env_state, gym.spaces.Box) else None
-        self.env_state = callable(self.state_reader)
-        state_dim = int(np.prod(env_state.shape)) if isinstance(env_state, gym.spaces.Box) and self.env_state else None
+        reader = getattr(env, "state", None)
+        self.state_reader = reader if isinstance(env_state, gym.spaces.Box) and callable(reader) else None
+        state_dim = int(np.prod(env_state.shape)) if self.state_reader and env_state is not None else None
         space = AgentStateBox(self.agents, self.own_dim, mask_dim, state_dim)
         if mask_dim and len(set(dims)) > 1:
             raise ValueError("action masks need every agent to have the same observation size")
