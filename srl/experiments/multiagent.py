@@ -72,7 +72,8 @@ def mpe_spread_qmix() -> ExperimentConfig:
     epsilon 1 at first, annealed over 20k env steps to its Ape-X epsilon (0.1 down to 0.01); all
     agents of an env share theirs. gamma 0.95: a 25-step episode needs no longer horizon, and
     0.99's larger values learned far slower here. Uniform replay, as in the QMIX paper: with
-    prioritized replay one seed of three diverged (TD errors and gradients growing tenfold). `episode_return_mean` is per agent, as in mpe-mappo.
+    prioritized replay one seed of three diverged (TD errors and gradients growing tenfold).
+    `episode_return_mean` is per agent, as in mpe-mappo.
     """
     return ExperimentConfig(
         env="pettingzoo-mappo",
