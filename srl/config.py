@@ -399,10 +399,15 @@ class LeagueSpec(Settings):
     of: str = Field(description="The policy whose snapshots it plays (one that trains).")
     snapshot_interval_updates: int = Field(20, ge=1, description="That policy's updates between snapshots "
                                            "(each its newest checkpoint: run.checkpoint_interval_s sets how fresh).")
-    pool_size: int = Field(10, ge=1, le=1000, description="The newest snapshots it draws from.")
+    pool_size: int = Field(10, ge=1, le=1000, description="The newest snapshots it draws from (and the scripted "
+                           "ones).")
     choose: Literal["uniform", "latest", "weighted"] = Field(
         "weighted", description="Per episode: any pooled snapshot alike, the newest, or weighted toward "
         "the snapshots the learner loses to.")
+    scripted: list[str] = Field(
+        default_factory=list, description="Registered scripted policies (e.g. random-legal, connect4-lookahead) "
+        "that stay in the pool beside the snapshots, drawn and rated like them: a fixed bar the learner keeps "
+        "clearing while its own snapshots move.")
 
 
 class PolicySpec(Settings):

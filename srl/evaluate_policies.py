@@ -96,8 +96,9 @@ def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str,
         raise ConfigError(f"{option} {name}: {str(run_dir)!r} played no self-play league (no {FILE})")
     league = League.load(run_dir / FILE)
     snap = league.best() if name == "best" else league.snapshots.get(name)
-    if snap is None:
-        raise ConfigError(f"{option} {name}: no such snapshot in {run_dir / FILE} ({', '.join(league.snapshots) or 'none'})")
+    if snap is None or snap.scripted:  # a scripted opponent of the pool is played with --against NAME
+        learned = [n for n, s in league.snapshots.items() if not s.scripted]
+        raise ConfigError(f"{option} {name}: no such snapshot in {run_dir / FILE} ({', '.join(learned) or 'none'})")
     lane = next(lane for lane in graph.lanes if lane.name == learners[0])
     net = make_policy(lane.graph.config, lane.graph.observation_space, lane.graph.action_space)
     checkpoint.load_file(run_dir / snap.checkpoint, apply=lambda state: net.load_state_dict(state["policy"]))

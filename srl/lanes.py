@@ -52,7 +52,8 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     if spec.league is not None:  # the snapshots' network is the learner's (srl.models.league_pool)
         learned, learned_kwargs = network(config, config.policies[spec.league.of])
         league_file = "" if config.run.run_dir is None else str(Path(config.run.run_dir) / LEAGUE_FILE)
-        policy, kwargs = "league-pool", {"league_file": league_file, "policy": learned, "policy_kwargs": learned_kwargs}
+        policy, kwargs = "league-pool", {"league_file": league_file, "policy": learned, "policy_kwargs": learned_kwargs,
+                                         "scripted": list(spec.league.scripted)}
     return config.model_copy(update={
         "policy": policy, "policy_kwargs": kwargs,
         "algorithm": algorithm, "algo": algo, "launch": launch, "policies": {}, "policy_mapping": {},

@@ -12,7 +12,9 @@ outcome for the learner (+1 win, 0 draw, -1 loss). Opponents are drawn by `choos
   snapshot it always beats is still drawn now and then.
 
 The pool keeps the newest `pool_size` snapshots; the table keeps every snapshot ever made, with
-its record and rating. Elo: the learner and each snapshot hold a rating (1200 to start, a new
+its record and rating. Scripted opponents (`add_scripted`: a registered scripted policy such as
+connect4-lookahead) stay in the pool for good, drawn and rated like the snapshots: a fixed bar the
+learner must keep clearing while its own snapshots move, and an anchor for the ratings. Elo: the learner and each snapshot hold a rating (1200 to start, a new
 snapshot starts at the learner's rating then); each game moves both by K * (result - expected).
 """
 
@@ -37,11 +39,12 @@ class Snapshot:
     name: str
     version: int  # the policy version frozen in it
     env_steps: int
-    checkpoint: str  # where its weights are, relative to the run directory
+    checkpoint: str  # where its weights are, relative to the run directory ("" for a scripted one)
     elo: float = START_ELO
     wins: int = 0  # the learner's results against it
     draws: int = 0
     losses: int = 0
+    scripted: str = ""  # a scripted opponent's registered policy name ("": a snapshot of the learner)
 
     @property
     def games(self) -> int:
@@ -66,7 +69,7 @@ class League:
             raise ValueError(f"choose must be uniform, latest or weighted, got {choose!r}")
         self.pool_size, self.choose, self.k_factor = pool_size, choose, k_factor
         self.snapshots: dict[str, Snapshot] = {}
-        self.pool: list[str] = []  # names, oldest first
+        self.pool: list[str] = []  # names: the scripted ones, then the snapshots oldest first
         self.learner_elo = START_ELO
         self.rng = np.random.default_rng(seed)
 
@@ -77,8 +80,27 @@ class League:
             raise ValueError(f"snapshot {name} exists already")
         snap = Snapshot(name, version, env_steps, checkpoint, elo=self.learner_elo)
         self.snapshots[name] = snap
-        self.pool = [*self.pool, name][-self.pool_size :]
+        scripted = [n for n in self.pool if self.snapshots[n].scripted]
+        newest = [*(n for n in self.pool if n not in scripted), name][-self.pool_size :]
+        self.pool = scripted + newest
         return snap
+
+    def add_scripted(self, policy: str) -> Snapshot:
+        """A scripted opponent (a registered policy name) that stays in the pool. Its version is a
+        negative tag (-2, -3, ...; -1 is srl.models.league_pool's "no opponent yet")."""
+        if policy in self.snapshots:
+            raise ValueError(f"opponent {policy} exists already")
+        version = -2 - sum(1 for s in self.snapshots.values() if s.scripted)
+        snap = Snapshot(policy, version, 0, "", scripted=policy)
+        self.snapshots[policy] = snap
+        self.pool = [policy, *self.pool]
+        return snap
+
+    def named(self, version: int) -> str | None:
+        """The opponent playing as `version` (a snapshot's, or a scripted one's negative tag)."""
+        if version >= 0:
+            return f"v{version}" if f"v{version}" in self.snapshots else None
+        return next((n for n, s in self.snapshots.items() if s.scripted and s.version == version), None)
 
     def draw(self) -> str | None:
         """The opponent for the next episode (None while the pool is empty)."""
@@ -111,8 +133,8 @@ class League:
         return sorted(rows, key=lambda r: -r["elo"])
 
     def best(self) -> Snapshot | None:
-        """The highest-rated snapshot."""
-        return max(self.snapshots.values(), key=lambda s: s.elo, default=None)
+        """The highest-rated snapshot of the learner (scripted opponents aside)."""
+        return max((s for s in self.snapshots.values() if not s.scripted), key=lambda s: s.elo, default=None)
 
     def to_json(self) -> dict:
         return {"learner_elo": self.learner_elo, "choose": self.choose, "pool_size": self.pool_size,

@@ -52,6 +52,29 @@ def test_uniform_draws_every_pooled_snapshot_and_weighted_favours_the_ones_it_lo
     assert counts["v3"] > counts["v2"] > counts["v1"] > 0, counts  # beaten ones still come up
 
 
+def test_scripted_opponents_stay_in_the_pool_under_negative_tags_and_are_never_the_best():
+    league = League(pool_size=2, choose="weighted", seed=2)
+    lookahead = league.add_scripted("connect4-lookahead")
+    assert (lookahead.version, league.add_scripted("random-legal").version) == (-2, -3)
+    assert league.draw() in ("connect4-lookahead", "random-legal") and league.best() is None
+    for v in (10, 20, 30):
+        league.add(v, 0, f"v{v}.pt")
+    assert league.pool == ["random-legal", "connect4-lookahead", "v20", "v30"]
+    assert (league.named(-2), league.named(-3), league.named(20), league.named(-1), league.named(5)) == \
+        ("connect4-lookahead", "random-legal", "v20", None, None)
+    for _ in range(30):  # the lookahead beats the learner, which beats everything else
+        league.record("connect4-lookahead", -1)
+        for other in ("random-legal", "v20", "v30"):
+            league.record(other, 1)
+    counts = dict.fromkeys(league.pool, 0)
+    for _ in range(2000):
+        counts[league.draw()] += 1
+    assert counts["connect4-lookahead"] > 1000 and min(counts.values()) > 0, counts
+    assert league.snapshots["connect4-lookahead"].elo > league.learner_elo and league.best().name == "v10"  # unbeaten
+    with pytest.raises(ValueError, match="exists"):
+        league.add_scripted("random-legal")
+
+
 def test_elo_moves_both_sides_by_the_surprise():
     league = League(k_factor=16)
     league.add(1, 0, "v1")
@@ -73,6 +96,8 @@ def test_the_table_saves_and_loads_whole(tmp_path):
         league.add(v, v, f"v{v}.pt")
     league.record("v7", -1)
     league.record("v6", 1)
+    league.add_scripted("random-legal")
+    league.record("random-legal", 1)
     path = tmp_path / "league.json"
     league.save(path)
     table = json.loads(path.read_text())

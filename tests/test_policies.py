@@ -323,7 +323,8 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
 
     config = load_config("tictactoe-ppo", [
         "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",
-        "policies={learner: {}, league: {league: {of: learner, snapshot_interval_updates: 5, choose: uniform}}}",
+        "policies={learner: {}, league: {league: {of: learner, snapshot_interval_updates: 5, choose: uniform, "
+        "scripted: [random-legal]}}}",
         "launch.launcher=inline", "run.seed=1", "run.checkpoint_interval_s=0.5", "stop.total_env_steps=20000",
         "monitor.display=off", f"run.run_dir={run_dir}",
     ])  # fmt: skip
@@ -331,8 +332,9 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     league = League.load(run_dir / FILE)
     played = [s for s in league.snapshots.values() if s.games]
     assert len(league.snapshots) >= 3 and len(played) >= 2, league.to_json()
-    assert all((run_dir / s.checkpoint).is_file() and s.version % 1 == 0 for s in league.snapshots.values())
+    assert all((run_dir / s.checkpoint).is_file() for s in league.snapshots.values() if not s.scripted)
     assert league.learner_elo != 1200.0 and sum(s.games for s in played) > 100
+    assert "random-legal" in league.pool and league.snapshots["random-legal"].games > 10  # a scripted one plays too
     metrics = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert metrics["league/learner_elo"] == pytest.approx(league.learner_elo)
     proc = subprocess.run([sys.executable, "-m", "srl.cli", "leaderboard", str(run_dir), "--json"],
@@ -358,5 +360,15 @@ def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_p
     keeper.on_results({"20": [3, 1, 0], "-1": [5, 0, 0]})  # -1: before any snapshot (random moves)
     snap = keeper.league.snapshots["v20"]
     assert (snap.wins, snap.draws, snap.losses) == (0, 1, 3) and keeper.league.learner_elo < 1200.0
+    config = tag_config(policy_mapping=MAPPED, run={"run_dir": str(tmp_path)},
+                        policies={"predator": {}, "prey": {"league": {"of": "predator", "scripted": ["random-legal"]}}})
+    keeper = LeagueKeeper(config, "prey", config.policies["prey"].league)
+    keeper.on_results({"-2": [0, 0, 4]})  # the scripted opponent's tag: it lost 4, the learner won them
+    assert keeper.league.pool == ["random-legal"] and keeper.league.snapshots["random-legal"].wins == 4
+    for wrong in ("nobody", "mappo"):
+        with pytest.raises(ConfigError, match=rf"field 'policies.prey.league.scripted': \['{wrong}'\] are no registered "
+                           r"scripted policies; allowed: \[.*'random-legal'"):
+            tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"league": {"of": "predator",
+                                                                                          "scripted": [wrong]}}})
     with pytest.raises(ConfigError, match=r"field 'policies.prey.league.of': 'nobody' is no policy that trains"):
         tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"league": {"of": "nobody"}}})

@@ -30,6 +30,9 @@ class LeagueKeeper:
         resuming = config.run.resume is not None and self.file.is_file()
         self.league = League.load(self.file, config.run.seed) if resuming else \
             League(spec.pool_size, spec.choose, seed=config.run.seed)
+        for policy in spec.scripted:
+            if policy not in self.league.snapshots:  # a resumed run keeps those it had, with their records
+                self.league.add_scripted(policy)
         newest = max((s.version for s in self.league.snapshots.values()), default=0)
         self.next_version = newest + spec.snapshot_interval_updates
         self.changed = not resuming  # an empty table is written at once: the actors read it
@@ -52,8 +55,8 @@ class LeagueKeeper:
     def on_results(self, results: dict[str, list[int]]) -> None:
         """The league policy's [wins, draws, losses] by snapshot version: the learner's are the other way round."""
         for tag, (wins, draws, losses) in results.items():
-            name = f"v{tag}"
-            if name not in self.league.snapshots:  # -1: no snapshot yet (random moves)
+            name = self.league.named(int(float(tag)))
+            if name is None:  # -1: no opponent yet (random moves)
                 continue
             for result, games in ((-1.0, wins), (0.0, draws), (1.0, losses)):
                 for _ in range(games):

@@ -8,7 +8,9 @@ as its "hidden" output, so the actor can tell whose episode ended (`episode_tag`
 game's result against that snapshot.
 
 Every `refresh_s` it rereads league.json: new snapshots' weights are loaded (a network made as
-`policy` with `policy_kwargs`, the learner's), the pool and its records steer the draws. It keeps
+`policy` with `policy_kwargs`, the learner's), the pool and its records steer the draws. The
+league's scripted opponents (`scripted`, registered scripted policies) play under their negative
+tags; each is built once here, so one that cannot play this game fails before launch. It keeps
 the pool's networks only; a row still playing a snapshot that left the pool loads it again.
 """
 
@@ -41,16 +43,18 @@ class LeaguePool(Policy):
     episode_tag = C.HIDDEN  # its state entering a step names the opponent
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, league_file: str = "",
-                 policy: str = "mappo", policy_kwargs: dict[str, Any] | None = None, refresh_s: float = 5.0,
-                 seed: int | None = None) -> None:
+                 policy: str = "mappo", policy_kwargs: dict[str, Any] | None = None, scripted: tuple[str, ...] = (),
+                 refresh_s: float = 5.0, seed: int | None = None) -> None:
         super().__init__(observation_space, action_space)
         self.league_file, self.refresh_s = Path(league_file), refresh_s
         self.make = lambda: registry.policies.get(policy)(observation_space, action_space, **(policy_kwargs or {}))
         self.make()  # a learner's network must fit these spaces: fail now, not at the first snapshot
         self.state_size = 1
+        self.rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))) if seed is None else seed)
+        self.scripted = {name: registry.policies.get(name)(observation_space, action_space,
+                                                           seed=int(self.rng.integers(2**62))) for name in scripted}
         self.nets: dict[int, Policy] = {}  # version -> its frozen network
         self.league = League()
-        self.rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))) if seed is None else seed)
         self._read_s = -float("inf")
         self._mask: tuple[int, int] | None = None  # where a turn-based game's rows hold the mover's action mask
         if isinstance(observation_space, AgentStateBox) and observation_space.mask_dim:
@@ -97,8 +101,12 @@ class LeaguePool(Policy):
         return torch.from_numpy(random_legal(masks, self.rng).astype(np.int64))
 
     def _net(self, version: int) -> Policy | None:
-        """A snapshot's network (loaded again if it left the pool while a row still plays it)."""
-        snap = self.league.snapshots.get(f"v{version}")
+        """A snapshot's network (loaded again if it left the pool while a row still plays it), or a
+        scripted opponent."""
+        name = self.league.named(version)
+        snap = None if name is None else self.league.snapshots[name]
+        if snap is not None and snap.scripted:
+            return self.scripted.get(snap.scripted)
         if version not in self.nets and snap is not None:
             self.nets[version] = self._load(self.league_file.parent / snap.checkpoint)
         return self.nets.get(version)
@@ -119,7 +127,7 @@ class LeaguePool(Policy):
         except ValueError:  # being replaced (written atomically, but a reader may race a rename): next time
             return
         self.league = league
-        pooled = {league.snapshots[name].version for name in league.pool}
+        pooled = {league.snapshots[name].version for name in league.pool if not league.snapshots[name].scripted}
         self.nets = {v: net for v, net in self.nets.items() if v in pooled}  # the pool's only: memory stays bounded
         for version in pooled:
             self._net(version)

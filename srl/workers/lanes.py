@@ -170,7 +170,7 @@ class LanesProducer:
     def _tag(self, k: int, tags: np.ndarray, returns: list[float]) -> None:
         """The episodes that just ended (in row order, as the tally gave their returns) under their tags."""
         for tag, ret in zip(tags.reshape(len(tags), -1)[:, 0].tolist(), returns):
-            counts = self._results[k].setdefault(f"{tag:g}", [0, 0, 0])
+            counts = self._results[k].setdefault(f"{tag:.15g}", [0, 0, 0])  # exact for versions past 1e6
             counts[0 if ret > 0 else 1 if ret == 0 else 2] += 1
 
     def report(self) -> dict:
