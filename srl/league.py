@@ -14,8 +14,10 @@ outcome for the learner (+1 win, 0 draw, -1 loss). Opponents are drawn by `choos
 The pool keeps the newest `pool_size` snapshots; the table keeps every snapshot ever made, with
 its record and rating. Scripted opponents (`add_scripted`: a registered scripted policy such as
 connect4-lookahead) stay in the pool for good, drawn and rated like the snapshots: a fixed bar the
-learner must keep clearing while its own snapshots move, and an anchor for the ratings. Elo: the learner and each snapshot hold a rating (1200 to start, a new
-snapshot starts at the learner's rating then); each game moves both by K * (result - expected).
+learner must keep clearing while its own snapshots move, and an anchor for the ratings.
+
+Elo: the learner and each opponent hold a rating (1200 to start, a new snapshot starts at the
+learner's rating then); each game moves both by K * (result - expected).
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class League:
         version = -2 - sum(1 for s in self.snapshots.values() if s.scripted)
         snap = Snapshot(policy, version, 0, "", scripted=policy)
         self.snapshots[policy] = snap
-        self.pool = [policy, *self.pool]
+        scripted = [n for n in self.pool if self.snapshots[n].scripted]
+        self.pool = [*scripted, policy, *self.pool[len(scripted) :]]
         return snap
 
     def named(self, version: int) -> str | None:

@@ -59,7 +59,7 @@ def test_scripted_opponents_stay_in_the_pool_under_negative_tags_and_are_never_t
     assert league.draw() in ("connect4-lookahead", "random-legal") and league.best() is None
     for v in (10, 20, 30):
         league.add(v, 0, f"v{v}.pt")
-    assert league.pool == ["random-legal", "connect4-lookahead", "v20", "v30"]
+    assert league.pool == ["connect4-lookahead", "random-legal", "v20", "v30"]
     assert (league.named(-2), league.named(-3), league.named(20), league.named(-1), league.named(5)) == \
         ("connect4-lookahead", "random-legal", "v20", None, None)
     for _ in range(30):  # the lookahead beats the learner, which beats everything else

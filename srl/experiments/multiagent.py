@@ -136,12 +136,12 @@ def connect4_league() -> ExperimentConfig:
         policy="mappo",
         policy_kwargs={"hidden_sizes": [128, 128]},
         policies={"learner": PolicySpec(), "league": PolicySpec(league=LeagueSpec(
-            of="learner", snapshot_interval_updates=20, scripted=["random-legal", "connect4-lookahead"]))},
+            of="learner", snapshot_interval_updates=20, pool_size=5, scripted=["random-legal", "connect4-lookahead"]))},
         policy_mapping={"learner": "learner", "league": "league"},
         run=RunConfig(checkpoint_interval_s=10.0),
         launch=LaunchConfig(num_actor_workers=2),
         dataflow=DataflowConfig(envs_per_actor=32, sample_length=16, segment_slots=1, max_policy_lag=5),
-        stop=StopConfig(total_env_steps=5_000_000),
+        stop=StopConfig(total_env_steps=4_000_000),
         algorithm="ppo",
         algo=PPOConfig(anneal_lr=False, gamma=0.99, gae_lambda=0.95, epochs=4, num_minibatches=4, entropy_coef=0.01),
     )

@@ -33,7 +33,7 @@ class LeagueKeeper:
         for policy in spec.scripted:
             if policy not in self.league.snapshots:  # a resumed run keeps those it had, with their records
                 self.league.add_scripted(policy)
-        newest = max((s.version for s in self.league.snapshots.values()), default=0)
+        newest = max((s.version for s in self.league.snapshots.values() if not s.scripted), default=0)
         self.next_version = newest + spec.snapshot_interval_updates
         self.changed = not resuming  # an empty table is written at once: the actors read it
 
