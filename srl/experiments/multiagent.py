@@ -136,7 +136,7 @@ def connect4_league() -> ExperimentConfig:
         policy="mappo",
         policy_kwargs={"hidden_sizes": [128, 128]},
         policies={"learner": PolicySpec(), "league": PolicySpec(league=LeagueSpec(
-            of="learner", snapshot_interval_updates=20, pool_size=5, scripted=["random-legal", "connect4-lookahead"]))},
+            of="learner", snapshot_interval_updates=20, pool_size=2, scripted=["random-legal", "connect4-lookahead"]))},
         policy_mapping={"learner": "learner", "league": "league"},
         run=RunConfig(checkpoint_interval_s=10.0),
         launch=LaunchConfig(num_actor_workers=2),
