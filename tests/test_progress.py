@@ -33,7 +33,8 @@ from srl.monitor.progress import (
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(
     r"^srl (?P<name>\S+): (?P<steps>\d+) env steps, (?P<rate>\d+|-) steps/s, (?P<updates>\d+) updates, "
-    r"return (?P<ret>-?[\d.]+|-)(?: \(target [^)]+\))?, (?P<progress>[\d.]+% of \w+|-), "
+    r"return (?P<ret>-?[\d.]+|-)(?: \((?:\w+ (?:-?[\d.]+|-)(?:, )?)+\))?(?: \(target [^)]+\))?, "
+    r"(?P<progress>[\d.]+% of \w+|-), "
     r"elapsed (?P<elapsed>[\d:]+), ETA (?P<eta>[\d:]+|-)$"
 )
 ANSI = re.compile(r"\x1b\[")
@@ -126,6 +127,10 @@ def test_progress_line_is_plain_and_parses():
     unknown = progress_line("x", {"env_steps": 0, "updates": 0, "episode_return_mean": None},
                             Estimate(None, None, None, None), Limits(target_return=1.0), elapsed_s=0.0)
     assert unknown.endswith("return - (target 1), -, elapsed 0:00, ETA -") and LINE.match(unknown)
+    league = {"env_steps": 10, "updates": 1, "episode_return_mean": 0.0, "learner/episode_return_mean": 0.474,
+              "league/episode_return_mean": -0.474, "learner/losses/entropy": 0.3, "eval/episode_return_mean": 1.0}
+    line = progress_line("connect4-league", league, estimate, Limits(total_env_steps=100), elapsed_s=1.0)
+    assert "return 0.00 (league -0.47, learner 0.47), " in line and LINE.match(line), line
 
 
 def test_plain_progress_writes_once_per_interval_and_flushes():

@@ -132,14 +132,27 @@ def _number(value: Any, digits: int) -> str:
 def progress_line(experiment: str, metrics: dict[str, Any], estimate: Estimate, limits: Limits,
                   elapsed_s: float) -> str:
     """One plain log line: `srl NAME: 12288 env steps, 2034 steps/s, 24 updates, return 23.51
-    (target 475), 1.2% of total_env_steps, elapsed 0:06, ETA 8:05`."""
+    (target 475), 1.2% of total_env_steps, elapsed 0:06, ETA 8:05`; with several policies the
+    return is followed by each one's (`return 0.00 (learner 0.47, league -0.47)`)."""
     steps_per_s = estimate.steps_per_s if estimate.steps_per_s is not None else metrics.get("env_steps_per_s")
     target = f" (target {limits.target_return:g})" if limits.target_return is not None else ""
     return (
         f"srl {experiment}: {_number(metrics.get('env_steps'), 0)} env steps, {_number(steps_per_s, 0)} steps/s, "
         f"{_number(metrics.get('updates'), 0)} updates, return {_number(metrics.get('episode_return_mean'), 2)}"
-        f"{target}, {format_fraction(estimate)}, elapsed {format_duration(elapsed_s)}, {format_eta(estimate)}"
+        f"{_per_policy(metrics)}{target}, {format_fraction(estimate)}, elapsed {format_duration(elapsed_s)}, "
+        f"{format_eta(estimate)}"
     )
+
+
+def _per_policy(metrics: dict[str, Any]) -> str:
+    """` (predator 31.80, prey -40.12)` for a run with several policies: the mean over every agent
+    says little there (0 in a zero-sum game, whoever wins); '' otherwise."""
+    suffix = "/episode_return_mean"
+    returns = {key[: -len(suffix)]: value for key, value in metrics.items()
+               if key.endswith(suffix) and key.count("/") == 1 and not key.startswith("eval/")}
+    if not returns:
+        return ""
+    return " (" + ", ".join(f"{policy} {_number(value, 2)}" for policy, value in sorted(returns.items())) + ")"
 
 
 class PlainProgress:
