@@ -238,11 +238,14 @@ def _policies(config: ExperimentConfig) -> str | None:
         if spec.league is not None and (spec.league.of not in config.policies or not config.policies[spec.league.of].trains):
             return (f"field 'policies.{name}.league.of': {spec.league.of!r} is no policy that trains; policies that do: "
                     f"{sorted(n for n, s in config.policies.items() if s.trains)}")
-        scripted = _scripted_policies()
-        not_scripted = [n for n in (spec.league.scripted if spec.league is not None else ()) if n not in scripted]
-        if not_scripted:
-            return (f"field 'policies.{name}.league.scripted': {not_scripted} are no registered scripted policies; "
-                    f"allowed: {scripted}")
+        if spec.league is not None and spec.league.scripted:
+            from srl.models.scripted import scripted_names
+
+            scripted = scripted_names()
+            not_scripted = [n for n in spec.league.scripted if n not in scripted]
+            if not_scripted:
+                return (f"field 'policies.{name}.league.scripted': {not_scripted} are no registered scripted "
+                        f"policies; allowed: {scripted}")
         if spec.checkpoint is not None and spec.trainable:
             return (f"field 'policies.{name}.checkpoint': a policy that trains starts from the run's own checkpoints "
                     "(run.resume); set trainable: false to act with these weights")
@@ -254,12 +257,6 @@ def _policies(config: ExperimentConfig) -> str | None:
         except ConfigError as e:
             return str(e)
     return None
-
-
-def _scripted_policies() -> list[str]:
-    """The registered policies a league may keep in its pool: scripted ones (its own league-pool aside)."""
-    return [n for n in registry.policies.names()
-            if getattr(registry.policies.get(n), "kind", None) == "scripted" and n != "league-pool"]
 
 
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (

@@ -108,7 +108,7 @@ def scripted_player(against: str, game: Any, observation_space: gym.Space, actio
     """The scripted player `--against` names: `heuristic` (the game's, HEURISTICS) or a registered
     scripted policy; None where it names neither. `otherwise`: what else the caller takes."""
     from srl.api import registry
-    from srl.models.scripted import ScriptedPolicy
+    from srl.models.scripted import is_scripted
 
     name = against
     if against == "heuristic":
@@ -117,7 +117,7 @@ def scripted_player(against: str, game: Any, observation_space: gym.Space, actio
                               f"{', '.join(HEURISTICS)}); try random or {otherwise}")
         name = HEURISTICS[game]
     factory = registry.policies.get(name) if name in registry.policies else None
-    if not (isinstance(factory, type) and issubclass(factory, ScriptedPolicy)):
+    if not is_scripted(factory):
         return None
     try:
         return factory(observation_space, action_space, seed=seed)

@@ -21,14 +21,13 @@ import numpy as np
 import torch
 
 from srl import checkpoint
-from srl.api import registry
 from srl.api.policy import Policy
 from srl.checks import build_config
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
 from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
-from srl.models.scripted import ScriptedPolicy, random_legal
+from srl.models.scripted import random_legal, scripted_names
 from srl.spaces import Obs, map_obs
 
 
@@ -79,10 +78,9 @@ def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | Non
     player = scripted_player(against, graph.config.env_kwargs.get("module", ""), lane.graph.observation_space,
                              lane.graph.action_space, seed, otherwise="a scripted policy")
     if player is None:
-        scripted = [n for n in registry.policies.names() if _scripted(n)]
         raise ConfigError(f"--against {against!r}: a run with several policies plays each against random ones "
                           "(random), the game's heuristic player (heuristic) or a scripted policy "
-                          f"({', '.join(scripted)}); or all together (no --against)")
+                          f"({', '.join(scripted_names())}); or all together (no --against)")
     return player
 
 
@@ -103,11 +101,6 @@ def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str,
     net = make_policy(lane.graph.config, lane.graph.observation_space, lane.graph.action_space)
     checkpoint.load_file(run_dir / snap.checkpoint, apply=lambda state: net.load_state_dict(state["policy"]))
     return lane.name, net.eval(), snap.name
-
-
-def _scripted(name: str) -> type[ScriptedPolicy] | None:
-    factory = registry.policies.get(name) if name in registry.policies else None
-    return factory if isinstance(factory, type) and issubclass(factory, ScriptedPolicy) else None
 
 
 def _graph(run_dir: Path) -> Graph:

@@ -82,9 +82,8 @@ class League:
             raise ValueError(f"snapshot {name} exists already")
         snap = Snapshot(name, version, env_steps, checkpoint, elo=self.learner_elo)
         self.snapshots[name] = snap
-        scripted = [n for n in self.pool if self.snapshots[n].scripted]
-        newest = [*(n for n in self.pool if n not in scripted), name][-self.pool_size :]
-        self.pool = scripted + newest
+        scripted = self._scripted_in_pool()
+        self.pool = scripted + [*self.pool[len(scripted) :], name][-self.pool_size :]
         return snap
 
     def add_scripted(self, policy: str) -> Snapshot:
@@ -95,9 +94,13 @@ class League:
         version = -2 - sum(1 for s in self.snapshots.values() if s.scripted)
         snap = Snapshot(policy, version, 0, "", scripted=policy)
         self.snapshots[policy] = snap
-        scripted = [n for n in self.pool if self.snapshots[n].scripted]
+        scripted = self._scripted_in_pool()
         self.pool = [*scripted, policy, *self.pool[len(scripted) :]]
         return snap
+
+    def _scripted_in_pool(self) -> list[str]:
+        """The pool's scripted opponents: its head (the snapshots follow them)."""
+        return [n for n in self.pool if self.snapshots[n].scripted]
 
     def named(self, version: int) -> str | None:
         """The opponent playing as `version` (a snapshot's, or a scripted one's negative tag)."""

@@ -10,6 +10,8 @@ They have no parameters and never train; `srl eval --against` and the league pla
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -86,6 +88,19 @@ class ScriptedPolicy(Policy):
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError(f"{type(self).__name__} is scripted: it does not train")
+
+
+def scripted_names() -> list[str]:
+    """The registered scripted players (ScriptedPolicy classes): what `--against` and a league's
+    `scripted` take."""
+    from srl.api import registry
+
+    return [n for n in registry.policies.names() if is_scripted(registry.policies.get(n))]
+
+
+def is_scripted(factory: object) -> TypeGuard[type[ScriptedPolicy]]:
+    """Whether a registered policy factory is a ScriptedPolicy class."""
+    return isinstance(factory, type) and issubclass(factory, ScriptedPolicy)
 
 
 @register_policy("random-legal")
