@@ -5,12 +5,18 @@ deterministic runs stay bit-identical; mpe-tag's trained predators and prey beat
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 
@@ -372,3 +378,35 @@ def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_p
                                                                                           "scripted": [wrong]}}})
     with pytest.raises(ConfigError, match=r"field 'policies.prey.league.of': 'nobody' is no policy that trains"):
         tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"league": {"of": "nobody"}}})
+
+
+def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(run_dir, capfd):
+    """Policy b's trainer (the run's trainer:1) is SIGKILLed once b has a checkpoint: it restarts
+    from b's newest checkpoint, not from scratch, and a's trainer goes on untouched."""
+    from srl import checkpoint
+
+    config = counting_lanes("local", run_dir)
+    config.run.checkpoint_interval_s, config.stop.total_env_steps = 0.3, 8000
+    b_dir = run_dir / "policies" / "b"
+    killed: list[str | None] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (checkpoint.latest_meta(b_dir) or {}).get("version", 0) < 3:
+            time.sleep(0.05)
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error, IndexError):
+                if child.cmdline()[0].endswith(":trainer:1"):
+                    killed.append(child.cmdline()[0])
+                    child.send_signal(signal.SIGKILL)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    assert run_experiment(config) == 0
+    thread.join()
+    assert len(killed) == 1, killed
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["restarts"] == {"trainer:1": 1}, summary
+    resumed = [int(v) for v in re.findall(r"trainer resumed from checkpoint version (\d+)", capfd.readouterr().err)]
+    assert len(resumed) == 1 and resumed[0] >= 3, resumed
+    assert summary["policies"]["b"]["policy_version"] > resumed[0], summary["policies"]["b"]

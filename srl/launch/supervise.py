@@ -72,6 +72,9 @@ def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), 
         graph = dataclasses.replace(graph, epochs=epochs, restarted_ns=restarted_ns)
     if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):
         return graph
+    if graph.lanes:  # a policy's worker is built from its lane's graph: it resumes from that policy's dir
+        lanes = [dataclasses.replace(lane, graph=restart_graph(lane.graph, spec)) for lane in graph.lanes]
+        return dataclasses.replace(graph, lanes=lanes)
     run = graph.config.run.model_copy(update={"resume": str(graph.config.run.run_dir)})
     config = graph.config.model_copy(update={"run": run})
     return dataclasses.replace(graph, config=config)
