@@ -251,11 +251,13 @@ def _policies(config: ExperimentConfig) -> str | None:
                     "(run.resume); set trainable: false to act with these weights")
         try:
             registry.policies.get(spec.policy or config.policy)
-            policy_config(config, name)
+            lane = policy_config(config, name)
         except registry.UnknownNameError as e:
             return f"field 'policies.{name}.policy': {e}"
         except ConfigError as e:
             return str(e)
+        if spec.num_trainers is not None and (problem := _replay_and_trainers(lane)) is not None:
+            return problem.replace("field 'launch.num_trainers'", f"field 'policies.{name}.num_trainers'")
     return None
 
 

@@ -95,8 +95,9 @@ class Graph:
     workers: list[WorkerSpec] = field(default_factory=list)
     streams: list[StreamSpec] = field(default_factory=list)
     policy_inputs: dict[str, FieldSpec] = field(default_factory=dict)  # written by actors (Policy.input_fields)
-    # num_trainers > 1: where the trainers meet (set by the launcher, srl.streams.gradients)
-    trainer_group: GroupAddress | None = None
+    # num_trainers > 1: where each gradients stream's trainers meet, by stream name (set by the
+    # launcher, srl.streams.gradients); a lane's are its own, under their names in the lane
+    trainer_groups: dict[str, GroupAddress] = field(default_factory=dict)
     # transport=tcp: every worker's epoch when this worker was (re)started (srl.streams.incarnations)
     epochs: tuple[int, ...] = ()
     # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;
@@ -476,8 +477,11 @@ class Lane:
         return None if mine is None else next(w for w in self.graph.workers if w.name == mine)
 
     def at_run(self, run: Graph) -> Graph:
-        """Its graph with what the launcher set on the run's (restart epochs and times)."""
-        return replace(self.graph, epochs=run.epochs, restarted_ns=run.restarted_ns)
+        """Its graph with what the launcher set on the run's (restart epochs and times, where its
+        trainers meet)."""
+        groups = {name.removeprefix(self.prefix): address for name, address in run.trainer_groups.items()
+                  if name.startswith(self.prefix)}
+        return replace(self.graph, epochs=run.epochs, restarted_ns=run.restarted_ns, trainer_groups=groups)
 
 
 def lane_outputs(graph: Graph) -> dict[str, FieldSpec]:
@@ -566,9 +570,6 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
             lane_graph = graph_for(policy_config(config, name), tuple(agents[i] for i in rows), lane_obs, lane_action)
         except ConfigError as e:  # a lane's own check: say whose
             raise ConfigError(f"policy {name!r}: {e}") from None
-        if lane_graph.of_kind("gradients"):
-            raise ConfigError(f"field 'policies.{name}.num_trainers': a run with several policies takes one trainer "
-                              "per policy for now")
         if not config.policies[name].trains:
             _acting_only(lane_graph, name, config.policies[name].checkpoint)
         lanes.append(Lane(name, rows, lane_graph))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,8 @@ class RecordingAlgorithm(Algorithm):
 
     def step(self, batch, env_steps):
         arrays = {k: v.numpy().copy() for k, v in batch.items()}  # every column (obs, terminated, ...)
-        np.savez(Path(self.config.out_dir) / f"batch-{self.count:06d}.npz", **arrays)
+        # one file per trainer process and update: several trainers of a policy share out_dir
+        np.savez(Path(self.config.out_dir) / f"batch-{os.getpid()}-{self.count:06d}.npz", **arrays)
         self.count += 1
         return {"losses/none": 0.0}
 

@@ -172,12 +172,42 @@ def params_of(run_dir: Path, *overrides: str) -> dict:
 
 
 def test_two_deterministic_runs_of_two_policies_give_identical_parameters(tmp_path):
-    """The same parameters of each policy on the local, inline and Ray launchers."""
+    """The same parameters of each policy on the local, inline and Ray launchers; with two trainers
+    for the predators, the same on local and Ray."""
     first = params_of(tmp_path / "a", "dataflow.inference=policy_worker")
     assert first == params_of(tmp_path / "b", "dataflow.inference=policy_worker")
     assert first == params_of(tmp_path / "c", "launch.launcher=inline", "dataflow.inference=policy_worker")
     assert first == params_of(tmp_path / "d", "launch.launcher=ray", "dataflow.inference=policy_worker")
     assert first["predator"] != first["prey"]
+    two = params_of(tmp_path / "e", "policies.predator.num_trainers=2")
+    assert two == params_of(tmp_path / "f", "policies.predator.num_trainers=2", "launch.launcher=ray")
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_a_policy_with_two_trainers_trains_on_each_of_its_rows_once_beside_one_with_one(transport, run_dir):
+    """Policy a's two trainers (one actor each) average their gradients into one step; b keeps one."""
+    from recording import load_batches
+
+    config = counting_lanes("local", run_dir, transport=transport)
+    config.policies["a"].num_trainers = 2
+    config = build_config(config.model_dump())
+    graph = build_graph(config)
+    assert [s.producers for s in graph.of_kind("gradients")] == [("trainer:0", "trainer:1")]
+    assert run_experiment(config) == 0
+    for policy, agents, trainers in (("a", {0.0, 2.0}, 2), ("b", {1.0}, 1)):
+        batches = load_batches(run_dir / policy)
+        assert len({p.name.split("-")[1] for p in (run_dir / policy).glob("batch-*.npz")}) == trainers, policy
+        obs = [b["obs"] for b in batches]
+        assert set(np.unique(np.concatenate([o[..., 3].ravel() for o in obs]))) == agents, policy
+        totals = check_counts(obs, [b["terminated"] for b in batches], EPISODE_LENGTH)
+        assert totals["envs"] == 2 * 4 and totals["transitions"] >= 1000 * len(agents), (policy, totals)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["error"] is None and all(summary["policies"][p]["updates"] > 0 for p in "ab"), summary
+
+
+def test_a_policys_trainer_count_is_checked_as_a_runs(tmp_path):
+    with pytest.raises(ConfigError, match=r"field 'policies.a.num_trainers': 3 must divide launch.num_actor_workers \(2\)"):
+        build_config({**counting_lanes("local", tmp_path).model_dump(), "policies": {"a": {"num_trainers": 3}, "b": {}}})
 
 
 def test_mpe_tag_trained_predators_catch_random_prey_more_often_than_random_predators(tmp_path):
@@ -380,23 +410,31 @@ def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_p
         tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"league": {"of": "nobody"}}})
 
 
-def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(run_dir, capfd):
-    """Policy b's trainer (the run's trainer:1) is SIGKILLed once b has a checkpoint: it restarts
-    from b's newest checkpoint, not from scratch, and a's trainer goes on untouched."""
+@pytest.mark.parametrize("a_trainers, victim, restarted", [
+    (1, "trainer:1", {"trainer:1": 1}),  # b's one trainer
+    (2, "trainer:1", {"trainer:0": 1, "trainer:1": 1}),  # one of a's two: its group restarts together
+], ids=["one-trainer", "group-of-two"])  # fmt: skip
+def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(a_trainers, victim, restarted, run_dir,
+                                                                            capfd):
+    """A policy's trainer is SIGKILLed once its policy has a checkpoint: it (with the rest of its
+    group) restarts from that policy's newest checkpoint, not from scratch; the other policy's
+    trainers go on untouched."""
     from srl import checkpoint
 
     config = counting_lanes("local", run_dir)
+    config.policies["a"].num_trainers = a_trainers
+    config = build_config(config.model_dump())
     config.run.checkpoint_interval_s, config.stop.total_env_steps = 0.3, 8000
-    b_dir = run_dir / "policies" / "b"
-    killed: list[str | None] = []
+    policy = next(lane.name for lane in build_graph(config).lanes if victim in lane.names.values())
+    killed: list[str] = []
 
     def killer() -> None:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (checkpoint.latest_meta(b_dir) or {}).get("version", 0) < 3:
+        while time.monotonic() < deadline and (checkpoint.latest_meta(run_dir / "policies" / policy) or {}).get("version", 0) < 3:
             time.sleep(0.05)
         for child in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error, IndexError):
-                if child.cmdline()[0].endswith(":trainer:1"):
+                if child.cmdline()[0].endswith(f":{victim}"):
                     killed.append(child.cmdline()[0])
                     child.send_signal(signal.SIGKILL)
 
@@ -406,7 +444,7 @@ def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(run
     thread.join()
     assert len(killed) == 1, killed
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["restarts"] == {"trainer:1": 1}, summary
+    assert summary["restarts"] == restarted, summary
     resumed = [int(v) for v in re.findall(r"trainer resumed from checkpoint version (\d+)", capfd.readouterr().err)]
-    assert len(resumed) == 1 and resumed[0] >= 3, resumed
-    assert summary["policies"]["b"]["policy_version"] > resumed[0], summary["policies"]["b"]
+    assert len(resumed) == len(restarted) and min(resumed) >= 3, resumed
+    assert summary["policies"][policy]["policy_version"] > max(resumed), summary["policies"][policy]

@@ -254,8 +254,8 @@ def _replay_into(monkeypatch) -> None:
     """Make the launcher's store take a request, then have it replayed twice, before workers start."""
     made = local_launcher._trainer_group
 
-    def with_replays(graph, host):
-        store = made(graph, host)
+    def with_replays(graph, host, world_size):
+        store = made(graph, host, world_size)
         context = zmq.Context()
         sniffed = _dealer(context, store.address.port)
         try:

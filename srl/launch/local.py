@@ -27,7 +27,6 @@ from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
 from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
-from srl.streams.gradients import GRADIENTS
 from srl.streams.local import SharedBlocks, make_ipc_dir
 from srl.streams.tcp import WILDCARDS
 from srl.workers.wiring import incarnations
@@ -88,21 +87,21 @@ def run_workers(
     ipc_dir = make_ipc_dir(run_id)
     wire = _tcp_wire(graph)  # None: shared memory and ipc
     blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
-    workers, transport, group_store = None, None, None
+    workers, transport, group_stores = None, None, {}
     restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does
     try:
         workers = make_workers(graph, run_id, ipc_dir, wire)
         wire = getattr(workers, "wire", wire)  # a cluster launcher places the streams on its nodes
-        group_store = _trainer_group(graph, getattr(workers, "host", None))  # held until the run ends
-        if group_store is not None:
-            graph = dataclasses.replace(graph, trainer_group=group_store.address)
+        group_stores = _trainer_groups(graph, getattr(workers, "host", None))  # held until the run ends
+        if group_stores:
+            graph = dataclasses.replace(graph, trainer_groups={k: s.address for k, s in group_stores.items()})
         for spec in graph.workers:
             workers.start(spec, graph)
         transport = open_transport(graph, run_id, ipc_dir, wire)
         inbox = transport.receiver(CONTROLLER_IN)
         stopper = transport.publisher(CONTROL_OUT)
         supervisor = Supervisor(graph, monitor, transport, inbox, workers, incarnations(graph, transport),
-                                also_rejecting=[group_store] if group_store is not None else [])  # fmt: skip
+                                also_rejecting=list(group_stores.values()))  # fmt: skip
         outputs.start()
         try:
             reason = supervisor.run(outputs)
@@ -121,28 +120,30 @@ def run_workers(
         if workers is not None:
             workers.close()  # whatever happened above, nothing outlives the run
         if transport is not None:
-            rendezvous = {(GRADIENTS, "bind")} if group_store is not None else set()
-            record_opened(graph, CONTROLLER, transport.opened | rendezvous)
+            record_opened(graph, CONTROLLER, transport.opened | {(name, "bind") for name in group_stores})
             transport.close()
-        if group_store is not None:
-            group_store.close()
+        for store in group_stores.values():
+            store.close()
         blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
-def _trainer_group(graph: Graph, host: str | None):
-    """A gradients stream (num_trainers > 1): the store where the trainers form their group,
-    served from here on a port the OS picks, listening on `host` (this machine's IP for a
-    cluster) or else on the run's bind_host (loopback by default; trainers reach a wildcard at
+def _trainer_groups(graph: Graph, host: str | None) -> dict[str, Any]:
+    """For each gradients stream (a policy's num_trainers > 1), by its name: the store where its
+    trainers form their group."""
+    return {st.name: _trainer_group(graph, host, len(st.producers)) for st in graph.of_kind("gradients")}
+
+
+def _trainer_group(graph: Graph, host: str | None, world_size: int):
+    """A store served from here on a port the OS picks, listening on `host` (this machine's IP for
+    a cluster) or else on the run's bind_host (loopback by default; trainers reach a wildcard at
     loopback)."""
-    if not graph.of_kind("gradients"):
-        return None
     from srl.streams.gradients import TrainerGroupStore
 
     bind_host = host or graph.config.dataflow.bind_host
     if host is None:
         host = "127.0.0.1" if bind_host in WILDCARDS else bind_host
-    return TrainerGroupStore(host, graph.config.launch.num_trainers, bind_host=bind_host)
+    return TrainerGroupStore(host, world_size, bind_host=bind_host)
 
 
 def _tcp_wire(graph: Graph):

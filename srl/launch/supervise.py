@@ -179,11 +179,9 @@ class Supervisor:
             self._broadcast_epochs()
 
     def _restart_group(self, name: str) -> list[str]:
-        """The workers that restart with `name`: every trainer of a group, else itself."""
-        spec = self.specs[name]
-        if spec.role != Role.TRAINER or not self.graph.of_kind("gradients"):
-            return [name]
-        return [n for n, s in self.specs.items() if s.role == Role.TRAINER]
+        """The workers that restart with `name`: every trainer of its group, else itself."""
+        group = next((st.producers for st in self.graph.of_kind("gradients") if name in st.producers), (name,))
+        return list(group)
 
     def _failed(self, name: str, detail: str, ended_s: float | None = None) -> None:
         if self.write_fault is not None:  # its error report came while we waited for it

@@ -47,6 +47,9 @@ class PrefixedTransport(Transport):
     def opened(self) -> set[tuple[str, str]]:
         return self.inner.opened
 
+    def note_opened(self, name: str, how: str) -> None:
+        self.inner.note_opened(self.prefix + name, how)
+
     def take_rejected(self) -> dict[str, int]:
         return self.inner.take_rejected()
 

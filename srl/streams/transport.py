@@ -103,6 +103,10 @@ class Transport(ABC):
         declares for it (tests/test_declared_streams.py compares them, srl.launch.shell.record_opened)."""
         return set()
 
+    def note_opened(self, name: str, how: str) -> None:
+        """Record an endpoint opened outside the transport (a torch.distributed group's)."""
+        self.opened.add((name, how))
+
     def take_rejected(self) -> dict[str, int]:
         """Messages this process's receivers dropped, per stream, since the last call."""
         return self.rejections.take()

@@ -71,12 +71,13 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     group = None
     if graph.of_kind("gradients"):
-        if graph.trainer_group is None:
+        if GRADIENTS not in graph.trainer_groups:
             raise RuntimeError("num_trainers > 1 needs the launcher's trainer group store (launch.launcher=local or ray)")
         device = next(policy.parameters()).device
         # epochs of a group's trainers move together (restarted as one): the group's generation
-        group = GradientGroup(graph.trainer_group, spec.index, lives.of(spec.name), device, c.launch.heartbeat_timeout_s)
-        transport.opened.add((GRADIENTS, "connect"))  # joined at the controller's rendezvous
+        group = GradientGroup(graph.trainer_groups[GRADIENTS], spec.index, lives.of(spec.name), device,
+                              c.launch.heartbeat_timeout_s)
+        transport.note_opened(GRADIENTS, "connect")  # joined at the controller's rendezvous
     leader = group is None or group.leader
     publisher = ParamPublisher(transport, generation=lives.of(spec.name), incarnations=lives) if leader else None
     return TrainerKernel(
