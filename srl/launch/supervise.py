@@ -6,9 +6,9 @@ notices a worker that exited, reported an error or went silent, and restarts it 
 `RestartPolicy` allows. A trainer (or pod) restarts from its last checkpoint. A failure past
 the policy's limit ends the run with that worker's last traceback.
 
-Several trainers (num_trainers > 1) are one torch.distributed group, which cannot take a new
-member: when one fails, all are killed and restarted together, in a new epoch, and meet again
-as a fresh group (srl.streams.gradients) resuming from the leader's checkpoint.
+Several trainers of a policy (num_trainers > 1) are one torch.distributed group, which cannot take
+a new member: when one fails, all of its group are killed and restarted together, in a new epoch,
+and meet again as a fresh group (srl.streams.gradients) resuming from the leader's checkpoint.
 """
 
 from __future__ import annotations
