@@ -46,10 +46,9 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     launch = config.launch.model_copy(update={
         "num_trainers": trainers, "num_policy_workers": spec.num_policy_workers or config.launch.num_policy_workers,
     })  # fmt: skip
-    dataflow = config.dataflow
+    flow = config.dataflow
     if config.run.deterministic:  # each of its trainers takes one segment of each of its actors' groups (srl.checks)
-        flow = config.dataflow
-        dataflow = flow.model_copy(update={"batch_segments": launch.num_actor_workers * flow.ring_splits // trainers})
+        flow = flow.model_copy(update={"batch_segments": launch.num_actor_workers * flow.ring_splits // trainers})
     run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
     policy, kwargs = network(config, spec)
@@ -60,7 +59,7 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
                                          "scripted": list(spec.league.scripted)}
     return config.model_copy(update={
         "policy": policy, "policy_kwargs": kwargs,
-        "algorithm": algorithm, "algo": algo, "launch": launch, "dataflow": dataflow, "policies": {}, "policy_mapping": {},
+        "algorithm": algorithm, "algo": algo, "launch": launch, "dataflow": flow, "policies": {}, "policy_mapping": {},
         "run": config.run.model_copy(update={"run_dir": run_dir, "resume": resume}),
     })  # fmt: skip
 
