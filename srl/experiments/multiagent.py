@@ -123,9 +123,10 @@ def mpe_tag() -> ExperimentConfig:
 def connect4_league() -> ExperimentConfig:
     """PettingZoo connect_four: a learner (PPO, the mappo network) against a self-play league of its
     own snapshots. The two sides change seats every episode (env_kwargs.sides); a snapshot of the
-    learner's newest checkpoint joins the pool every 20 updates, beside two scripted opponents that
-    never leave it (random legal moves and the one-step lookahead): self-play alone settled into
-    lines that beat its own snapshots and lost to the lookahead. Opponents are drawn per episode
+    learner's newest checkpoint joins the pool every 20 updates and replaces the one before it,
+    beside two scripted opponents that never leave it (random legal moves and the one-step
+    lookahead): self-play alone settled into lines that beat its own snapshots and lost to the
+    lookahead, and a pool of one snapshot (not 2 or 5) met both of the bars in docs/multiagent.md. Opponents are drawn per episode
     weighted toward those the learner loses to, and league.json rates every one
     (srl leaderboard RUN_DIR). `srl eval RUN_DIR --snapshot best --against heuristic` plays the best
     rated snapshot against the one-step lookahead (win if it can, block if it must).
@@ -136,7 +137,7 @@ def connect4_league() -> ExperimentConfig:
         policy="mappo",
         policy_kwargs={"hidden_sizes": [128, 128]},
         policies={"learner": PolicySpec(), "league": PolicySpec(league=LeagueSpec(
-            of="learner", snapshot_interval_updates=20, pool_size=2, scripted=["random-legal", "connect4-lookahead"]))},
+            of="learner", snapshot_interval_updates=20, pool_size=1, scripted=["random-legal", "connect4-lookahead"]))},
         policy_mapping={"learner": "learner", "league": "league"},
         run=RunConfig(checkpoint_interval_s=10.0),
         launch=LaunchConfig(num_actor_workers=2),
