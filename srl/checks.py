@@ -17,7 +17,15 @@ from pydantic import ValidationError
 from srl import devices
 from srl.api import registry
 from srl.api.algorithm import AlgorithmConfig
-from srl.config import ConfigError, ExperimentConfig, format_error, import_modules, translate_moved, with_cwd_on_path
+from srl.config import (
+    ConfigError,
+    ExperimentConfig,
+    format_error,
+    import_modules,
+    lock_step_batch_segments,
+    translate_moved,
+    with_cwd_on_path,
+)
 from srl.envs.native_backends import vector_entry_point
 
 
@@ -53,7 +61,7 @@ def check_config(config: ExperimentConfig) -> None:
             raise ConfigError(problem)
     if config.run.deterministic:  # derived: every update is one segment from each ring group, none dropped
         flow = config.dataflow
-        flow.batch_segments = config.launch.num_actor_workers * flow.ring_splits // config.launch.num_trainers
+        flow.batch_segments = lock_step_batch_segments(config.launch, flow)
         flow.max_policy_lag = max(flow.max_policy_lag, 1)
 
 
@@ -111,8 +119,9 @@ def _dataflow(config: ExperimentConfig) -> str | None:
     return None
 
 
-def _replay_and_trainers(config: ExperimentConfig) -> str | None:
-    """Replay and several trainers both need the actor/trainer dataflow; trainers one process each."""
+def _replay_and_trainers(config: ExperimentConfig, field: str = "launch.num_trainers") -> str | None:
+    """Replay and several trainers both need the actor/trainer dataflow; trainers one process each.
+    `field`: where the trainer count was given (a policy's own: policies.<name>.num_trainers)."""
     n, pod, det = config.launch.num_trainers, config.pod.enabled, config.run.deterministic
     if config.replay is not None and (det or pod):
         return (f"field 'replay': it needs the actor/buffer/trainer dataflow: it cannot run with "
@@ -120,13 +129,13 @@ def _replay_and_trainers(config: ExperimentConfig) -> str | None:
     if n == 1:
         return None
     if config.replay is not None:
-        return f"field 'launch.num_trainers': {n} cannot run with replay: one buffer worker serves one trainer"
+        return f"field {field!r}: {n} cannot run with replay: one buffer worker serves one trainer"
     if pod:
-        return f"field 'launch.num_trainers': {n} cannot run with pod.enabled=true: a pod is its own trainer"
+        return f"field {field!r}: {n} cannot run with pod.enabled=true: a pod is its own trainer"
     if config.launch.launcher == "inline":
-        return f"field 'launch.num_trainers': {n} needs one process per trainer: launch.launcher='local' or 'ray', not 'inline'"
+        return f"field {field!r}: {n} needs one process per trainer: launch.launcher='local' or 'ray', not 'inline'"
     if config.launch.num_actor_workers % n:
-        return (f"field 'launch.num_trainers': {n} must divide launch.num_actor_workers ({config.launch.num_actor_workers}): "
+        return (f"field {field!r}: {n} must divide launch.num_actor_workers ({config.launch.num_actor_workers}): "
                 "each trainer takes the segments of an equal share of the actors (a smaller share would hold the "
                 "group back)")
     return None
@@ -256,8 +265,8 @@ def _policies(config: ExperimentConfig) -> str | None:
             return f"field 'policies.{name}.policy': {e}"
         except ConfigError as e:
             return str(e)
-        if spec.num_trainers is not None and (problem := _replay_and_trainers(lane)) is not None:
-            return problem.replace("field 'launch.num_trainers'", f"field 'policies.{name}.num_trainers'")
+        if spec.num_trainers is not None and (problem := _replay_and_trainers(lane, f"policies.{name}.num_trainers")):
+            return problem
     return None
 
 

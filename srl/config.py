@@ -523,6 +523,11 @@ class ExperimentConfig(Settings):
         write_text_atomic(path, yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
+def lock_step_batch_segments(launch: LaunchConfig, flow: DataflowConfig) -> int:
+    """run.deterministic: a trainer's update is one segment from each ring group of its share of the actors."""
+    return launch.num_actor_workers * flow.ring_splits // launch.num_trainers
+
+
 def show_config(config: ExperimentConfig, changed_only: bool = False) -> str:
     """The config as YAML, as a run writes it to config.yaml (every value, defaults included); with
     `changed_only`, only the values that differ from the fields' defaults (the algorithm's

@@ -21,7 +21,7 @@ import gymnasium as gym
 from pydantic import ValidationError
 
 from srl.api import registry
-from srl.config import ConfigError, ExperimentConfig, PolicySpec, format_error
+from srl.config import ConfigError, ExperimentConfig, PolicySpec, format_error, lock_step_batch_segments
 from srl.league import FILE as LEAGUE_FILE
 
 POLICIES_DIR = "policies"  # run_dir/policies/<name>: a lane's checkpoints
@@ -42,13 +42,13 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
         algo = entry.config_cls.model_validate({**base, **spec.algo} if spec.trains else {})
     except ValidationError as e:
         raise ConfigError(format_error(e, f"policies.{name}.algo.", entry.config_cls)) from None
-    trainers = spec.num_trainers or config.launch.num_trainers
     launch = config.launch.model_copy(update={
-        "num_trainers": trainers, "num_policy_workers": spec.num_policy_workers or config.launch.num_policy_workers,
+        "num_trainers": spec.num_trainers or config.launch.num_trainers,
+        "num_policy_workers": spec.num_policy_workers or config.launch.num_policy_workers,
     })  # fmt: skip
     flow = config.dataflow
     if config.run.deterministic:  # each of its trainers takes one segment of each of its actors' groups (srl.checks)
-        flow = flow.model_copy(update={"batch_segments": launch.num_actor_workers * flow.ring_splits // trainers})
+        flow = flow.model_copy(update={"batch_segments": lock_step_batch_segments(launch, flow)})
     run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
     policy, kwargs = network(config, spec)

@@ -27,15 +27,16 @@ from srl.testing import check_counts
 BUDGET = ["stop.total_env_steps=400000", "run.seed=1", "monitor.display=off"]
 
 
-def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random) -> str | None:
-    """SIGKILL one random running worker of `roles` under `root_pid`; its title, or None."""
+def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random, name: str | None = None) -> str | None:
+    """SIGKILL one random running worker of `roles` under `root_pid` (the one called `name`, e.g.
+    "trainer:1", if given); its title, or None."""
     workers = []
     for child in psutil.Process(root_pid).children(recursive=True):
         try:
             title = child.cmdline()[0]
         except (psutil.Error, IndexError):
             continue
-        if title.startswith("srl:") and title.split(":")[2] in roles:
+        if title.startswith("srl:") and title.split(":")[2] in roles and (name is None or title.endswith(f":{name}")):
             workers.append((title, child))
     if not workers:
         return None

@@ -5,10 +5,10 @@ deterministic runs stay bit-identical; mpe-tag's trained predators and prey beat
 
 from __future__ import annotations
 
-import contextlib
 import json
+import os
+import random
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
+from test_faults import kill_now
 
 from srl.checks import build_config
 from srl.config import ConfigError
@@ -426,23 +426,19 @@ def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(a_t
     config = build_config(config.model_dump())
     config.run.checkpoint_interval_s, config.stop.total_env_steps = 0.3, 8000
     policy = next(lane.name for lane in build_graph(config).lanes if victim in lane.names.values())
-    killed: list[str] = []
+    killed: list[str | None] = []
 
     def killer() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (checkpoint.latest_meta(run_dir / "policies" / policy) or {}).get("version", 0) < 3:
             time.sleep(0.05)
-        for child in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.Error, IndexError):
-                if child.cmdline()[0].endswith(f":{victim}"):
-                    killed.append(child.cmdline()[0])
-                    child.send_signal(signal.SIGKILL)
+        killed.append(kill_now(os.getpid(), ("trainer",), random.Random(0), name=victim))
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
     assert run_experiment(config) == 0
     thread.join()
-    assert len(killed) == 1, killed
+    assert killed[0] is not None and killed[0].endswith(f":{victim}"), killed
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == restarted, summary
     resumed = [int(v) for v in re.findall(r"trainer resumed from checkpoint version (\d+)", capfd.readouterr().err)]

@@ -126,10 +126,10 @@ def connect4_league() -> ExperimentConfig:
     learner's newest checkpoint joins the pool every 20 updates and replaces the one before it,
     beside two scripted opponents that never leave it (random legal moves and the one-step
     lookahead): self-play alone settled into lines that beat its own snapshots and lost to the
-    lookahead, and a pool of one snapshot (not 2 or 5) met both of the bars in docs/multiagent.md. Opponents are drawn per episode
-    weighted toward those the learner loses to, and league.json rates every one
-    (srl leaderboard RUN_DIR). `srl eval RUN_DIR --snapshot best --against heuristic` plays the best
-    rated snapshot against the one-step lookahead (win if it can, block if it must).
+    lookahead, and a pool of one snapshot (not 2 or 5) met both of the bars in docs/multiagent.md.
+    Opponents are drawn per episode weighted toward those the learner loses to, and league.json
+    rates every one (srl leaderboard RUN_DIR). `srl eval RUN_DIR --snapshot best --against heuristic`
+    plays the best rated snapshot against the one-step lookahead (win if it can, block if it must).
     """
     return ExperimentConfig(
         env="pettingzoo-aec",
