@@ -225,6 +225,10 @@ def _policies(config: ExperimentConfig) -> str | None:
     """`policies` and `policy_mapping` come together, the mapping names only policies there are,
     each policy's names and hyperparameters are valid; what lanes do not carry yet is refused."""
     if not config.policies and not config.policy_mapping:
+        placed = [k for k, w in enumerate(config.extra_workers) if w.policy is not None]
+        if placed:
+            return (f"field 'extra_workers[{placed[0]}].policy': a one-policy run's extra workers join its one "
+                    "dataflow; leave it out (it names one of several policies)")
         return None
     if not config.policies or not config.policy_mapping:
         given, missing = ("policies", "policy_mapping") if config.policies else ("policy_mapping", "policies")
@@ -233,16 +237,17 @@ def _policies(config: ExperimentConfig) -> str | None:
     unknown = {pattern: p for pattern, p in config.policy_mapping.items() if p not in config.policies}
     if unknown:
         return f"field 'policy_mapping': {unknown} name no policy; policies: {sorted(config.policies)}"
-    unsupported = {"pod.enabled": config.pod.enabled, "eval.episodes": bool(config.eval.episodes),
-                   "extra_workers": bool(config.extra_workers)}
-    for field, used in unsupported.items():
-        if used:
-            return (f"field {field!r}: a run with several policies (policies) does not take it yet; "
-                    "set it for a one-policy run")
+    if config.pod.enabled:
+        return "field 'pod.enabled': a run with several policies (policies) does not take it yet; set it for a one-policy run"
+    trains = sorted(n for n, s in config.policies.items() if s.trains)
+    if not trains:
+        return "field 'policies': none of them trains (trainable: true for at least one)"
+    for k, extra in enumerate(config.extra_workers):
+        if extra.policy not in trains:
+            return (f"field 'extra_workers[{k}].policy': {extra.policy!r}; with several policies each extra worker "
+                    f"joins one that trains: {trains}")
     from srl.lanes import policy_config
 
-    if not any(spec.trains for spec in config.policies.values()):
-        return "field 'policies': none of them trains (trainable: true for at least one)"
     for name, spec in config.policies.items():
         if spec.league is not None and (spec.league.of not in config.policies or not config.policies[spec.league.of].trains):
             return (f"field 'policies.{name}.league.of': {spec.league.of!r} is no policy that trains; policies that do: "

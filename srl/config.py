@@ -125,6 +125,9 @@ class ExtraWorker(Settings):
 
     kind: str = Field(description="A registered worker kind (srl.api.register_worker).")
     count: int = Field(1, ge=1, le=64, description="How many workers of this kind.")
+    policy: str | None = Field(None, description="With several policies (policies): the one whose dataflow they "
+                               "join, which must train: they tap its samples, read and write its streams only, and "
+                               "get its directory (run_dir/policies/<name>) as theirs.")
 
 
 class RunConfig(Settings):
@@ -482,7 +485,8 @@ class ExperimentConfig(Settings):
     )
     extra_workers: list[ExtraWorker] = Field(
         default_factory=list, description="Workers of your own kinds beside the built-in ones, each with the "
-        "streams its kind declares (docs/custom.md): [{kind: reward-stats, count: 1}]."
+        "streams its kind declares (docs/custom.md): [{kind: reward-stats, count: 1}]; with several policies each "
+        "entry joins the dataflow of the one it names: [{kind: reward-stats, policy: prey}]."
     )
     run: RunConfig = Field(default_factory=RunConfig, description=RunConfig.__doc__)
     launch: LaunchConfig = Field(default_factory=LaunchConfig, description=LaunchConfig.__doc__)

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -148,7 +147,8 @@ def _play(graph: Graph, policies: Mapping[str, Policy | None], episodes: int, se
                     action[rows] = _random(graph, lane, obs, rows, rng)
                     continue
                 with torch.inference_mode():
-                    action[rows] = policy.rollout(_own(obs, rows, lane), deterministic=deterministic)["action"].numpy()
+                    own = map_obs(torch.from_numpy, lane.own_obs(obs))
+                    action[rows] = policy.rollout(own, deterministic=deterministic)["action"].numpy()
             step = env.step(action)
             running += step.reward
             obs = step.obs
@@ -168,14 +168,6 @@ def _random(graph: Graph, lane: Lane, obs: Obs, rows: list[int], rng: np.random.
     if isinstance(space, AgentStateBox) and space.mask_dim and isinstance(obs, np.ndarray):
         return random_legal(obs[rows, space.own_dim - space.mask_dim : space.own_dim], rng)
     return [graph.action_space.sample() for _ in rows]
-
-
-def _own(obs: Obs, rows: list[int], lane: Lane) -> Any:
-    """A lane's rows as its policy reads them (tensors): a padded vector (srl.envs.vector) cut to its length."""
-    space = lane.graph.observation_space
-    if isinstance(obs, np.ndarray) and obs.ndim == 2 and isinstance(space, gym.spaces.Box):
-        return torch.from_numpy(obs[rows, : space.shape[0]])
-    return map_obs(lambda a: torch.from_numpy(a[rows]), obs)
 
 
 def _summary(returns: dict[str, list[float]]) -> dict[str, dict[str, Any]]:

@@ -31,7 +31,7 @@ from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
 from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
-from srl.spaces import UnsupportedSpace, is_composite, obs_fields
+from srl.spaces import Obs, UnsupportedSpace, is_composite, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS
@@ -471,6 +471,14 @@ class Lane:
         """Its workers' own names -> the run's (the shared actors keep theirs)."""
         return self.graph.names
 
+    def own_obs(self, obs: Obs) -> Obs:
+        """Its rows of the run's observation as its policy reads them: a vector padded to the
+        longest agent's (srl.envs.vector) cut back to its length."""
+        rows, space = list(self.rows), self.graph.observation_space
+        if isinstance(obs, np.ndarray) and obs.ndim == 2 and isinstance(space, gym.spaces.Box):
+            return obs[rows, : space.shape[0]]
+        return map_obs(lambda a: a[rows], obs)
+
     def local(self, spec: WorkerSpec) -> WorkerSpec | None:
         """The lane's own spec of the run's worker `spec`, if it is one of the lane's."""
         mine = {v: k for k, v in self.names.items()}.get(spec.name)
@@ -581,8 +589,22 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
         columns[C.FIRST] = FieldSpec((), np.bool_)
     graph = Graph(config, agents, observation_space, action_space, columns, lanes=lanes)
     actors = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
-    graph.workers = actors + number_workers(lanes)
+    evaluator = [WorkerSpec(Role.EVAL, 0)] if config.eval.episodes else []  # the run's, over every lane (policy_config)
+    graph.workers = actors + number_workers(lanes) + evaluator
     graph.streams = lane_streams(lanes, tuple(w.name for w in graph.workers))
+    if evaluator:
+        _subscribe(graph, evaluator[0].name)
     for lane in lanes:
         lane.graph.run_workers = tuple(w.name for w in graph.workers)
     return graph
+
+
+def _subscribe(graph: Graph, worker: str) -> None:
+    """`worker` subscribes to every training lane's parameters, as its policy workers do (it asks
+    for them on the lane's params.in, and takes them from its params.out)."""
+    trained = [lane.prefix for lane in graph.lanes if lane.graph.trains]
+    for k, st in enumerate(graph.streams):
+        if st.name in [prefix + SERVICE_IN for prefix in trained]:
+            graph.streams[k] = replace(st, producers=(*st.producers, worker))
+        elif st.name in [prefix + SERVICE_OUT for prefix in trained]:
+            graph.streams[k] = replace(st, consumers=(*st.consumers, worker))

@@ -60,6 +60,8 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     return config.model_copy(update={
         "policy": policy, "policy_kwargs": kwargs,
         "algorithm": algorithm, "algo": algo, "launch": launch, "dataflow": flow, "policies": {}, "policy_mapping": {},
+        "eval": config.eval.model_copy(update={"episodes": 0}),  # the run's evaluator plays every lane (srl.graph)
+        "extra_workers": [w.model_copy(update={"policy": None}) for w in config.extra_workers if w.policy == name],
         "run": config.run.model_copy(update={"run_dir": run_dir, "resume": resume}),
     })  # fmt: skip
 

@@ -23,6 +23,7 @@ POLICY_WORKERS = ["dataflow.inference=policy_worker", "launch.num_actor_workers=
 TRAINERS = ["dataflow.inference=inline", "launch.num_actor_workers=2", "launch.num_trainers=2"]
 REPLAY = ["launch.num_actor_workers=2", "replay.warmup=64", "replay.batch_size=32"]
 EXTRA = ["extra_workers=[{kind: segment-counter, count: 2}, {kind: count-sink}]"]
+PREY_EXTRA = ["extra_workers=[{kind: segment-counter, count: 2, policy: prey}, {kind: count-sink, policy: prey}]"]
 
 
 @register_worker("segment-counter", inputs=("samples",), outputs=("counts",))
@@ -78,7 +79,7 @@ def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkey
     [("cartpole-ppo", POLICY_WORKERS + EXTRA), ("cartpole-ppo", TRAINERS), ("cartpole-dqn", REPLAY + EXTRA),
      ("cartpole-pod", []), ("cartpole-pod-ensemble", ["pod.ensemble.population=2", "dataflow.envs_per_actor=16"]),
      ("mpe-tag", ["dataflow.inference=policy_worker", "launch.num_actor_workers=2", "dataflow.envs_per_actor=4",
-                  "policies.predator.num_trainers=2"]),
+                  "policies.predator.num_trainers=2", "eval.episodes=1", "eval.interval_s=0.2", *PREY_EXTRA]),
      ("mpe-tag", ["algorithm=dqn", "algo=!{}", "policy=q-mlp", "replay={batch_size: 32, warmup: 64}",
                   "dataflow.envs_per_actor=4"])],
     ids=["policy-workers", "trainers", "replay", "pod", "ensemble", "two-policies", "two-policies-replay"],
@@ -88,6 +89,8 @@ def test_runs_open_exactly_the_declared_streams(experiment, overrides, transport
     assert got == want, {w: (sorted(got.get(w, set()) ^ want.get(w, set()))) for w in set(got) | set(want)}
     if EXTRA[0] in overrides:  # the taps and the counters' own stream carried something
         assert int((run_dir / "segments_counted").read_text()) > 0
+    if PREY_EXTRA[0] in overrides:  # they tapped the prey's samples, and wrote in the prey's directory
+        assert int((run_dir / "policies" / "prey" / "segments_counted").read_text()) > 0
 
 
 def test_a_stream_opened_under_an_undeclared_name_is_caught(run_dir, monkeypatch):

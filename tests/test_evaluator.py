@@ -11,7 +11,7 @@ from srl.graph import build_graph
 from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.models import ActorCriticMLP
-from srl.workers.evaluator import EvaluatorKernel
+from srl.workers.evaluator import EvaluatorKernel, Player
 
 
 class FakeParams:
@@ -29,35 +29,35 @@ def make_kernel(episodes=2, interval_s=0.0):
     torch.manual_seed(0)
     env = make_vector_env("counting", {"episode_length": 5}, num_envs=1)
     policy = ActorCriticMLP(env.observation_space, env.action_space)
-    return EvaluatorKernel(policy, FakeParams(), env, seed=0, episodes=episodes, interval_s=interval_s)
+    return EvaluatorKernel([Player(policy, FakeParams())], env, seed=0, episodes=episodes, interval_s=interval_s)
 
 
 def test_rounds_wait_for_parameters_and_report_whole_rounds():
     kernel = make_kernel(episodes=2)
     kernel.start()
     assert not kernel.poll() and kernel.report()["eval_episode_returns"] == []  # no parameters yet
-    kernel.params.version = 4
+    kernel.players[0].params.version = 4
     assert kernel.poll()  # a round starts with version 4 and plays up to 64 steps
-    kernel.params.version = 5  # a newer version mid-round is not used until the next round
+    kernel.players[0].params.version = 5  # a newer version mid-round is not used until the next round
     while kernel.round_returns is not None:
         kernel.poll()
     report = kernel.report()
     assert len(report["eval_episode_returns"]) == 2 and report["eval_policy_version"] == 4
     assert kernel.report()["eval_episode_returns"] == []  # each round reported once
     kernel.poll()
-    assert kernel.round_version == 5
+    assert kernel.round_versions == [5]
     kernel.close()
 
 
 def test_interval_between_rounds():
     kernel = make_kernel(episodes=1, interval_s=3600.0)
     kernel.start()
-    kernel.params.version = 0
+    kernel.players[0].params.version = 0
     while not kernel.report()["eval_episode_returns"]:
         kernel.poll()
-    polls = kernel.params.polls
+    polls = kernel.players[0].params.polls
     assert not kernel.poll() and kernel.round_returns is None  # idle: the next round is an hour away
-    assert kernel.params.polls == polls + 1  # but still draining the parameter stream
+    assert kernel.players[0].params.polls == polls + 1  # but still draining the parameter stream
     kernel.close()
 
 

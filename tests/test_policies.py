@@ -20,6 +20,7 @@ import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 from test_faults import kill_now
 
+from srl.api import Worker, register_worker
 from srl.checks import build_config
 from srl.config import ConfigError
 from srl.graph import build_graph
@@ -78,6 +79,7 @@ def counting_lanes(launcher: str, run_dir: Path, **flow) -> object:
         "dataflow": {"envs_per_actor": 4, "ring_splits": 2, "sample_length": 5, "batch_segments": 3,
                      "max_policy_lag": 10**6, **flow},
         "stop": {"total_env_steps": 3000}, "run": {"run_dir": str(run_dir)}, "monitor": {"display": "off"},
+        "eval": {"episodes": 2, "interval_s": 0.1},
     })  # fmt: skip
 
 
@@ -103,9 +105,15 @@ def test_each_policy_trains_on_its_own_agents_rows_every_transition_once(launche
     for policy in ("a", "b"):  # every counting episode returns EPISODE_LENGTH, for each agent
         assert summary["policies"][policy]["episode_return_mean"] == pytest.approx(EPISODE_LENGTH)
         assert summary["policies"][policy]["updates"] > 0
-    metrics = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    assert {"a/episode_return_mean", "b/episode_return_mean", "a/losses/none", "b/policy_version"} <= set(metrics)
-    assert "losses/none" not in metrics, "losses are each policy's own"
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert {"a/episode_return_mean", "b/episode_return_mean", "a/losses/none", "b/policy_version"} <= set(lines[-1])
+    assert "losses/none" not in lines[-1], "losses are each policy's own"
+    # the run's evaluator played each policy's agents with that policy's weights, on an env of its own
+    evals = [m for m in lines if m["a/eval/episode_return_mean"] is not None]
+    assert evals, "an evaluation round of both policies finished and was reported"
+    for m in evals:
+        assert m["a/eval/episode_return_mean"] == m["b/eval/episode_return_mean"] == EPISODE_LENGTH
+        assert m["eval/episode_return_mean"] == EPISODE_LENGTH and m["b/eval/policy_version"] >= 0
 
 
 MAPPED = {"adversary_*": "predator", "agent_*": "prey"}
@@ -146,8 +154,11 @@ def test_a_scripted_prey_acts_beside_a_trained_predator(run_dir):
     the predator alone, and srl eval plays both."""
     config = tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {"trainable": False, "policy": "random"}},
                         launch={"launcher": "inline"}, dataflow={"envs_per_actor": 4}, stop={"total_env_steps": 1500},
-                        run={"run_dir": str(run_dir)}, monitor={"display": "off"})
+                        run={"run_dir": str(run_dir)}, monitor={"display": "off"}, eval={"episodes": 1, "interval_s": 0.1})
     assert run_experiment(config) == 0
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [m for m in lines if m["predator/eval/episode_return_mean"] is not None]
+    assert evals and all(m["prey/eval/policy_version"] == 0 for m in evals)  # the evaluator plays the scripted prey too
     summary = json.loads((run_dir / "summary.json").read_text())["policies"]
     assert summary["predator"]["updates"] > 0 and summary["prey"]["updates"] == 0, summary
     assert summary["prey"]["episodes"] > 0
@@ -208,6 +219,25 @@ def test_a_policy_with_two_trainers_trains_on_each_of_its_rows_once_beside_one_w
 def test_a_policys_trainer_count_is_checked_as_a_runs(tmp_path):
     with pytest.raises(ConfigError, match=r"field 'policies.a.num_trainers': 3 must divide launch.num_actor_workers \(2\)"):
         build_config({**counting_lanes("local", tmp_path).model_dump(), "policies": {"a": {"num_trainers": 3}, "b": {}}})
+
+
+@register_worker("segment-tapper", inputs=("samples",))
+class SegmentTapper(Worker):
+    def poll(self) -> bool:
+        return bool(self.inputs["samples"].poll())
+
+
+@pytest.mark.parametrize("policies, extra, message", [
+    (True, {"kind": "segment-tapper"}, r"field 'extra_workers\[0\].policy': None; .* joins one that trains: \['a', 'b'\]"),
+    (True, {"kind": "segment-tapper", "policy": "c"}, r"field 'extra_workers\[0\].policy': 'c'"),
+    (False, {"kind": "segment-tapper", "policy": "a"}, r"field 'extra_workers\[0\].policy': a one-policy run's"),
+], ids=["no-policy", "unknown-policy", "one-policy-run"])  # fmt: skip
+def test_an_extra_worker_joins_one_policy_that_trains(policies, extra, message, tmp_path):
+    config = counting_lanes("local", tmp_path).model_dump()
+    if not policies:
+        config.update(policies={}, policy_mapping={})
+    with pytest.raises(ConfigError, match=message):
+        build_config({**config, "extra_workers": [extra]})
 
 
 def test_mpe_tag_trained_predators_catch_random_prey_more_often_than_random_predators(tmp_path):

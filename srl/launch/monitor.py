@@ -55,6 +55,7 @@ class RunMonitor:
         self._resuming: dict[str, int] = {}  # restarted trainer (or pod) -> last version its old life reported
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
+        self.eval_policies: dict[str, dict[str, Any]] = {}  # several policies: each one's in that round
         self.trainer_stop: str | None = None  # deterministic mode: the trainer's (or pod's) stop reason
         self.nonfinite_episodes_skipped = 0  # episodes actors dropped for a NaN / inf (srl.workers.nonfinite)
         self.nonfinite_updates_skipped = 0  # updates undone for one
@@ -103,6 +104,7 @@ class RunMonitor:
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
+            self.eval_policies = payload.get("eval_policies", {})
         if role in (Role.TRAINER, Role.POD):
             self.segments_dropped += payload["segments_dropped"]
         # several trainers take each update together: trainer 0 counts it and speaks for the group
@@ -203,8 +205,12 @@ class RunMonitor:
     def _eval_metrics(self) -> dict[str, Any]:
         if not self.config.eval.episodes:
             return {}
-        mean = sum(self.eval_returns) / len(self.eval_returns) if self.eval_returns else None
-        return {"eval/episode_return_mean": mean, "eval/policy_version": self.eval_version}
+        out = {"eval/episode_return_mean": _mean(self.eval_returns), "eval/policy_version": self.eval_version}
+        for policy in self.policy_episodes:
+            mine = self.eval_policies.get(policy, {})
+            out[f"{policy}/eval/episode_return_mean"] = _mean(mine.get("episode_returns", []))
+            out[f"{policy}/eval/policy_version"] = mine.get("policy_version")
+        return out
 
     def stop_reason(self) -> str | None:
         c = self.config
@@ -302,3 +308,7 @@ def _add_counts(totals: dict[str, int], counts: dict[str, int]) -> None:
     for stream, count in counts.items():
         if isinstance(stream, str) and isinstance(count, int) and count > 0:
             totals[stream] = totals.get(stream, 0) + count
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

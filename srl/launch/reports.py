@@ -68,6 +68,10 @@ def _eval(v: Any) -> bool:  # an ensemble member's evaluation (srl.workers.membe
     return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
 
 
+def _policy_eval(v: Any) -> bool:  # the evaluator's round of one policy (srl.workers.evaluator)
+    return type(v) is dict and _list_of(_real)(v.get("episode_returns")) and _int64(v.get("policy_version"))
+
+
 def _policy_episodes(v: Any) -> bool:  # an actor's episodes of one policy (srl.workers.lanes)
     if type(v) is not dict or not _count(v.get("episodes")):
         return False
@@ -89,6 +93,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "episodes": _count,  # how many finished; the lists carry the last of them (srl.monitor.episodes)
     "eval_episode_returns": _list_of(_real),
     "eval_policy_version": _int64,
+    "eval_policies": _map_of(_policy_eval),
     "policy_version": _or_none(_int64),
     "updates": _count,
     "segments_dropped": _count,

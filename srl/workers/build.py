@@ -14,7 +14,7 @@ from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
 from srl.streams.inference import InferenceServer, Slot
-from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes
+from srl.streams.params import ParamPublisher, tensor_bytes
 from srl.streams.prefixed import PrefixedTransport
 from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
@@ -25,7 +25,7 @@ from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
-from srl.workers.wiring import acting, actor_arrays, incarnations, policy_ports
+from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports
 
 
 def _actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
@@ -105,6 +105,23 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     )
 
 
+def _make_evaluator(graph: Graph, transport: Transport) -> Kernel:
+    """The run's evaluator: its policy, or with several policies each lane's, on its lane's streams."""
+    from srl.workers.evaluator import EvaluatorKernel, Player
+
+    c, device = graph.config, resolve(graph.config.devices.eval)
+    # env ids past every training env's, so its episodes are not theirs
+    env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
+                          c.launch.num_actor_workers * c.dataflow.envs_per_actor, wrappers=c.env_wrappers)
+    if not graph.lanes:
+        players = [Player(*policy_and_params(graph, transport, device))]
+    else:
+        players = [Player(*policy_and_params(lane.at_run(graph), PrefixedTransport(transport, lane.prefix), device),
+                          name=lane.name, rows=list(lane.rows), own=lane.own_obs) for lane in graph.lanes]
+    return EvaluatorKernel(players, env, seed=c.run.seed * 1_000_003 + 999_983, episodes=c.eval.episodes,
+                           interval_s=c.eval.interval_s)
+
+
 def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
     """Deterministic mode: whoever trains decides the stop from what it trained on (srl.workers.stop)."""
     stop = c.stop
@@ -115,6 +132,8 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     c = graph.config
     if spec.role == Role.ACTOR:
         return make_actor(graph, transport, spec.index)
+    if spec.role == Role.EVAL:
+        return _make_evaluator(graph, transport)
     if graph.lanes:  # a policy's own worker: built as in a run of that policy alone, on its lane's streams
         lane = lane_of(graph.lanes, spec.name)
         local = None if lane is None else lane.local(spec)
@@ -141,17 +160,6 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return _make_trainer(graph, spec, transport)
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport, tensor_bytes(initial_policy(graph)))  # takes only this policy's weights
-    if spec.role == Role.EVAL:
-        from srl.workers.evaluator import EvaluatorKernel
-
-        # env ids past every training env's, so its episodes are not theirs
-        env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
-                              c.launch.num_actor_workers * c.dataflow.envs_per_actor, wrappers=c.env_wrappers)
-        policy = initial_policy(graph, resolve(c.devices.eval))
-        return EvaluatorKernel(
-            policy, ParamSubscriber(transport, policy), env, seed=c.run.seed * 1_000_003 + 999_983,
-            episodes=c.eval.episodes, interval_s=c.eval.interval_s,
-        )
     if spec.role == Role.CUSTOM:
         from srl.workers.custom import make_custom
 

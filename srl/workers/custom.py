@@ -28,4 +28,6 @@ def make_custom(graph: Any, spec: WorkerSpec, transport: Transport) -> Any:
             outputs[s.name.removeprefix(USER_PREFIX)] = transport.sender(s.name)
     index = [w for w in graph.workers if w.kind == spec.kind].index(spec)
     kernel_cls = registry.workers.get(spec.kind).kernel_cls
-    return kernel_cls(inputs, outputs, Path(str(graph.config.run.run_dir)), index)
+    run_dir = Path(str(graph.config.run.run_dir))  # a policy's own (run_dir/policies/<name>) may not be there yet
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return kernel_cls(inputs, outputs, run_dir, index)

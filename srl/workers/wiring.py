@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from srl import checkpoint
+from srl.api.policy import Policy
 from srl.devices import resolve
 from srl.graph import Graph, actor_block, initial_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
@@ -58,13 +59,21 @@ def acting(graph: Graph, transport: Transport, device: torch.device, clock: Time
     from srl.workers.build_replay import make_exploration
 
     seed = c.run.seed if c.run.deterministic else None
-    policy = initial_policy(graph, device)
-    params: ParamSubscriber | FixedParams = ParamSubscriber(transport, policy)
-    if not graph.trains:  # a policy that only acts (srl.graph._acting_only): its weights are fixed
-        params = FixedParams()
-        if graph.weights_file is not None:
-            checkpoint.load_file(Path(graph.weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
+    policy, params = policy_and_params(graph, transport, device)
     return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph))
+
+
+def policy_and_params(graph: Graph, transport: Transport, device: torch.device
+                      ) -> tuple[Policy, ParamSubscriber | FixedParams]:
+    """The policy a worker acts with and where its newest weights come from: the parameter
+    service, or, for a policy that only acts (srl.graph._acting_only), the weights it was made or
+    loaded with."""
+    policy = initial_policy(graph, device)
+    if graph.trains:
+        return policy, ParamSubscriber(transport, policy)
+    if graph.weights_file is not None:
+        checkpoint.load_file(Path(graph.weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
+    return policy, FixedParams()
 
 
 def policy_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
