@@ -427,16 +427,9 @@ def _check_algorithm(graph: Graph, policy: Policy) -> None:
     global state in its rows) fails now, not in a trainer restarted until it gives up."""
     c = graph.config
     try:
-        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
+        registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"field 'policy': algorithm {c.algorithm!r} cannot train policy {c.policy!r}: {e}") from None
-    from srl.algos.mixers import QMixer
-
-    mixer = getattr(algorithm, "mixer", None)  # QMIX's mixes every agent of the env (the rows' one-hot ids)
-    if isinstance(mixer, QMixer) and mixer.num_agents != graph.team_size:
-        raise ConfigError(f"field 'algorithm': the {c.algorithm!r} mixer mixes the env's {mixer.num_agents} agents, "
-                          f"this policy's team is {list(graph.agents)}: use algo.mixer 'vdn' for a team of some "
-                          "of the agents")
 
 
 def _check_recurrent(graph: Graph, recurrent: bool) -> None:

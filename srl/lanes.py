@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig, PolicySpec, format_error, lock_step_batch_segments
+from srl.envs.central_state import AgentStateBox
 from srl.league import FILE as LEAGUE_FILE
 
 POLICIES_DIR = "policies"  # run_dir/policies/<name>: a lane's checkpoints
@@ -118,6 +119,9 @@ def lane_spaces(
                 f"and {agents[i]!r} (observation {o2}, action {a2}); one policy needs agents of one observation and "
                 "action space: map them to different policies"
             )
-    return spaces[first]
+    observation, action = spaces[first]
+    if isinstance(observation, AgentStateBox):  # its team: the agents mapped to it (QMIX mixes their Qs)
+        observation = observation.of_team(len(rows))
+    return observation, action
 
 

@@ -134,7 +134,7 @@ def test_rows_carry_the_envs_own_global_state_where_it_offers_one():
     spread.close()
 
 
-def test_qmix_without_the_global_state_or_for_part_of_the_agents_is_refused_before_launch(run_dir):
+def test_qmix_without_the_global_state_is_refused_before_launch(run_dir):
     from srl.graph import build_graph
 
     with pytest.raises(ConfigError, match="field 'policy'.*agent-q.*vdn"):
@@ -142,9 +142,6 @@ def test_qmix_without_the_global_state_or_for_part_of_the_agents_is_refused_befo
     vdn = build_graph(load_config("mpe-spread-qmix", ["env=pettingzoo", "policy=q-mlp", "algorithm=vdn",
                                                        f"run.run_dir={run_dir}"]))
     assert vdn.team_size == 3 and vdn.batch_fields()[C.OBS].shape == (3, 18)
-    teams = ["policies={agents: {}, lone: {}}", "policy_mapping={agent_2: lone, 'agent_*': agents}"]
-    with pytest.raises(ConfigError, match="mixer mixes the env's 3 agents.*'agent_0', 'agent_1'"):
-        build_graph(load_config("mpe-spread-qmix", [*teams, f"run.run_dir={run_dir}"]))
 
 
 @pytest.mark.parametrize("mixer", ["qmix", "vdn"])
@@ -159,15 +156,23 @@ def test_mpe_spread_qmix_learns_well_above_random(run_dir, mixer):
     assert summary["episode_return_mean"] >= baseline + 4.0, (baseline, summary["episode_return_mean"])
 
 
-def test_vdn_trains_a_team_of_some_agents_beside_another_policy(run_dir):
-    """A policy's team is its own agents: VDN's items hold the two agents mapped to it (the sum needs
-    no state), the third agent's policy learns from teams of one."""
+@pytest.mark.parametrize("mixer", ["qmix", "vdn"])
+def test_a_team_of_some_agents_trains_beside_another_policy(run_dir, mixer):
+    """A policy's team is its own agents: its items hold the two agents mapped to it, and QMIX's
+    mixer mixes those two under the env's global state; the third agent's policy learns from teams
+    of one."""
+    from srl.checkpoint import load_latest
     from srl.launch.run import run_experiment
 
     config = load_config("mpe-spread-qmix", [
-        "algorithm=vdn", "policies={pair: {}, lone: {}}", "policy_mapping={agent_2: lone, 'agent_*': pair}",
+        f"algo.mixer={mixer}", "policies={pair: {}, lone: {}}", "policy_mapping={agent_2: lone, 'agent_*': pair}",
         "launch.launcher=inline", "stop.total_env_steps=5000", f"run.run_dir={run_dir}", "monitor.display=off"])
     assert run_experiment(config) == 0
+    if mixer == "qmix":  # the pair's mixer weighs two agents' Qs, the lone one's one
+        for name, agents in (("pair", 2), ("lone", 1)):
+            state = load_latest(run_dir / "policies" / name, None, apply=lambda s: None)
+            w1 = next(v for k, v in state["algorithm"]["mixer"].items() if k.startswith("hyper_w1") and k.endswith("2.weight"))
+            assert w1.shape[0] == agents * config.algo_config.mixer_embed_dim, (name, w1.shape)
     policies = json.loads((run_dir / "summary.json").read_text())["policies"]
     assert policies["pair"]["updates"] > 0 and policies["lone"]["updates"] > 0
     assert policies["pair"]["episodes"] == 2 * policies["lone"]["episodes"]

@@ -85,7 +85,7 @@ class QMIX(QLearning):
             raise TypeError(f"the qmix mixer reads the global state from the agents' rows: use policy 'agent-q' "
                             f"on env 'pettingzoo-mappo', or algo.mixer 'vdn' (policy {type(policy).__name__}, "
                             f"observation {space})")
-        return QMixer(len(space.agents), space.state_dim, config.mixer_embed_dim, config.hypernet_hidden)
+        return QMixer(space.team, space.state_dim, config.mixer_embed_dim, config.hypernet_hidden)
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         obs, next_obs, action = batch[C.OBS], batch[C.NEXT_OBS], batch[C.ACTION]

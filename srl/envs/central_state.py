@@ -31,11 +31,15 @@ from srl.api.env import Environment, EnvStep
 class AgentStateBox(gym.spaces.Box):
     """A float32 Box of [own | one-hot | global state] rows; see the module doc."""
 
-    def __init__(self, agents: tuple[str, ...], own_dim: int, mask_dim: int = 0, state_dim: int | None = None) -> None:
+    def __init__(self, agents: tuple[str, ...], own_dim: int, mask_dim: int = 0, state_dim: int | None = None,
+                 team: int | None = None) -> None:
         self.agents = tuple(agents)
         self.own_dim = int(own_dim)
         self.mask_dim = int(mask_dim)
         self.state_dim = len(self.agents) * self.own_dim if state_dim is None else int(state_dim)
+        # the agents whose rows one policy's team transition holds (QMIX mixes their Qs): every
+        # agent of the env, or those a run maps to that policy (srl.lanes); not part of a row's layout
+        self.team = len(self.agents) if team is None else int(team)
         size = self.own_dim + len(self.agents) + self.state_dim
         super().__init__(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
 
@@ -53,8 +57,12 @@ class AgentStateBox(gym.spaces.Box):
         return (f"AgentStateBox(agents={self.agents}, own_dim={self.own_dim}, mask_dim={self.mask_dim}, "
                 f"state_dim={self.state_dim})")
 
-    def __reduce__(self) -> tuple[Any, ...]:  # pickled into worker processes by its layout only
-        return (AgentStateBox, self.layout)
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled into worker processes by its layout and team only
+        return (AgentStateBox, (*self.layout, self.team))
+
+    def of_team(self, size: int) -> AgentStateBox:
+        """The same rows, for a policy whose team is `size` of the agents."""
+        return AgentStateBox(*self.layout, team=size)
 
     def split(self, rows: Any) -> tuple[Any, Any, Any]:
         """[B, D] rows (tensors or arrays) -> (own [B, own_dim], one-hot [B, agents], state [B, state_dim])."""
