@@ -240,21 +240,26 @@ def test_an_extra_worker_joins_one_policy_that_trains(policies, extra, message, 
         build_config({**config, "extra_workers": [extra]})
 
 
-def test_mpe_tag_trained_predators_catch_random_prey_more_often_than_random_predators(tmp_path):
-    """A predator scores 10 per touch of the prey: trained predators against random prey, against
-    random predators against random prey. 120k env steps (seed 1), 100 evaluation episodes each.
-    (The prey learns far less: docs/multiagent.md.)"""
+@pytest.mark.timeout(2700)  # the built-in's whole budget: about 11 minutes on a quiet 2-core machine
+def test_mpe_tag_trained_predators_catch_more_and_the_trained_prey_is_caught_less_than_random_ones(tmp_path):
+    """Both bars of mpe-tag on the built-in (its 1M env steps, seed 1, two actors): `srl eval
+    --against random` plays each policy against random opponents beside the same 1,000 episodes
+    with a random player in its place. A predator scores 10 per touch of the prey: trained
+    predators touch random prey far more than random predators do (about 10 times in three
+    seeds); random predators touch the trained prey less than they touch random prey (0.70-0.79
+    times as often in three seeds, docs/multiagent.md)."""
     run_dir = tmp_path / "tag"
-    proc = subprocess.run([sys.executable, "-m", "srl.cli", "run", "mpe-tag", "run.seed=1", "stop.total_env_steps=120000",
-                           "launch.num_actor_workers=2", "monitor.display=off", f"run.run_dir={run_dir}"],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "srl.cli", "run", "mpe-tag", "run.seed=1", "launch.num_actor_workers=2",
+                           "monitor.display=off", f"run.run_dir={run_dir}"],
+                          capture_output=True, text=True, timeout=2400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = subprocess.run([sys.executable, "-m", "srl.cli", "eval", str(run_dir), "--against", "random",
-                           "--episodes", "100", "--stochastic"], capture_output=True, text=True, timeout=300)
+                           "--episodes", "1000"], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     scores = json.loads(proc.stdout)["policies"]
-    predator = scores["predator"]
-    assert predator["return_mean"] > 1.5 * predator["random_return_mean"] + 2, scores
+    random_predators_on_random_prey = scores["predator"]["random_return_mean"]
+    assert scores["predator"]["return_mean"] > 3 * random_predators_on_random_prey, scores
+    assert scores["prey"]["opponents"]["predator"]["return_mean"] < random_predators_on_random_prey, scores
 
 
 def test_the_mapping_in_docs_multiagent_is_a_valid_config():
