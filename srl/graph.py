@@ -596,8 +596,9 @@ def _subscribe(graph: Graph, worker: str) -> None:
     """`worker` subscribes to every training lane's parameters, as its policy workers do (it asks
     for them on the lane's params.in, and takes them from its params.out)."""
     trained = [lane.prefix for lane in graph.lanes if lane.graph.trains]
+    asks, takes = {p + SERVICE_IN for p in trained}, {p + SERVICE_OUT for p in trained}
     for k, st in enumerate(graph.streams):
-        if st.name in [prefix + SERVICE_IN for prefix in trained]:
+        if st.name in asks:
             graph.streams[k] = replace(st, producers=(*st.producers, worker))
-        elif st.name in [prefix + SERVICE_OUT for prefix in trained]:
+        elif st.name in takes:
             graph.streams[k] = replace(st, consumers=(*st.consumers, worker))
