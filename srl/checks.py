@@ -149,10 +149,21 @@ def _lock_step(config: ExperimentConfig) -> str | None:
         return (f"field 'stop.time_limit_s': {limit} cannot stop a run.deterministic=true run in lock step (the update "
                 "reached in a time depends on the machine); set stop.time_limit_s=null and stop by max_updates, "
                 "total_env_steps or target_return")
+    if config.stop.target_on == "eval":
+        return ("field 'stop.target_on': eval cannot stop a run.deterministic=true run in lock step (the evaluator "
+                "plays beside the dataflow, at its own pace); use stop.target_on=training or run.deterministic=false")
     population = config.pod.ensemble.population
     if config.pod.enabled and population > 1:
         return (f"field 'run.deterministic': true cannot run an ensemble (ensemble.population={population}): its "
                 "tournament follows the members' timing; use pod.ensemble.population=1 or run.deterministic=false")
+    return None
+
+
+def _eval_target(config: ExperimentConfig) -> str | None:
+    """stop.target_on=eval reads the evaluator worker's rounds."""
+    if config.stop.target_on == "eval" and not config.eval.episodes:
+        return ("field 'stop.target_on': eval holds target_return against the evaluator's rounds; set eval.episodes "
+                "to the episodes per round (e.g. eval.episodes=10), or use stop.target_on=training")
     return None
 
 
@@ -276,5 +287,5 @@ def _policies(config: ExperimentConfig) -> str | None:
 
 
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (
-    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _pod, _devices, _policies,
+    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _eval_target, _pod, _devices, _policies,
 )

@@ -303,7 +303,12 @@ class StopConfig(Settings):
         1_000_000, ge=1, le=2**53, description="Stop after this many env steps (all actors)."
     )
     target_return: float | None = Field(
-        None, description="Stop once the mean return of the last 100 episodes reaches this."
+        None, description="Stop once the mean return named by target_on reaches this."
+    )
+    target_on: Literal["training", "eval"] = Field(
+        "training", description="What target_return is held against. training: the mean return of the last 100 "
+        "training episodes (exploring); eval: the evaluator's last round, eval.episodes deterministic episodes with "
+        "the newest weights (how rl-baselines3-zoo scores its agents; needs eval.episodes > 0)."
     )
     time_limit_s: float | None = Field(
         None, gt=0, description="Stop after this many seconds of training (not with run.deterministic=true)."

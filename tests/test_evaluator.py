@@ -87,3 +87,26 @@ def test_display_never_shows_eval_return_as_the_training_return():
     metrics = {"episode_return_mean": None, "eval/episode_return_mean": 500.0}
     assert _lookup(metrics, ("episode_return_mean",)) is None
     assert _lookup({"charts/episode_return_mean": 3.0}, ("episode_return_mean",)) == 3.0
+
+
+def test_a_run_stops_on_the_evaluators_return_with_target_on_eval(run_dir):
+    # every CartPole episode lasts >= 8 steps: the first finished round reaches the target, long
+    # before the budget, and the stop names the evaluator (not the training episodes' window)
+    overrides = ["launch.launcher=local", "eval.episodes=3", "eval.interval_s=0.2", "stop.total_env_steps=1000000",
+                 "stop.target_return=8", "stop.target_on=eval", f"run.run_dir={run_dir}", "monitor.display=off"]
+    assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return 8.0 reached by the evaluator"), summary["stop_reason"]
+    assert "3 deterministic episodes" in summary["stop_reason"]
+    assert summary["env_steps"] < 1_000_000
+
+
+@pytest.mark.parametrize("overrides, needs", [
+    (["stop.target_on=eval"], "eval.episodes"),
+    (["stop.target_on=eval", "eval.episodes=2", "run.deterministic=true"], "stop.target_on=training"),
+    (["stop.target_on=best"], "'training' or 'eval'"),
+])
+def test_target_on_eval_is_refused_without_an_evaluator_or_in_lock_step(overrides, needs):
+    with pytest.raises(ConfigError, match="stop.target_on") as refused:
+        load_config("cartpole-ppo", overrides)
+    assert needs in str(refused.value)

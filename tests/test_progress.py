@@ -33,7 +33,8 @@ from srl.monitor.progress import (
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(
     r"^srl (?P<name>\S+): (?P<steps>\d+) env steps, (?P<rate>\d+|-) steps/s, (?P<updates>\d+) updates, "
-    r"return (?P<ret>-?[\d.]+|-)(?: \((?:\w+ (?:-?[\d.]+|-)(?:, )?)+\))?(?: \(target [^)]+\))?, "
+    r"return (?P<ret>-?[\d.]+|-)(?: \((?:\w+ (?:-?[\d.]+|-)(?:, )?)+\))?(?: \(target [^)]+\))?"
+    r"(?:, eval (?P<eval>-?[\d.]+|-)(?: \(target [^)]+\))?)?, "
     r"(?P<progress>[\d.]+% of \w+|-), "
     r"elapsed (?P<elapsed>[\d:]+), ETA (?P<eta>[\d:]+|-)$"
 )
@@ -130,7 +131,17 @@ def test_progress_line_is_plain_and_parses():
     league = {"env_steps": 10, "updates": 1, "episode_return_mean": 0.0, "learner/episode_return_mean": 0.474,
               "league/episode_return_mean": -0.474, "learner/losses/entropy": 0.3, "eval/episode_return_mean": 1.0}
     line = progress_line("connect4-league", league, estimate, Limits(total_env_steps=100), elapsed_s=1.0)
-    assert "return 0.00 (league -0.47, learner 0.47), " in line and LINE.match(line), line
+    assert "return 0.00 (league -0.47, learner 0.47), eval 1.00, " in line and LINE.match(line), line
+
+
+def test_progress_line_puts_the_target_beside_the_return_it_is_held_against():
+    estimate = Estimate("total_env_steps", 0.5, 10.0, 100.0)
+    metrics = {"env_steps": 10, "updates": 1, "episode_return_mean": 150.0, "eval/episode_return_mean": 236.25}
+    training = progress_line("x", metrics, estimate, Limits(target_return=242.0), elapsed_s=1.0)
+    assert "return 150.00 (target 242), eval 236.25, 50.0%" in training and LINE.match(training), training
+    on_eval = progress_line("x", metrics, estimate, Limits(target_return=242.0, target_on="eval"), elapsed_s=1.0)
+    assert "return 150.00, eval 236.25 (target 242), 50.0%" in on_eval and LINE.match(on_eval), on_eval
+    assert LINE.match(on_eval)["eval"] == "236.25"
 
 
 def test_plain_progress_writes_once_per_interval_and_flushes():

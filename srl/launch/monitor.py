@@ -231,8 +231,15 @@ class RunMonitor:
 
     def _target_reason(self) -> str | None:
         """The mean return of the last 100 episodes reached the target: the run's, or in an
-        ensemble one member's."""
+        ensemble one member's; with stop.target_on=eval, the evaluator's last round's."""
         target = self.config.stop.target_return
+        if target is not None and self.config.stop.target_on == "eval":
+            mean = _mean(self.eval_returns)
+            if mean is None or mean < target:
+                return None
+            self._target_reached()
+            return (f"target_return {target} reached by the evaluator (mean of its last round, "
+                    f"{len(self.eval_returns)} deterministic episodes: {mean:.2f})")
         windows = {"": self.episodes} if self.member_episodes is None else self.member_episodes
         for worker, window in windows.items():
             mean = window.mean_return

@@ -65,7 +65,8 @@ class RunOutputs:
         # off a terminal (nohup, CI, a pipe) the table draws nothing: one plain line now and then instead
         if c.monitor.display == "plain" or (c.monitor.display != "off" and not self.display.enabled):
             self.plain = PlainProgress(sys.stdout, c.monitor.progress_interval_s)
-        self.limits = Limits(c.stop.total_env_steps, c.stop.max_updates, c.stop.time_limit_s, c.stop.target_return)
+        self.limits = Limits(c.stop.total_env_steps, c.stop.max_updates, c.stop.time_limit_s, c.stop.target_return,
+                             c.stop.target_on)
         self.meter = ProgressMeter(self.limits)
 
     def tick(self, monitor: RunMonitor, force: bool = False) -> None:

@@ -35,6 +35,7 @@ class Limits:
     max_updates: float | None = None
     time_limit_s: float | None = None
     target_return: float | None = None
+    target_on: str = "training"  # or "eval": the evaluator's rounds (stop.target_on)
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,16 @@ def progress_line(experiment: str, metrics: dict[str, Any], estimate: Estimate, 
     return is followed by each one's (`return 0.00 (learner 0.47, league -0.47)`)."""
     steps_per_s = estimate.steps_per_s if estimate.steps_per_s is not None else metrics.get("env_steps_per_s")
     target = f" (target {limits.target_return:g})" if limits.target_return is not None else ""
+    returns = f"return {_number(metrics.get('episode_return_mean'), 2)}{_per_policy(metrics)}"
+    if "eval/episode_return_mean" in metrics:  # an evaluator runs: its last round's deterministic return
+        evaluated = f"eval {_number(metrics['eval/episode_return_mean'], 2)}"
+        returns = f"{returns}{target}, {evaluated}" if limits.target_on == "training" else f"{returns}, {evaluated}{target}"
+    else:
+        returns += target
     return (
         f"srl {experiment}: {_number(metrics.get('env_steps'), 0)} env steps, {_number(steps_per_s, 0)} steps/s, "
-        f"{_number(metrics.get('updates'), 0)} updates, return {_number(metrics.get('episode_return_mean'), 2)}"
-        f"{_per_policy(metrics)}{target}, {format_fraction(estimate)}, elapsed {format_duration(elapsed_s)}, "
-        f"{format_eta(estimate)}"
+        f"{_number(metrics.get('updates'), 0)} updates, {returns}, {format_fraction(estimate)}, "
+        f"elapsed {format_duration(elapsed_s)}, {format_eta(estimate)}"
     )
 
 
