@@ -4,7 +4,8 @@ published score for each env.
 
 Criterion, both sides: the mean return of the last 100 finished *training* episodes reaches the
 target (the zoo's published score, benchmark.md; srl's own 0.9 for DoorKey-8x8, where the zoo has
-none). Each side stops there or at the env's fixed env-step budget (the zoo's n_timesteps), and
+none). Each side stops there or at the env's fixed env-step budget (the zoo's n_timesteps; 3M for
+LunarLander, whose training window passes 242 after the zoo's 1M: srl/experiments/tuned.py), and
 every run is killed at a wall-time cap. For each env and seed, srl runs first and SB3 right after,
 so drift in the machine's load hits both alike; both are timed from their launch (interpreter
 start and imports count).
@@ -53,7 +54,7 @@ class Bench:
 # cheapest first; the zoo's scores as in srl/experiments/tuned.py
 BENCHES: dict[str, Bench] = {
     "MountainCarContinuous-v0": Bench("mountaincar-continuous-sac", 94.679, 50_000, 900, "sac"),
-    "LunarLander-v3": Bench("lunarlander-ppo", 242.119, 1_000_000, 1500, "ppo"),
+    "LunarLander-v3": Bench("lunarlander-ppo", 242.119, 3_000_000, 3600, "ppo"),  # the zoo's 1M: see tuned.py
     "MiniGrid-DoorKey-8x8-v0": Bench("minigrid-doorkey8-ppo", 0.9, 2_000_000, 1500, "ppo"),
     "LunarLanderContinuous-v3": Bench("lunarlander-continuous-sac", 260.390, 500_000, 3600, "sac"),
     "BipedalWalker-v3": Bench("bipedalwalker-sac", 297.668, 500_000, 3600 * 4, "sac"),
