@@ -147,7 +147,8 @@ class RunConfig(Settings):
         description="Lock-step dataflow: same seed, same parameters, whatever the timing. Sets batch_segments to "
         "num_actor_workers * ring_splits (one segment per ring group per update) and keeps every segment. The "
         "trainer decides max_updates, total_env_steps (env steps it trained on) and target_return (episodes that "
-        "ended in its segments) after an update, so every run stops after the same one; time_limit_s is refused.",
+        "ended in its segments) after an update, so every run stops after the same one; time_limit_s is refused. "
+        "No worker is restarted: a failure ends the run (run.resume= continues it).",
     )
     checkpoint_interval_s: float = Field(60.0, gt=0, description="Seconds between checkpoints (and one at exit).")
 
@@ -187,7 +188,8 @@ class LaunchConfig(Settings):
     )
     max_restarts: int = Field(
         3, ge=0, description="Restarts of one worker allowed within restart_window_s; one more failure ends "
-        "the run with its traceback (0: any failure ends the run). Trainers resume from their checkpoint."
+        "the run with its traceback (0: any failure ends the run). Trainers resume from their checkpoint. "
+        "A run.deterministic=true run restarts none."
     )
     restart_window_s: float = Field(
         60.0, gt=0, description="Seconds over which max_restarts is counted (a crash loop ends the run)."

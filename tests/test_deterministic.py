@@ -11,14 +11,19 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import torch
+from test_faults import kill_now
 from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
+from test_shutdown import spawn, srl_command
 
+from srl import checkpoint
 from srl.checks import build_config
 from srl.config import ConfigError
 from srl.data import columns as C
@@ -80,8 +85,8 @@ def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, env: dict | No
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *overrides, f"run.run_dir={run_dir}",
          "monitor.display=off", "monitor.learning_curve=false"],
-        capture_output=True, text=True, timeout=600, env=env, start_new_session=True, check=False,
-    )  # fmt: skip
+        capture_output=True, text=True, timeout=240, env=env, start_new_session=True, check=False,
+    )  # fmt: skip  # these take seconds: a hung one fails with its output (pytest-timeout's 600 s shows none)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads((run_dir / "summary.json").read_text())
 
@@ -117,6 +122,30 @@ def test_a_reached_target_return_stops_after_the_same_update_in_every_run(tmp_pa
     assert float(first["stop_reason"].rsplit(" ", 1)[1].rstrip(")")) >= 30.0
     assert first["updates"] * STEPS_PER_UPDATE < 200000
     assert first["time_to_target_s"] is not None
+
+
+def test_a_killed_trainer_ends_a_lock_step_run_at_once_and_run_resume_continues_it(tmp_path):
+    """A trainer restarted from its checkpoint publishes an older version than the one the actors
+    left running wait for: a lock-step run that restarted it would hang with every worker alive.
+    It ends instead, with the failure and how to go on, and run.resume goes on."""
+    run_dir = tmp_path / "run"
+    proc = spawn(srl_command(
+        "run", "cartpole-ppo", *README, "stop.total_env_steps=50000000", "stop.target_return=null",
+        "run.checkpoint_interval_s=0.5", f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
+    ))  # fmt: skip
+    deadline = time.monotonic() + 120
+    while (checkpoint.latest_meta(run_dir) or {}).get("version", 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    saved = checkpoint.latest_meta(run_dir)["version"]
+    assert kill_now(proc.pid, ("trainer",), random.Random(0)) == "srl:cartpole-ppo:trainer:0"
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    assert "srl: restarted" not in out and "worker trainer:0 failed" in out, out
+    assert f"run.deterministic=true restarts no worker (a lock-step run cannot take one back); the run ends here. " \
+           f"run.resume={run_dir} continues it from its last checkpoint" in out, out
+    resumed = summary_of(run_dir, f"run.resume={run_dir}", f"stop.max_updates={saved + 2}")
+    assert resumed["stop_reason"] == f"max_updates {saved + 2} reached", resumed
+    assert resumed["policy_version"] >= saved + 2, resumed
 
 
 @pytest.mark.parametrize("rule", ["stop.total_env_steps=6000", "stop.target_return=30"])

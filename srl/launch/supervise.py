@@ -80,6 +80,16 @@ def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), 
     return dataclasses.replace(graph, config=config)
 
 
+# A lock-step run cannot take a restarted worker back: the actors left running wait for the parameter
+# version that follows their last segment, which a trainer restarted from an older checkpoint
+# never publishes (the run would hang with every worker alive), and a restart at a moment in time
+# would make the run depend on timing, which deterministic mode promises it does not.
+NO_LOCK_STEP_RESTART = (
+    "run.deterministic=true restarts no worker (a lock-step run cannot take one back); the run ends here. "
+    "run.resume={} continues it from its last checkpoint"
+)
+
+
 class Supervisor:
     def __init__(
         self, graph: Graph, monitor: RunMonitor, transport: Transport, inbox: Receiver,
@@ -186,6 +196,8 @@ class Supervisor:
     def _failed(self, name: str, detail: str, ended_s: float | None = None) -> None:
         if self.write_fault is not None:  # its error report came while we waited for it
             raise self.write_fault
+        if self.graph.config.run.deterministic:
+            raise WorkerFailed(name, f"{detail.rstrip()}\n{NO_LOCK_STEP_RESTART.format(self.graph.config.run.run_dir)}")
         try:
             count = self.policy.on_failure(name, time.monotonic())
         except CrashLoop as loop:
