@@ -12,6 +12,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -79,11 +80,12 @@ README = ["run.deterministic=true", "run.seed=7", "launch.num_actor_workers=2"] 
 STEPS_PER_UPDATE = 2 * 16 * 32  # cartpole-ppo: 2 actors x 16 envs x 32-step segments, all trained on
 
 
-def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, env: dict | None = None) -> dict:
-    """`srl run cartpole-ppo OVERRIDES` (every worker's timing jittered): its summary.json."""
+def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, env: dict | None = None,
+               experiment: str = "cartpole-ppo") -> dict:
+    """`srl run EXPERIMENT OVERRIDES` (every worker's timing jittered): its summary.json."""
     env = {**os.environ, "SRL_TEST_JITTER_MAX_S": str(jitter_s), **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *overrides, f"run.run_dir={run_dir}",
+        [sys.executable, "-m", "srl.cli", "run", experiment, *overrides, f"run.run_dir={run_dir}",
          "monitor.display=off", "monitor.learning_curve=false"],
         capture_output=True, text=True, timeout=240, env=env, start_new_session=True, check=False,
     )  # fmt: skip  # these take seconds: a hung one fails with its output (pytest-timeout's 600 s shows none)
@@ -146,6 +148,32 @@ def test_a_killed_trainer_ends_a_lock_step_run_at_once_and_run_resume_continues_
     resumed = summary_of(run_dir, f"run.resume={run_dir}", f"stop.max_updates={saved + 2}")
     assert resumed["stop_reason"] == f"max_updates {saved + 2} reached", resumed
     assert resumed["policy_version"] >= saved + 2, resumed
+
+
+def test_two_resumes_of_a_deterministic_run_from_one_checkpoint_give_identical_parameters(tmp_path):
+    """A resumed trainer starts at its checkpoint's version, not 0: the lock step counts versions
+    from the first one acted with, so the resumed run is in lock step too (it was not: the actors
+    asked for versions 1, 2, ... which the resumed weights already passed, and ran ahead)."""
+    summary_of(tmp_path / "first", *README, "stop.max_updates=4", "stop.target_return=null")
+    hashes = []
+    for k, launcher in (("a", "local"), ("b", "local"), ("inline", "inline")):
+        shutil.copytree(tmp_path / "first", tmp_path / k)
+        resumed = summary_of(tmp_path / k, f"run.resume={tmp_path / k}", "stop.max_updates=8",
+                             f"launch.launcher={launcher}", jitter_s=0.004 if launcher == "local" else 0)  # fmt: skip
+        assert resumed["launch"] == 2 and resumed["stop_reason"] == "max_updates 8 reached", resumed
+        hashes.append(resumed["params_sha256"])
+    assert hashes[0] == hashes[1] == hashes[2], hashes
+
+
+def test_a_lock_step_run_beside_a_policy_that_does_not_train_ends_with_the_same_parameters(tmp_path):
+    """A fixed policy's weights never change (version 0 for good): it answers every request, where
+    it once waited for version 1 and the run hung."""
+    fixed = ["env_kwargs.sides=[learner, opponent]", "policies={learner: {}, opponent: {trainable: false, policy: random-legal}}",
+             "policy_mapping={learner: learner, opponent: opponent}", "run.deterministic=true", "run.seed=1",
+             "stop.max_updates=5", "stop.target_return=null"]  # fmt: skip
+    runs = [summary_of(tmp_path / k, *fixed, experiment="tictactoe-ppo") for k in "ab"]
+    first = same_stop(*runs)
+    assert first["stop_reason"] == "max_updates 5 reached" and first["policies"]["opponent"]["updates"] == 0
 
 
 @pytest.mark.parametrize("rule", ["stop.total_env_steps=6000", "stop.target_return=30"])

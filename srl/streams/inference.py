@@ -9,7 +9,8 @@ On a transport that shares no memory (tcp), a request carries the slot's observa
 reply everything the policy wrote (actions, outputs, version), as raw frames (srl.streams.carry).
 Each side takes only messages that name one of its slots, whole (srl.streams.schema).
 
-In deterministic mode a request also says which parameter version must act (`min_version`) and
+In deterministic mode a request also says which parameter version must act (`min_version`, counted
+from the first version the policy acted with) and
 carries a key that seeds its action sampling, so no result depends on how requests were batched.
 
 Restarts (see srl.streams.incarnations): requests and replies carry the actor's epoch and the
@@ -38,7 +39,7 @@ Slot = dict[str, np.ndarray]  # obs, action, policy outputs, version: see srl.gr
 class Request:
     actor: int
     split: int
-    min_version: int = 0  # act only with parameters at least this new (deterministic mode)
+    min_version: int = 0  # act only with parameters at least this many versions past the first (deterministic mode)
     key: int = 0  # seeds this request's action sampling (deterministic mode); counts the split's requests
     epoch: int = 0  # the asking actor's epoch
 

@@ -74,7 +74,8 @@ class ActorKernel:
         self.infer_slots = infer_slots
         self.T = sample_length
         self.seeds = seeds  # reset seed of each group (env i of the group gets seed + i)
-        # lock_step (deterministic mode): segment n is acted by parameter version n exactly
+        # lock_step (deterministic mode): segment n is acted by parameter version v0 + n exactly (v0: the
+        # first version its inference acted with, srl.workers.policy.Acting)
         self.lock_step = lock_step
         self.segments_sent = [0] * len(envs)
         self.requests_made = [0] * len(envs)

@@ -53,6 +53,9 @@ class Acting:
         self.policy = policy.eval()
         self.exploration = exploration  # per-env epsilon-greedy over the policy's actions (DQN)
         self.params = params
+        # deterministic mode: a request's min_version counts the versions since the first one this
+        # process loaded (the trainer's first: 0 at a run's start, its checkpoint's on run.resume)
+        self.first_version: int | None = None
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
         # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
@@ -82,9 +85,13 @@ class Acting:
         previous = self.clock.switch(SEND_RECV)
         self.params.poll(self.policy)
         self.clock.switch(previous)
-        if not requests:
+        if self.first_version is None and self.params.version >= 0:
+            self.first_version = self.params.version
+        if not requests or self.first_version is None:
             return []
-        return [r for r in requests if r.min_version <= self.params.version] if self.params.version >= 0 else []
+        if isinstance(self.params, FixedParams):  # its weights never change: any version will do
+            return requests
+        return [r for r in requests if r.min_version <= self.params.version - self.first_version]
 
     def __call__(self, slots: list[Slot], requests: list[Request]) -> None:
         started = time.perf_counter()
