@@ -418,6 +418,8 @@ class LeagueSpec(Settings):
         default_factory=list, description="Registered scripted policies (e.g. random-legal, connect4-lookahead) "
         "that stay in the pool beside the snapshots, drawn and rated like them: a fixed bar the learner keeps "
         "clearing while its own snapshots move.")
+    refresh_s: float = Field(5.0, gt=0, description="Seconds between the league-pool's rereads of league.json: a "
+                             "new snapshot joins its games (and the records their Elo) at the next one.")
 
 
 class PolicySpec(Settings):

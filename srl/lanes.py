@@ -57,7 +57,7 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
         learned, learned_kwargs = network(config, config.policies[spec.league.of])
         league_file = "" if config.run.run_dir is None else str(Path(config.run.run_dir) / LEAGUE_FILE)
         policy, kwargs = "league-pool", {"league_file": league_file, "policy": learned, "policy_kwargs": learned_kwargs,
-                                         "scripted": list(spec.league.scripted)}
+                                         "scripted": list(spec.league.scripted), "refresh_s": spec.league.refresh_s}
     return config.model_copy(update={
         "policy": policy, "policy_kwargs": kwargs,
         "algorithm": algorithm, "algo": algo, "launch": launch, "dataflow": flow, "policies": {}, "policy_mapping": {},

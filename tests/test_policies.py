@@ -395,7 +395,7 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     config = load_config("tictactoe-ppo", [
         "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",
         "policies={learner: {}, league: {league: {of: learner, snapshot_interval_updates: 5, choose: uniform, "
-        "scripted: [random-legal]}}}",
+        "scripted: [random-legal], refresh_s: 0.5}}}",  # quiet, the run takes 3 s: the default 5 s read none
         "launch.launcher=inline", "run.seed=1", "run.checkpoint_interval_s=0.5", "stop.total_env_steps=20000",
         "monitor.display=off", f"run.run_dir={run_dir}",
     ])  # fmt: skip
