@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import random
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import torch
-from test_faults import kill_now
+from test_faults import kill_the_trainer_once_saved
 from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
 from test_shutdown import spawn, srl_command
 
-from srl import checkpoint
 from srl.checks import build_config
 from srl.config import ConfigError
 from srl.data import columns as C
@@ -135,11 +132,7 @@ def test_a_killed_trainer_ends_a_lock_step_run_at_once_and_run_resume_continues_
         "run", "cartpole-ppo", *README, "stop.total_env_steps=50000000", "stop.target_return=null",
         "run.checkpoint_interval_s=0.5", f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ))  # fmt: skip
-    deadline = time.monotonic() + 120
-    while (checkpoint.latest_meta(run_dir) or {}).get("version", 0) < 3 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    saved = checkpoint.latest_meta(run_dir)["version"]
-    assert kill_now(proc.pid, ("trainer",), random.Random(0)) == "srl:cartpole-ppo:trainer:0"
+    saved = kill_the_trainer_once_saved(proc, run_dir, version=3, timeout_s=120)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, out
     assert "srl: restarted" not in out and "worker trainer:0 failed" in out, out

@@ -45,6 +45,16 @@ def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random, name: st
     return title
 
 
+def kill_the_trainer_once_saved(proc, run_dir: Path, version: int, timeout_s: float = 60) -> int:
+    """SIGKILL the run's only trainer once a checkpoint of at least `version` is saved; that checkpoint's version."""
+    deadline = time.monotonic() + timeout_s
+    while (checkpoint.latest_meta(run_dir) or {}).get("version", 0) < version and time.monotonic() < deadline:
+        time.sleep(0.2)
+    saved = checkpoint.latest_meta(run_dir)["version"]
+    assert kill_now(proc.pid, ("trainer",), random.Random(0)) == "srl:cartpole-ppo:trainer:0"
+    return saved
+
+
 def test_cartpole_survives_random_kills_of_actors_and_policy_workers(run_dir):
     proc = spawn(srl_command(
         "run", "cartpole-ppo", f"run.run_dir={run_dir}", "dataflow.inference=policy_worker", "launch.max_restarts=10", *BUDGET
@@ -72,11 +82,7 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(run_dir):
         "run", "cartpole-ppo", f"run.run_dir={run_dir}", "run.checkpoint_interval_s=1", "stop.target_return=null", *BUDGET
     ))  # fmt: skip
     wait_for_metrics(run_dir, proc, lines=4)
-    deadline = time.monotonic() + 60
-    while (checkpoint.latest_meta(run_dir) or {}).get("version", 0) < 5 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    saved = checkpoint.latest_meta(run_dir)["version"]
-    assert kill_now(proc.pid, ("trainer",), random.Random(0)) == "srl:cartpole-ppo:trainer:0"
+    saved = kill_the_trainer_once_saved(proc, run_dir, version=5)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     summary = json.loads((run_dir / "summary.json").read_text())
