@@ -9,6 +9,7 @@ batch sizes, the policy's kind) is checked where the graph is built (srl.graph, 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -286,6 +287,19 @@ def _policies(config: ExperimentConfig) -> str | None:
     return None
 
 
+def _action_noise(config: ExperimentConfig) -> str | None:
+    """Colored action noise is drawn where actions are chosen and handed to the policy's rollout."""
+    beta = getattr(config.algo_config, "action_noise_beta", 0)
+    if not beta:
+        return None
+    rollout = getattr(registry.policies.get(config.policy), "rollout", None)
+    if rollout is None or "noise" not in inspect.signature(rollout).parameters:
+        return (f"field 'algo.action_noise_beta': {beta} needs a policy whose rollout takes `noise` (the unit "
+                f"Gaussian draws to act with), as squashed-gaussian-mlp does; {config.policy!r} does not: set "
+                "algo.action_noise_beta=0 or add it")
+    return None
+
+
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (
-    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _eval_target, _pod, _devices, _policies,
+    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _eval_target, _pod, _devices, _policies, _action_noise,
 )

@@ -45,6 +45,15 @@ class SACConfig(AlgorithmConfig):
     autotune_alpha: bool = Field(True, description="Tune alpha so the policy entropy tracks target_entropy.")
     target_entropy: float | None = Field(None, description="Entropy target; None = -(action dimensions).")
     critic_hidden_sizes: list[int] = Field([256, 256], description="Hidden layer sizes of each critic MLP.")
+    action_noise_beta: float = Field(
+        0.0, ge=0, le=2, description="The actors' exploration noise: colored noise with power spectrum 1/f^beta "
+        "(0: white, a fresh draw each step; 1: pink; 2: red). Above 0 a push persists for many steps, which "
+        "tasks like MountainCarContinuous need (srl.algos.colored_noise); training is unchanged."
+    )
+    action_noise_period_steps: int = Field(
+        1000, ge=2, description="action_noise_beta > 0: the steps of colored noise generated at a time, the "
+        "longest correlation it holds (about an episode's length)."
+    )
 
 
 class TwinQ(torch.nn.Module):

@@ -62,10 +62,11 @@ class SquashedGaussianMLP(Policy):
         mean, log_std = self.net(x).chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action [B, act_dim] in env units, log_prob [B]), reparameterized (differentiable)."""
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action [B, act_dim] in env units, log_prob [B]), reparameterized (differentiable). `noise`:
+        the unit Gaussian draws [B, act_dim] to act with (colored exploration noise); none: fresh ones."""
         mean, log_std = self._head(obs)
-        noise = torch.randn_like(mean)
+        noise = torch.randn_like(mean) if noise is None else noise.reshape(mean.shape)
         u = mean + noise * log_std.exp()
         squashed = torch.tanh(u)
         log_prob = (-0.5 * noise * noise - log_std - _HALF_LOG_2PI).sum(-1)
@@ -73,8 +74,13 @@ class SquashedGaussianMLP(Policy):
         log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u)) + self.scale.log()
         return self.center + self.scale * squashed, log_prob - log_det.sum(-1)
 
-    def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
-        action = self.center + self.scale * torch.tanh(self._head(obs)[0]) if deterministic else self.sample(obs)[0]
+    def rollout(self, obs: torch.Tensor, deterministic: bool = False,
+                noise: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """`noise`: see `sample`."""
+        if deterministic:
+            action = self.center + self.scale * torch.tanh(self._head(obs)[0])
+        else:
+            action = self.sample(obs, noise)[0]
         return {"action": action.reshape(obs.shape[0], *self.action_shape)}
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:

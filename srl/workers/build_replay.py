@@ -7,7 +7,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from srl.algos.colored_noise import ColoredActionNoise
 from srl.algos.exploration import EpsilonGreedy, EpsilonGreedyConfig, slot_epsilons
+from srl.algos.sac import SACConfig
 from srl.api import registry
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory
@@ -65,6 +67,15 @@ def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKern
         run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
         resume=c.run.resume is not None, max_updates=c.stop.max_updates, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
+
+
+def make_action_noise(graph: Graph) -> ColoredActionNoise | None:
+    """SAC's colored exploration noise where actions are chosen, if the config asks for it (beta > 0)."""
+    settings = graph.config.algo_config
+    if not isinstance(settings, SACConfig) or settings.action_noise_beta == 0:
+        return None
+    return ColoredActionNoise(settings.action_noise_beta, settings.action_noise_period_steps,
+                              gym.spaces.flatdim(graph.action_space), seed=graph.config.run.seed + 104729)
 
 
 def make_exploration(graph: Graph) -> EpsilonGreedy | None:

@@ -16,11 +16,13 @@ without torch (the random policy does); outside deterministic mode it is used in
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from srl import devices
+from srl.algos.colored_noise import ColoredActionNoise
 from srl.algos.exploration import EpsilonGreedy
 from srl.api.policy import Policy
 from srl.data import columns as C
@@ -48,10 +50,14 @@ class Acting:
         sampling_seed: int | None = None,
         clock: TimeBreakdown | None = None,
         exploration: EpsilonGreedy | None = None,
+        action_noise: ColoredActionNoise | None = None,
     ) -> None:
         self.clock = clock or TimeBreakdown()  # the clock of the worker this runs in
         self.policy = policy.eval()
         self.exploration = exploration  # per-env epsilon-greedy over the policy's actions (DQN)
+        self.action_noise = action_noise  # per-row colored noise the policy samples with (SAC)
+        # a rollout that takes `noise` (srl.checks asks the policy for one when action noise is on)
+        self._noisy_rollout: Callable[..., dict[str, torch.Tensor]] = policy.rollout
         self.params = params
         # deterministic mode: a request's min_version counts the versions since the first one this
         # process loaded (the trainer's first: 0 at a run's start, its checkpoint's on run.resume)
@@ -59,7 +65,8 @@ class Acting:
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
         # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
-        self._rollout_numpy = policy.rollout_numpy if policy.numpy_rollout and sampling_seed is None else None
+        numpy_ok = policy.numpy_rollout and sampling_seed is None and action_noise is None
+        self._rollout_numpy = policy.rollout_numpy if numpy_ok else None
         # recurrent policies: the state of each (actor, split) between its requests
         self.hidden = HiddenStates(policy.state_size) if policy.recurrent else None
         if self.hidden is not None:
@@ -118,7 +125,12 @@ class Acting:
             out = self._act_recurrent(obs, slots, requests)
         else:
             with torch.inference_mode():
-                tensors = self.policy.rollout(map_obs(self._tensor, obs))
+                if self.action_noise is None:
+                    tensors = self.policy.rollout(map_obs(self._tensor, obs))
+                else:
+                    noise = np.concatenate([self.action_noise.draw(r.actor, r.split, len(slot[C.ACTION]))
+                                            for slot, r in zip(slots, requests)])  # fmt: skip
+                    tensors = self._noisy_rollout(map_obs(self._tensor, obs), noise=self._tensor(noise))
                 out = {name: tensors[name].cpu().numpy() for name in self.outputs}  # no copy on the CPU
         start = 0
         for slot in slots:

@@ -56,11 +56,12 @@ def incarnations(graph: Graph, transport: Transport) -> Incarnations:
 
 def acting(graph: Graph, transport: Transport, device: torch.device, clock: TimeBreakdown | None = None) -> Acting:
     c = graph.config
-    from srl.workers.build_replay import make_exploration
+    from srl.workers.build_replay import make_action_noise, make_exploration
 
     seed = c.run.seed if c.run.deterministic else None
     policy, params = policy_and_params(graph, transport, device)
-    return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph))
+    return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph),
+                  action_noise=make_action_noise(graph))
 
 
 def policy_and_params(graph: Graph, transport: Transport, device: torch.device
