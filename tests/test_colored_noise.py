@@ -4,6 +4,8 @@ on MountainCarContinuous reaches the flag with pink noise and never with white."
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -112,3 +114,20 @@ def test_action_noise_needs_a_policy_that_takes_it():
         build_config({**sac, "algo": {"action_noise_beta": 1.0}})
     with pytest.raises(ConfigError, match=r"algo.action_noise_beta"):
         build_config({**sac, "policy": "squashed-gaussian-mlp", "algo": {"action_noise_beta": 3.0}})
+
+
+def test_mountaincar_sac_with_pink_noise_learns_to_reach_the_flag_cheaply(run_dir):
+    """The tuned experiment itself, 25k env steps (seed 3 passed 93 at about 18k in the benchmark):
+    the mean-100 return is above 90, the flag's +100 less little action cost. An untrained actor
+    with pink noise scores far less (it misses the flag in a quarter of its episodes), and with
+    white noise the car never left the valley (-26.7 after 37k env steps, docs/results.md)."""
+    from srl.launch.run import run_experiment
+    from srl.load import load_config
+
+    config = load_config("mountaincar-continuous-sac", [
+        "run.seed=3", "stop.total_env_steps=25000", "stop.target_return=null", "monitor.display=off",
+        "monitor.learning_curve=false", f"run.run_dir={run_dir}",
+    ])  # fmt: skip
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["episode_return_mean"] > 90, summary
