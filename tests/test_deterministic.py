@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -69,6 +70,38 @@ def test_without_deterministic_mode_timing_changes_the_result(tmp_path):
     workers = ["dataflow.inference=policy_worker", "launch.num_policy_workers=2", "dataflow.ring_splits=2"]
     hashes = {params_hash(tmp_path / f"r{i}", *workers, jitter_s=0.004) for i in range(2)}
     assert len(hashes) == 2
+
+
+class VersionsInTurn:
+    """Parameters whose version is the next of `versions` at each poll (as a ParamSubscriber's)."""
+
+    receivers: list = []
+
+    def __init__(self, *versions: int) -> None:
+        self.left, self.version, self.generation = list(versions), -1, 0
+
+    def poll(self, module) -> bool:
+        if self.left:
+            self.version = self.left.pop(0)
+        return True
+
+
+def test_lock_step_counts_versions_from_the_first_and_outside_it_any_version_acts():
+    from srl.models.squashed_gaussian import SquashedGaussianMLP
+    from srl.streams.inference import Request
+    from srl.workers.policy import Acting
+
+    policy = SquashedGaussianMLP(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1, 1, (1,)), hidden_sizes=[8])
+    first, second = Request(0, 0, min_version=1), Request(0, 1, min_version=2)
+    lock_step = Acting(policy, VersionsInTurn(40, 41, 41, 42), sampling_seed=1)  # resumed at version 40
+    assert lock_step.actionable([first]) == []  # 40: the first it acts with, so version "0"
+    assert lock_step.actionable([first, second]) == [first]
+    assert lock_step.actionable([second]) == []
+    assert lock_step.actionable([second]) == [second]
+    # a policy worker started at version 50; the trainer then restarts from its checkpoint at 45
+    anytime = Acting(policy, VersionsInTurn(50, 45))
+    assert anytime.actionable([Request(0, 0)]) == [Request(0, 0)]
+    assert anytime.actionable([Request(0, 0)]) == [Request(0, 0)]
 
 
 # ------------------------------------------------------------------------------ lock-step stops

@@ -59,8 +59,8 @@ class Acting:
         # a rollout that takes `noise` (srl.checks asks the policy for one when action noise is on)
         self._noisy_rollout: Callable[..., dict[str, torch.Tensor]] = policy.rollout
         self.params = params
-        # deterministic mode: a request's min_version counts the versions since the first one this
-        # process loaded (the trainer's first: 0 at a run's start, its checkpoint's on run.resume)
+        # deterministic mode (sampling_seed set): a request's min_version counts the versions since
+        # the first one this process loaded (0 at a run's start, the checkpoint's on run.resume)
         self.first_version: int | None = None
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
@@ -96,7 +96,9 @@ class Acting:
             self.first_version = self.params.version
         if not requests or self.first_version is None:
             return []
-        if isinstance(self.params, FixedParams):  # its weights never change: any version will do
+        # outside lock step any version will do (a trainer restarted from an older checkpoint goes
+        # back below the first one), and so it will for fixed weights, which never change
+        if self.sampling_seed is None or isinstance(self.params, FixedParams):
             return requests
         return [r for r in requests if r.min_version <= self.params.version - self.first_version]
 
