@@ -339,10 +339,11 @@ def test_a_resumed_run_continues_each_policy_from_its_own_checkpoint(run_dir):
     assert run_experiment(config) == 0
     first = json.loads((run_dir / "summary.json").read_text())
     again = counting_lanes("local", run_dir)
-    again.run.resume, again.stop.total_env_steps = str(run_dir), 6000
+    # 17k more env steps: on a fast machine 3k were over before a resumed trainer made its first update
+    again.run.resume, again.stop.total_env_steps = str(run_dir), 20000
     assert run_experiment(again) == 0
     second = json.loads((run_dir / "summary.json").read_text())
-    assert second["env_steps"] >= 6000 and second["launch"] == 2, second
+    assert second["env_steps"] >= 20000 and second["launch"] == 2, second
     for policy in ("a", "b"):  # each took up its own parameters where its last checkpoint left them
         before, after = first["policies"][policy], second["policies"][policy]
         assert after["updates"] > 0 and after["policy_version"] == before["policy_version"] + after["updates"], (before, after)
