@@ -80,7 +80,8 @@ class VersionsInTurn:
     def __init__(self, *versions: int) -> None:
         self.left, self.version, self.generation = list(versions), -1, 0
 
-    def poll(self, module) -> bool:
+    def poll(self, module, waiting_for: int = 0) -> bool:
+        self.waiting_for = waiting_for
         if self.left:
             self.version = self.left.pop(0)
         return True
@@ -98,6 +99,7 @@ def test_lock_step_counts_versions_from_the_first_and_outside_it_any_version_act
     assert lock_step.actionable([first, second]) == [first]
     assert lock_step.actionable([second]) == []
     assert lock_step.actionable([second]) == [second]
+    assert lock_step.params.waiting_for == 42, "the version it waited for: asked for again when slow"
     # a policy worker started at version 50; the trainer then restarts from its checkpoint at 45
     anytime = Acting(policy, VersionsInTurn(50, 45))
     assert anytime.actionable([Request(0, 0)]) == [Request(0, 0)]

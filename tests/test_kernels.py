@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import srl.launch.monitor as monitor_module
+import srl.streams.params as params_module
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import FieldSpec
@@ -18,14 +19,16 @@ from srl.envs import SerialVectorEnv
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
 from srl.launch.monitor import RunMonitor
 from srl.streams.control import Role
-from srl.streams.inference import InferenceClient, InferenceServer
+from srl.streams.inference import InferenceClient, InferenceServer, Request
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import poison
 from srl.streams.params import (
     PUBLISH,
+    REPUBLISH_S,
     SERVICE_IN,
     SERVICE_OUT,
     WANT,
+    WANT_RETRY_S,
     ParamPublisher,
     ParamSubscriber,
     load_frames,
@@ -365,6 +368,73 @@ def test_param_service_keeps_the_newest_version_and_answers_want():
 
 
 # ------------------------------------------------------------------------------ run monitor
+
+
+@pytest.fixture
+def params_clock(monkeypatch):
+    """A hand-driven clock for srl.streams.params: set `params_clock.now`."""
+    fake = SimpleNamespace(now=100.0)
+    fake.monotonic = lambda: fake.now
+    monkeypatch.setattr(params_module, "time", fake)
+    return fake
+
+
+def test_a_version_held_back_on_either_hop_is_asked_for_again(params_clock):
+    """A conflating pipe may hold a message back until the next write (srl.streams.params); lock
+    step makes no next version until its actors have this one. Held back between service and
+    subscriber: the subscriber asks (WANT 1) after WANT_RETRY_S, the service answers once it holds
+    version 1. Held back between trainer and service: the trainer, hearing nothing, sends it again
+    after REPUBLISH_S."""
+    transport, graph = InlineTransport(), counting_graph()
+    policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+    service, publisher = ParamServiceKernel(transport, tensor_bytes(policy)), ParamPublisher(transport)
+    acting = Acting(policy, ParamSubscriber(transport, policy), sampling_seed=1)
+    start, first, second = Request(0, 0), Request(0, 0, min_version=1, key=1), Request(0, 0, min_version=2, key=2)
+    publisher.publish(0, policy)
+    service.poll()
+    assert acting.actionable([start]) == [start]
+    publisher.publish(1, policy)
+    service.poll()
+    acting.params.receivers[0].recv_all()  # version 1 held back on the way to the subscriber
+    assert acting.actionable([first]) == []
+    params_clock.now += WANT_RETRY_S * 0.9
+    service.poll()
+    assert acting.actionable([first]) == [], "most versions come within milliseconds: no WANT yet"
+    params_clock.now += WANT_RETRY_S * 0.1
+    service.poll()
+    assert acting.actionable([first]) == []  # WANT 1 sent
+    service.poll()
+    assert acting.actionable([first]) == [first] and acting.params.version == 1
+
+    publisher.publish(2, policy)
+    service.receivers[0].recv_all()  # held back on the way to the service
+    for _ in range(3):  # WANT 2 every WANT_RETRY_S: the service holds 1, it does not answer
+        assert acting.actionable([second]) == []
+        params_clock.now += WANT_RETRY_S
+        service.poll()
+    assert acting.actionable([second]) == [] and service.version == 1
+    publisher.publish_again_if_unheard(2, policy, heard=True)  # a segment came: nothing is lost
+    params_clock.now += REPUBLISH_S - 3 * WANT_RETRY_S
+    publisher.publish_again_if_unheard(2, policy, heard=False)
+    service.poll()
+    assert service.version == 1
+    params_clock.now += 3 * WANT_RETRY_S
+    publisher.publish_again_if_unheard(2, policy, heard=False)
+    service.poll()
+    assert acting.actionable([second]) == [second] and acting.params.version == 2
+
+
+def test_the_trainer_publishes_its_version_again_while_no_segment_comes(params_clock, trainer):
+    kernel, producers, published = trainer  # version 0 published at the clock's now
+    params_clock.now += REPUBLISH_S / 2
+    assert not kernel.poll() and published.recv_all() == []
+    params_clock.now += REPUBLISH_S / 2
+    assert not kernel.poll() and [m.header for m in published.recv_all()] == [(PUBLISH, 0, 0)]
+    params_clock.now += REPUBLISH_S / 2
+    send(producers[0], 1, [0] * (T + 1))
+    assert kernel.poll() and published.recv_all() == [], "half of the batch came"
+    params_clock.now += REPUBLISH_S * 0.9
+    assert not kernel.poll() and published.recv_all() == []
 
 
 @pytest.fixture

@@ -403,7 +403,7 @@ class ParamsIn(Harness):
         self.name, self.rx, self.receivers = SERVICE_IN, self.params, self.service.receivers
         self.bad = self.transport().sender(self.name)
         sizes = weight_bytes(linear())
-        self.shapes = [Shape(({PUBLISH}, COUNTS, EPOCHS_), sizes), Shape(({WANT}, {0}))]
+        self.shapes = [Shape(({PUBLISH}, COUNTS, EPOCHS_), sizes), Shape(({WANT}, COUNTS))]
         self.templates = [((PUBLISH, 5, 0), [bytes(n) for n in sizes]), ((WANT, 0), [])]
 
     def send_valid(self, rng) -> None:

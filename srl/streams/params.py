@@ -1,7 +1,7 @@
 """Parameter stream: the trainer publishes versioned weights through the parameter service.
 
     trainer --PUBLISH(version, raw tensors)--> parameter service --(version, tensors)--> subscribers
-    subscriber --WANT--> parameter service   (on start, until it has a version: late joiners)
+    subscriber --WANT(version)--> parameter service   (a late joiner; one waiting for a version)
 
 Tensors travel as raw buffers in the policy's `state_dict()` order; both ends build the same
 policy, so names, shapes and dtypes are known and checked, never sent or unpickled: the service
@@ -11,6 +11,14 @@ and every subscriber take only messages whose frames are the policy's tensors, b
 A restarted trainer resumes from its checkpoint with an older version number than the one it
 died at; it publishes under a new *generation* (its epoch, see srl.streams.incarnations), and
 (generation, version) pairs order the weights, so its first publish replaces the dead trainer's.
+
+Both hops keep the newest message only (ZeroMQ's CONFLATE, srl.streams.queues), and a conflating
+pipe can hold a message back: its double buffer swaps in a write only if the reader is not
+reading at that instant, else the write waits for the next one. Outside lock step the next
+version is that write. A lock-step run makes no next version until its actors have this one, so
+both ends ask again: a subscriber waiting for a version sends WANT(version) every WANT_RETRY_S,
+which the service answers once it holds that version, and a trainer that heard nothing since it
+published sends the same version again every REPUBLISH_S (the service forwards only newer ones).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ SERVICE_OUT = "params.out"
 SERVICE = "params:0"  # the worker that serves them
 PUBLISH, WANT = 1, 2
 WANT_RETRY_S = 0.2
+REPUBLISH_S = 1.0
 
 
 def tensor_bytes(module: torch.nn.Module) -> list[int]:
@@ -38,11 +47,12 @@ def tensor_bytes(module: torch.nn.Module) -> list[int]:
 
 
 def service_schema(tensors: Sequence[int]) -> Kinds:
-    """What the service takes: (PUBLISH, version, generation) with the policy's tensors, (WANT, 0)."""
+    """What the service takes: (PUBLISH, version, generation) with the policy's tensors, (WANT,
+    version): answer once you hold that version or a later one (0: any)."""
     return Kinds({
         PUBLISH: Schema({"kind": one_of(PUBLISH), "version": COUNT, "generation": EPOCH},
                         frame_bytes=tensors),
-        WANT: Schema({"kind": one_of(WANT), "zero": one_of(0)}),
+        WANT: Schema({"kind": one_of(WANT), "version": COUNT}),
     })  # fmt: skip
 
 
@@ -76,9 +86,19 @@ class ParamPublisher:
         self.generation = generation
         self._incarnations = incarnations
         self._service_epoch = incarnations.of(SERVICE)
+        self._quiet_since_s = time.monotonic()  # the last publish, or data heard after it
 
     def publish(self, version: int, module: torch.nn.Module) -> None:
         self._out.send((PUBLISH, version, self.generation), state_frames(module))
+        self._quiet_since_s = time.monotonic()
+
+    def publish_again_if_unheard(self, version: int, module: torch.nn.Module, heard: bool) -> None:
+        """Send `version` again when the trainer has heard nothing (no data) for REPUBLISH_S since
+        it published it: the publish may be held back in a conflating pipe (see the module doc)."""
+        if heard:
+            self._quiet_since_s = time.monotonic()
+        elif time.monotonic() - self._quiet_since_s >= REPUBLISH_S:
+            self.publish(version, module)
 
     def service_restarted(self) -> bool:
         """True once after each restart of the parameter service (which lost the weights)."""
@@ -100,7 +120,7 @@ class FixedParams:
         self.version, self.generation = 0, 0
         self.receivers: list[Receiver] = []
 
-    def poll(self, module: torch.nn.Module) -> bool:
+    def poll(self, module: torch.nn.Module, waiting_for: int = 0) -> bool:
         return False
 
 
@@ -114,18 +134,31 @@ class ParamSubscriber:
         self._want = transport.sender(SERVICE_IN)
         self.version = -1
         self.generation = 0
-        self._last_want_s = 0.0
+        self._want_due_s: float | None = None  # when to ask (WANT) next; None: not waiting
         self.receivers: list[Receiver] = [self._in]
 
-    def poll(self, module: torch.nn.Module) -> bool:
-        """Load the newest waiting version into `module`; True if it changed."""
+    def poll(self, module: torch.nn.Module, waiting_for: int = 0) -> bool:
+        """Load the newest waiting version into `module`; True if it changed. `waiting_for`: the
+        version the caller waits for (lock step), asked for again when it is slow to come."""
         messages = self._in.recv_all()
         newest = max(messages, key=lambda m: ordering(m.header), default=None)
         if newest is not None and ordering(newest.header) > (self.generation, self.version):
             load_frames(module, newest.frames)
             self.generation, self.version = ordering(newest.header)
+            self._want_due_s = None
             return True
-        if self.version < 0 and time.monotonic() - self._last_want_s > WANT_RETRY_S:
-            self._want.send((WANT, 0))
-            self._last_want_s = time.monotonic()
+        self._ask(waiting_for)
         return False
+
+    def _ask(self, waiting_for: int) -> None:
+        """WANT at once while it has no version (a late joiner), every WANT_RETRY_S after; for a
+        later version, from WANT_RETRY_S after it began waiting (most arrive in milliseconds)."""
+        if self.version >= 0 and waiting_for <= self.version:
+            self._want_due_s = None
+            return
+        now = time.monotonic()
+        if self._want_due_s is None:
+            self._want_due_s = now if self.version < 0 else now + WANT_RETRY_S
+        if now >= self._want_due_s:
+            self._want.send((WANT, max(waiting_for, 0)))
+            self._want_due_s = now + WANT_RETRY_S

@@ -39,12 +39,14 @@ class ParamServiceKernel:
 
     def poll(self) -> bool:
         messages = self._in.recv_all()
-        wanted = False
         newest = self.latest
         for message in messages:
             if message.header[0] == PUBLISH and (newest is None or _order(message) > _order(newest)):
                 newest = message
-            wanted |= message.header[0] == WANT
+        # a WANT(version) is answered once the service holds that version (lock step asks for the
+        # next one while the trainer makes it: no answer until it comes)
+        wants = [m.header[1] for m in messages if m.header[0] == WANT]
+        wanted = newest is not None and bool(wants) and newest.header[1] >= min(wants)
         if newest is not None and (newest is not self.latest or wanted):
             self.latest = newest
             self._out.send((newest.header[1], _order(newest)[0]), newest.frames)

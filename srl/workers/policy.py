@@ -89,8 +89,12 @@ class Acting:
         # again and again (a busy spin). Lock-step mode must not skip ahead of its requests.
         if not requests and self.sampling_seed is not None:
             return []
+        lock_step = self.sampling_seed is not None and not isinstance(self.params, FixedParams)
+        waiting_for = 0  # lock step: the version its requests wait for, asked again if slow (srl.streams.params)
+        if lock_step and requests and self.first_version is not None:
+            waiting_for = self.first_version + min(r.min_version for r in requests)
         previous = self.clock.switch(SEND_RECV)
-        self.params.poll(self.policy)
+        self.params.poll(self.policy, waiting_for)
         self.clock.switch(previous)
         if self.first_version is None and self.params.version >= 0:
             self.first_version = self.params.version
@@ -98,7 +102,7 @@ class Acting:
             return []
         # outside lock step any version will do (a trainer restarted from an older checkpoint goes
         # back below the first one), and so it will for fixed weights, which never change
-        if self.sampling_seed is None or isinstance(self.params, FixedParams):
+        if not lock_step:
             return requests
         return [r for r in requests if r.min_version <= self.params.version - self.first_version]
 

@@ -72,6 +72,7 @@ class ReplayTrainerKernel(Learner):
             if self.max_updates is None or self.version < self.max_updates:
                 self._update(slot, env_steps)
             self.batches.release(slot)
+        self.params.publish_again_if_unheard(self.version, self.policy, heard=bool(ready))  # srl.streams.params
         self.clock.switch(OTHER)
         self._checkpoint_if_due()
         return bool(ready)

@@ -127,6 +127,8 @@ class TrainerKernel(Learner):
                 self._update()
         if self.params is not None and self.params.service_restarted():  # it lost the weights: resend
             self._publish()
+        elif self.params is not None:  # sent again if no segment came since (srl.streams.params)
+            self.params.publish_again_if_unheard(self.version, self.policy, heard=bool(refs))
         self.clock.switch(OTHER)
         self._checkpoint_if_due()
         return bool(refs)
