@@ -195,8 +195,8 @@ class LaunchConfig(Settings):
         60.0, gt=0, description="Seconds over which max_restarts is counted (a crash loop ends the run)."
     )
     max_nonfinite_updates: int = Field(
-        10, ge=0, description="Updates in a row that may be undone (no new version, counted in "
-        "nonfinite_updates_skipped) for leaving a NaN or an infinity in the policy or the algorithm's state, "
+        10, ge=0, description="Updates in a row that may be undone (no new version, but in lock step the unchanged weights "
+        "as one; counted in nonfinite_updates_skipped) for leaving a NaN or an infinity in the policy or the algorithm's state, "
         "as a non-finite loss or gradient does; one more ends the run (0: the first one does)."
     )
     ray_address: str | None = Field(

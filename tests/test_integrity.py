@@ -226,6 +226,19 @@ def test_a_nan_loss_is_undone_and_counted(run_dir):
     assert rows[-1]["nonfinite_updates_skipped"] == 2
 
 
+@pytest.mark.parametrize("launcher", ["inline", "local"])
+def test_an_undone_update_in_lock_step_still_makes_a_version(run_dir, launcher):
+    """Lock step: each actor waits for the version after its last segment. An undone update once
+    made none, and the run waited for good (at 100 env steps, inline and local alike); now its
+    version is the unchanged weights."""
+    overrides = poisoned(run_dir, "algo.nan_updates=[2, 3]", "run.deterministic=true", f"launch.launcher={launcher}",
+                         algorithm="nan-ppo", poison_env_id=-1)
+    assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
+    summary = summary_of(run_dir)
+    assert summary["stop_reason"].startswith("total_env_steps") and summary["nonfinite_updates_skipped"] == 2, summary
+    assert summary["policy_version"] == summary["updates"] + 2
+
+
 def test_repeated_nan_updates_end_the_run_and_keep_the_good_checkpoints(run_dir):
     overrides = poisoned(run_dir, f"algo.nan_updates={list(range(3, 1000))}", "launch.max_nonfinite_updates=2",
                          "run.checkpoint_interval_s=0.01", algorithm="nan-ppo", poison_env_id=-1)

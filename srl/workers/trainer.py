@@ -178,10 +178,13 @@ class TrainerKernel(Learner):
         previous = self.clock.switch(TRAINING)
         stats = self.guard.step(self.tensors, self.env_steps)
         self.clock.switch(SEND_RECV)
-        if stats is None:  # undone (non-finite): no new version, its batch not trained on
+        if stats is None:  # undone (non-finite): its batch not trained on
             self.env_steps -= steps
         else:
             self.stats = stats
+        # an undone update makes no new version, but in lock step it must: every actor waits for
+        # the version after its last segment, and would wait for good (the same weights go out)
+        if stats is not None or self.stop is not None:
             self.version += 1
             if self.digests is not None:
                 self.digests[self.version] = checkpoint.params_sha256(self.policy)
