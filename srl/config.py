@@ -181,6 +181,11 @@ class LaunchConfig(Settings):
     heartbeat_timeout_s: float = Field(
         30.0, ge=1.0, description="A silent worker is declared dead after this (>= 1 s: workers report every 0.5 s)."
     )
+    stall_timeout_s: float | None = Field(
+        300.0, gt=0, description="run.deterministic=true: a run whose env steps and updates have not moved for this "
+        "long while every worker reports ends as stalled, naming each worker's last version: a lock-step wait that "
+        "nothing will answer (a defect: none is known). None: never."
+    )
     worker_memory_limit_mib: int | None = Field(
         None, ge=1, description="launch.launcher=local: a worker process whose own memory (RSS less shared pages) grows "
         "past this many MiB ends the run as a failed worker (the others stop cleanly, the summary names it). "
@@ -595,7 +600,7 @@ MOVED = {
     **{k: f"run.{k}" for k in ("seed", "run_dir", "resume", "run_id", "deterministic", "checkpoint_interval_s")},
     **{k: f"launch.{k}" for k in (
         "launcher", "num_actor_workers", "num_policy_workers", "num_trainers", "torch_threads", "trainer_torch_threads",
-        "heartbeat_timeout_s", "worker_memory_limit_mib", "max_restarts", "restart_window_s", "max_nonfinite_updates",
+        "heartbeat_timeout_s", "stall_timeout_s", "worker_memory_limit_mib", "max_restarts", "restart_window_s", "max_nonfinite_updates",
         "ray_address", "ray_resources", "ray_placement_timeout_s")},
     **{k: f"dataflow.{k}" for k in (
         "envs_per_actor", "ring_splits", "inference", "sample_length", "segment_slots", "batch_segments",

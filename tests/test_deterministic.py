@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import random
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -19,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from test_faults import kill_the_trainer_once_saved
+from test_faults import kill_now, kill_the_trainer_once_saved, wait_for_metrics
 from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
 from test_shutdown import spawn, srl_command
 
@@ -176,6 +178,25 @@ def test_a_killed_trainer_ends_a_lock_step_run_at_once_and_run_resume_continues_
     resumed = summary_of(run_dir, f"run.resume={run_dir}", f"stop.max_updates={saved + 2}")
     assert resumed["stop_reason"] == f"max_updates {saved + 2} reached", resumed
     assert resumed["policy_version"] >= saved + 2, resumed
+
+
+def test_a_lock_step_run_in_which_nothing_moves_ends_as_stalled(tmp_path):
+    """Every worker reporting, nothing moving: the parameter service stopped (SIGSTOP; the heartbeat
+    timeout set far off), so the actors wait for a version that never reaches them. The run ends
+    after launch.stall_timeout_s, naming each worker's last version, instead of never."""
+    run_dir = tmp_path / "run"
+    proc = spawn(srl_command(
+        "run", "cartpole-ppo", *README, "stop.total_env_steps=50000000", "stop.target_return=null",
+        "launch.stall_timeout_s=3", "launch.heartbeat_timeout_s=600", f"run.run_dir={run_dir}", "monitor.display=off",
+        "monitor.learning_curve=false",
+    ))  # fmt: skip
+    wait_for_metrics(run_dir, proc)
+    assert kill_now(proc.pid, ("params",), random.Random(0), sig=signal.SIGSTOP) == "srl:cartpole-ppo:params:0"
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert "the run stalled: no env step and no update for 3 s (launch.stall_timeout_s)" in out, out
+    assert "actor:1 sent " in out and "trainer:0 holds version " in out and f"run.resume={run_dir}" in out, out
+    assert json.loads((run_dir / "summary.json").read_text())["stop_reason"] == "stalled"
 
 
 def test_two_resumes_of_a_deterministic_run_from_one_checkpoint_give_identical_parameters(tmp_path):

@@ -27,9 +27,11 @@ from srl.testing import check_counts
 BUDGET = ["stop.total_env_steps=400000", "run.seed=1", "monitor.display=off"]
 
 
-def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random, name: str | None = None) -> str | None:
-    """SIGKILL one random running worker of `roles` under `root_pid` (the one called `name`, e.g.
-    "trainer:1", if given); its title, or None."""
+def kill_now(
+    root_pid: int, roles: tuple[str, ...], rng: random.Random, name: str | None = None, sig: int = signal.SIGKILL
+) -> str | None:
+    """SIGKILL (or `sig`) one random running worker of `roles` under `root_pid` (the one called
+    `name`, e.g. "trainer:1", if given); its title, or None."""
     workers = []
     for child in psutil.Process(root_pid).children(recursive=True):
         try:
@@ -41,7 +43,7 @@ def kill_now(root_pid: int, roles: tuple[str, ...], rng: random.Random, name: st
     if not workers:
         return None
     title, victim = rng.choice(sorted(workers, key=lambda w: w[0]))
-    victim.send_signal(signal.SIGKILL)
+    victim.send_signal(sig)
     return title
 
 

@@ -73,6 +73,8 @@ class RunMonitor:
         self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
         self.policy_final: dict[str, dict[str, Any]] = {}
         self.league: Any = None  # a self-play league's keeper (srl.launch.league), fed by the reports
+        self._moved: tuple[int, int] = (self.env_steps, self.updates)  # (env steps, updates) when last moved
+        self._moved_s = self.started_s
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -303,6 +305,25 @@ class RunMonitor:
     def on_unplaced(self, worker: str) -> None:
         """Its launcher has not placed it yet (Ray waits for resources): its heartbeat clock starts once placed."""
         self.last_report_s[worker] = time.monotonic()
+
+    def still_s(self) -> float:
+        """Seconds since the env steps or the updates last moved (since the start if never)."""
+        now, moved = time.monotonic(), (self.env_steps, self.updates)
+        if moved != self._moved:
+            self._moved, self._moved_s = moved, now
+        return now - self._moved_s
+
+    def lock_step_positions(self) -> list[str]:
+        """Where each worker last said it was, for a stalled run's message: an actor's segments sent
+        (lock step), the parameter version a trainer, policy worker or the parameter service holds."""
+        out = []
+        for worker, (_, _, payload) in sorted(self._last.items()):
+            version = payload.get("policy_version", payload.get("params_version"))
+            if "lock_step_segments_sent" in payload:
+                out.append(f"{worker} sent {payload['lock_step_segments_sent']} segments")
+            elif version is not None:
+                out.append(f"{worker} holds version {version}")
+        return out
 
     def silent_workers(self, workers: list[str]) -> list[str]:
         """Workers whose last report is older than the heartbeat timeout."""

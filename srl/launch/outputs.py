@@ -26,6 +26,14 @@ class WorkerFailed(RuntimeError):
         self.detail = detail
 
 
+class RunStalled(WorkerFailed):
+    """A lock-step run in which nothing moved for launch.stall_timeout_s, every worker alive."""
+
+    def __init__(self, detail: str) -> None:
+        RuntimeError.__init__(self, f"the run stalled: {detail.rstrip()}")
+        self.worker, self.detail = "", detail
+
+
 class RunOutputs:
     """Run directory with config.yaml, metrics.jsonl, TensorBoard events and summary.json.
 

@@ -15,7 +15,7 @@ from srl.config import ExperimentConfig
 from srl.faults import RunHalted
 from srl.graph import Graph, build_graph, make_policy
 from srl.launch.monitor import RunMonitor
-from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.rundir import claim_run_dir
 from srl.machine import check_machine, raise_open_files_limit
 from srl.storage import WriteFailed
@@ -115,6 +115,8 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
         if monitor.league is not None:
             monitor.league.save()
         code = 130 if reason == "interrupted" else 0
+    except RunStalled as stall:
+        reason, error, code = "stalled", str(stall), 1
     except WorkerFailed as failure:
         reason, error, code = "worker failed", str(failure), 1
     except RunHalted as halt:  # raised in this process by an inline kernel (srl.faults)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from srl.graph import Graph, WorkerSpec
 from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
-from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.reports import report_check
 from srl.launch.restarts import CrashLoop, RestartPolicy
 from srl.storage import WriteFailed
@@ -170,6 +170,22 @@ class Supervisor:
             self.monitor.on_unplaced(name)
         for name in self.monitor.silent_workers(list(self.specs)):
             self._failed(name, f"no heartbeat for {self.graph.config.launch.heartbeat_timeout_s} s")
+        self._check_stall()
+
+    def _check_stall(self) -> None:
+        """Lock step: every worker reports, yet nothing has moved for launch.stall_timeout_s."""
+        config = self.graph.config
+        limit = config.launch.stall_timeout_s
+        if not config.run.deterministic or limit is None or self.monitor.still_s() < limit:
+            return
+        where = ", ".join(self.monitor.lock_step_positions()) or "nothing reported"
+        raise RunStalled(
+            f"no env step and no update for {limit:g} s (launch.stall_timeout_s) at {self.monitor.env_steps} env "
+            f"steps and {self.monitor.updates} updates, every worker reporting. Last reports: {where}. In lock "
+            "step each actor waits for the version after its last segment and the trainer for a segment from "
+            f"each ring group: a wait nothing answers is a defect of srl. run.resume={config.run.run_dir} "
+            "continues from the last checkpoint"
+        )
 
     def _send_commands(self) -> None:
         """An ensemble's adopts, each to its member (srl.launch.ensemble)."""

@@ -227,6 +227,8 @@ class ActorKernel:
             "nonfinite_episodes_skipped": self.nonfinite_episodes,
             **self.samples.report(),  # segments_lost: sent to a trainer that died holding them
         }
+        if self.lock_step:  # each group waits for version v0 + its segments sent (a stalled run's message)
+            out["lock_step_segments_sent"] = min(self.segments_sent)
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
         self.nonfinite_episodes = 0
         return out
