@@ -82,6 +82,32 @@ def test_log_std_init_sets_the_gaussian_width():
     assert policy.log_std is not None and np.allclose(policy.log_std.detach().numpy(), -2.0)
 
 
+@pytest.mark.parametrize("activation, nonlinearity", [("tanh", np.tanh), ("relu", lambda x: np.maximum(x, 0.0))])
+def test_the_mlp_activation_is_the_hidden_layers_nonlinearity(activation, nonlinearity):
+    import gymnasium as gym
+    import torch
+
+    from srl.models.mlp import ActorCriticMLP
+
+    policy = ActorCriticMLP(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (2,)), (5, 4), activation=activation)
+    obs = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
+    x = obs
+    for weight, bias in zip(policy.hidden_weight, policy.hidden_bias):  # the critic's stack: index 1
+        x = nonlinearity(x @ weight[1].detach().numpy() + bias[1].detach().numpy())
+    expected = x @ policy.critic_head.weight.detach().numpy().T + policy.critic_head.bias.detach().numpy()
+    with torch.no_grad():
+        assert np.allclose(policy.value(torch.from_numpy(obs)).numpy(), expected[:, 0], atol=1e-5)
+        assert np.allclose(policy.rollout(torch.from_numpy(obs))["value"].numpy(), expected[:, 0], atol=1e-5)
+
+
+def test_an_unknown_activation_names_the_allowed_ones():
+    from srl.config import ConfigError
+
+    config = load_config("hopper-ppo", ["policy_kwargs.activation=gelu"])
+    with pytest.raises(ConfigError, match=r"field 'policy_kwargs': policy_kwargs.activation must be one of \['relu', 'tanh'\], got 'gelu'"):
+        build_graph(config)  # before any process starts
+
+
 def test_lunarlander_ppo_tiny_run_writes_metrics(run_dir):
     from srl.launch.run import run_experiment
 

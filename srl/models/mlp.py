@@ -1,6 +1,6 @@
 """Actor-critic MLP for flat (Box) observations and Discrete, MultiDiscrete, MultiBinary or Box actions.
 
-Two separate tanh MLPs: the actor maps the flattened observation to logits (categorical actions,
+Two separate MLPs (tanh, or ReLU with policy_kwargs.activation="relu"): the actor maps the flattened observation to logits (categorical actions,
 srl.models.heads) or to the mean of a diagonal Gaussian (Box, with a state-independent log-std
 parameter); the critic maps it to a scalar value. `rollout` is the inference hot path (batches of 8..256 rows in a policy
 worker), so it avoids `torch.distributions` (several times the cost of the network itself on
@@ -24,6 +24,8 @@ from srl.models.heads import SPACES as CATEGORICAL_SPACES
 from srl.models.heads import categorical_head
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+# the hidden layers' nonlinearity (policy_kwargs.activation), in place: see _forward
+ACTIVATIONS = {"tanh": torch.Tensor.tanh_, "relu": torch.Tensor.relu_}
 
 
 def _orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
@@ -38,7 +40,7 @@ def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 
 class ActorCriticMLP(Policy):
-    """Separate actor and critic tanh MLPs over the flattened observation.
+    """Separate actor and critic MLPs (tanh or ReLU hidden layers) over the flattened observation.
 
     Actions: Discrete -> int64 [B] (offset by the space's `start`); MultiDiscrete / MultiBinary ->
     int64 [B, *shape], one categorical per entry (srl.models.heads); Box -> float32 [B, *shape],
@@ -61,8 +63,13 @@ class ActorCriticMLP(Policy):
         action_space: gym.Space,
         hidden_sizes: Sequence[int] = (64, 64),
         log_std_init: float = 0.0,
+        activation: str = "tanh",
     ) -> None:
         super().__init__(observation_space, action_space)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"policy_kwargs.activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        self._act = ACTIVATIONS[activation]
         if not isinstance(observation_space, gym.spaces.Box):
             raise TypeError(
                 f"ActorCriticMLP needs a Box observation space, got {type(observation_space).__name__}"
@@ -145,7 +152,7 @@ class ActorCriticMLP(Policy):
         """Critic only: obs [B, ...] -> [B]."""
         x = self._flat(obs)
         for weight, bias in zip(self.hidden_weight, self.hidden_bias):
-            x = torch.addmm(bias[1], x, weight[1]).tanh_()
+            x = self._act(torch.addmm(bias[1], x, weight[1]))
         return _linear(self.critic_head, x).squeeze(-1)
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -155,8 +162,8 @@ class ActorCriticMLP(Policy):
         x = self._flat(obs)
         h = x.expand(2, *x.shape)  # [2 nets, B, features], no copy
         for weight, bias in zip(self.hidden_weight, self.hidden_bias):
-            # In-place tanh is autograd-safe: baddbmm's backward does not need its output.
-            h = torch.baddbmm(bias, h, weight).tanh_()
+            # In-place tanh / relu is autograd-safe: baddbmm's backward does not need its output.
+            h = self._act(torch.baddbmm(bias, h, weight))
         return _linear(self.actor_head, h[0]), _linear(self.critic_head, h[1]).squeeze(-1)
 
     def _flat(self, obs: torch.Tensor) -> torch.Tensor:
