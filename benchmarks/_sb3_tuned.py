@@ -37,11 +37,10 @@ def zoo_settings(env_id: str) -> tuple[str, int, bool, dict[str, Any], list[str]
         "LunarLanderContinuous-v3": ("sac", 1, False, dict(
             batch_size=256, learning_rate="lin:7.3e-4", buffer_size=1_000_000, ent_coef="auto", gamma=0.99, tau=0.01,
             train_freq=1, gradient_steps=1, learning_starts=10_000, policy_kwargs=dict(net_arch=[400, 300])), []),
-        "BipedalWalker-v3": ("sac", 1, False, dict(
-            learning_rate=7.3e-4, buffer_size=300_000, batch_size=256, ent_coef="auto", gamma=0.98, tau=0.02,
-            train_freq=64, gradient_steps=64, learning_starts=10_000, use_sde=True,
-            policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300])), []),
-        "Hopper-v5": ("ppo", 1, True, dict(  # the zoo's Hopper-v4 entry
+        "BipedalWalker-v3": ("ppo", 32, True, dict(
+            n_steps=2048, batch_size=64, gae_lambda=0.95, gamma=0.999, n_epochs=10, ent_coef=0.0, learning_rate=3e-4,
+            clip_range=0.18), []),
+        "Hopper-v5": ("ppo", 1, True, dict(  # the zoo's Hopper-v3 entry
             batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519, clip_range=0.2,
             n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
             policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="nn:ReLU",

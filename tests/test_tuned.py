@@ -32,7 +32,7 @@ EXPERIMENTS = {
     "lunarlander-continuous-sac": "LunarLanderContinuous-v3",
     "mountaincar-continuous-sac": "MountainCarContinuous-v0",
     "minigrid-doorkey8-ppo": "MiniGrid-DoorKey-8x8-v0",
-    "bipedalwalker-sac": "BipedalWalker-v3",
+    "bipedalwalker-ppo": "BipedalWalker-v3",
     "hopper-ppo": "Hopper-v5",
 }
 
