@@ -74,12 +74,13 @@ def test_doorkey8_sees_one_hot_cells():
 
 
 def test_log_std_init_sets_the_gaussian_width():
-    config = load_config("hopper-ppo", [])
     from srl.graph import make_policy
 
-    graph = build_graph(config)
-    policy = make_policy(config, graph.observation_space, graph.action_space)
-    assert policy.log_std is not None and np.allclose(policy.log_std.detach().numpy(), -2.0)
+    for log_std_init in (0.0, -2.0):  # hopper-ppo's, and the zoo's MuJoCo setting
+        config = load_config("hopper-ppo", [f"policy_kwargs.log_std_init={log_std_init}"])
+        graph = build_graph(config)
+        policy = make_policy(config, graph.observation_space, graph.action_space)
+        assert policy.log_std is not None and np.allclose(policy.log_std.detach().numpy(), log_std_init)
 
 
 @pytest.mark.parametrize("activation, nonlinearity", [("tanh", np.tanh), ("relu", lambda x: np.maximum(x, 0.0))])

@@ -116,8 +116,8 @@ def hopper_ppo() -> ExperimentConfig:
     4 envs x 512 steps per update (2,048, stepped by one actor while the trainer learns);
     observations normalized per env by Gymnasium's NormalizeObservation, and in place of reward
     normalization (which would change the returns srl counts) the critic learns normalized
-    targets (value_norm). Seeds 1-3 reached 2410 at 520k, 869k and 404k env steps, in 66, 109 and
-    53 s of training (docs/results.md).
+    targets (value_norm). Seeds 1-3 reached 2410 at 404k, 869k and 404k env steps, in 53, 109 and
+    53 s (docs/results.md); SB3 with the zoo's settings had not in 2M env steps (1,268 s).
     """
     return ExperimentConfig(
         env="Hopper-v5",

@@ -1,10 +1,11 @@
 """Actor-critic MLP for flat (Box) observations and Discrete, MultiDiscrete, MultiBinary or Box actions.
 
-Two separate MLPs (tanh, or ReLU with policy_kwargs.activation="relu"): the actor maps the flattened observation to logits (categorical actions,
-srl.models.heads) or to the mean of a diagonal Gaussian (Box, with a state-independent log-std
-parameter); the critic maps it to a scalar value. `rollout` is the inference hot path (batches of 8..256 rows in a policy
-worker), so it avoids `torch.distributions` (several times the cost of the network itself on
-small batches) and computes samples and log-probabilities with a handful of plain tensor ops.
+Two separate MLPs (tanh, or ReLU with policy_kwargs.activation="relu"): the actor maps the
+flattened observation to logits (categorical actions, srl.models.heads) or to the mean of a
+diagonal Gaussian (Box, with a state-independent log-std parameter); the critic maps it to a
+scalar value. `rollout` is the inference hot path (batches of 8..256 rows in a policy worker), so
+it avoids `torch.distributions` (several times the cost of the network itself on small batches)
+and computes samples and log-probabilities with a handful of plain tensor ops.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ class ActorCriticMLP(Policy):
         super().__init__(observation_space, action_space)
         if activation not in ACTIVATIONS:
             raise ValueError(f"policy_kwargs.activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.activation = activation
         self._act = ACTIVATIONS[activation]
         if not isinstance(observation_space, gym.spaces.Box):
             raise TypeError(
