@@ -41,6 +41,25 @@ def _on_policy(envs: int, sample_length: int) -> DataflowConfig:
     return DataflowConfig(envs_per_actor=envs, sample_length=sample_length, segment_slots=1, max_policy_lag=5)
 
 
+def _normalized_ppo(env: str, envs: int, sample_length: int, total_env_steps: int, policy_kwargs: dict,
+                    algo: PPOConfig) -> ExperimentConfig:
+    """PPO in place of the zoo's `normalize: true` (VecNormalize, observations and rewards):
+    observations normalized per env by Gymnasium's NormalizeObservation, and the critic learning
+    normalized targets (value_norm) instead of normalized rewards, which would change the returns
+    srl counts. Value coef 0.5, max grad norm 0.5 and no entropy bonus unless `algo` says."""
+    algo_values = {"value_coef": 0.5, "max_grad_norm": 0.5, "entropy_coef": 0.0,
+                   **algo.model_dump(exclude_unset=True), "value_norm": True}
+    return ExperimentConfig(
+        env=env,
+        env_wrappers=["gymnasium.wrappers.NormalizeObservation"],
+        policy_kwargs=policy_kwargs,
+        dataflow=_on_policy(envs=envs, sample_length=sample_length),
+        stop=StopConfig(total_env_steps=total_env_steps, target_return=ZOO_SCORES[env]),
+        algorithm="ppo",
+        algo=PPOConfig(**algo_values),
+    )
+
+
 @register_experiment("lunarlander-ppo")
 def lunarlander_ppo() -> ExperimentConfig:
     """LunarLander-v3 (discrete) with PPO to the zoo's PPO score, 242 (mean of last 100 episodes).
@@ -113,23 +132,15 @@ def hopper_ppo() -> ExperimentConfig:
     noise, which finds hopping), lr 3e-4 annealed to 0 over the budget, lambda 0.95, 10 epochs of
     minibatches of 64, value coef 0.5, max grad norm 0.5, no entropy bonus, with gamma 0.995
     instead of 0.99 (at 0.99 the hopper learned to run and fall at ~450 steps, mean-100 ~1,700).
-    4 envs x 512 steps per update (2,048, stepped by one actor while the trainer learns);
-    observations normalized per env by Gymnasium's NormalizeObservation, and in place of reward
-    normalization (which would change the returns srl counts) the critic learns normalized
-    targets (value_norm). Seeds 1-3 reached 2410 at 404k, 869k and 404k env steps, in 53, 109 and
-    53 s (docs/results.md); SB3 with the zoo's settings had not in 2M env steps (1,268 s).
+    4 envs x 512 steps per update (2,048, stepped by one actor while the trainer learns), the
+    zoo's normalization as `_normalized_ppo` does it. Seeds 1-3 reached 2410 at 404k, 869k and
+    404k env steps, in 53, 109 and 53 s (docs/results.md); SB3 with the zoo's settings had not in
+    2M env steps (1,268 s).
     """
-    return ExperimentConfig(
-        env="Hopper-v5",
-        env_wrappers=["gymnasium.wrappers.NormalizeObservation"],
-        policy_kwargs={"hidden_sizes": [64, 64], "log_std_init": 0.0},
-        dataflow=_on_policy(envs=4, sample_length=512),
-        stop=StopConfig(total_env_steps=2_000_000, target_return=ZOO_SCORES["Hopper-v5"]),
-        algorithm="ppo",
-        algo=PPOConfig(lr=3e-4, anneal_lr=True, gamma=0.995, gae_lambda=0.95, clip_coef=0.2, value_norm=True,
-                       entropy_coef=0.0, value_coef=0.5, max_grad_norm=0.5, epochs=10,
-                       num_minibatches=32),  # 2048 / 32 = 64 transitions each
-    )
+    return _normalized_ppo("Hopper-v5", envs=4, sample_length=512, total_env_steps=2_000_000,
+                           policy_kwargs={"hidden_sizes": [64, 64], "log_std_init": 0.0},
+                           algo=PPOConfig(lr=3e-4, anneal_lr=True, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
+                                          epochs=10, num_minibatches=32))  # 2048 / 32 = 64 transitions each
 
 
 def _sac(env: str, envs: int, sample_length: int, total_env_steps: int, hidden: list[int],
@@ -198,18 +209,10 @@ def bipedalwalker_ppo() -> ExperimentConfig:
     lr 3e-4 constant, gamma 0.999, lambda 0.95, clip 0.18, no entropy bonus, SB3's default 64x64
     tanh networks, normalized observations and rewards, 5M env steps. srl keeps them: the actor
     steps the next 65,536 transitions while the trainer runs the 10,240 minibatch steps of the
-    last; observations are normalized per env (Gymnasium's NormalizeObservation) and the critic
-    learns normalized targets (value_norm) in place of reward normalization, which would change the
-    returns srl counts. (The zoo's SAC, 298 in 500k env steps, runs one gradient step per env step:
-    hours on 2 cores for either side.)
+    last, with the zoo's normalization as `_normalized_ppo` does it. (The zoo's SAC, 298 in 500k
+    env steps, runs one gradient step per env step: hours on 2 cores for either side.)
     """
-    return ExperimentConfig(
-        env="BipedalWalker-v3",
-        env_wrappers=["gymnasium.wrappers.NormalizeObservation"],
-        dataflow=_on_policy(envs=32, sample_length=2048),
-        stop=StopConfig(total_env_steps=5_000_000, target_return=ZOO_SCORES["BipedalWalker-v3"]),
-        algorithm="ppo",
-        algo=PPOConfig(lr=3e-4, anneal_lr=False, gamma=0.999, gae_lambda=0.95, clip_coef=0.18, value_norm=True,
-                       entropy_coef=0.0, value_coef=0.5, max_grad_norm=0.5, epochs=10,
-                       num_minibatches=1024),  # 65536 / 1024 = 64 transitions each
-    )
+    return _normalized_ppo("BipedalWalker-v3", envs=32, sample_length=2048, total_env_steps=5_000_000,
+                           policy_kwargs={},  # srl's default 64x64 tanh, as SB3's
+                           algo=PPOConfig(lr=3e-4, anneal_lr=False, gamma=0.999, gae_lambda=0.95, clip_coef=0.18,
+                                          epochs=10, num_minibatches=1024))  # 65536 / 1024 = 64 transitions each
