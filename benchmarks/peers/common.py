@@ -181,6 +181,12 @@ def _tail(path: Path, n: int = 600) -> str:
     return ""
 
 
+def repo_first_path() -> str:
+    """PYTHONPATH with this checkout first and the caller's entries after it (packages installed
+    with pip --target, as on a machine without a virtualenv for srl, stay visible)."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def run_peer_script(venv: str, script: str, args: list[str], timeout_s: float) -> dict[str, Any]:
     """Run benchmarks/peers/<script> with the venv's python."""
     py = venv_python(venv)

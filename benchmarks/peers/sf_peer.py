@@ -13,6 +13,7 @@ because our wrapper skips frames, so frames are agent steps. Run as a script it 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import sys
@@ -86,7 +87,10 @@ def child(mode: str, env: str, amount: float) -> None:
     budget = [f"--train_for_env_steps={int(amount)}"]
     if mode == "sample":  # one epoch per batch: the learner holds collection back as little as it can
         budget.append("--num_epochs=1")
-    argv = [f"--env=peer_{env}", "--experiment=peer", f"--train_dir={train_dir}", *COMMON, *SETTINGS[env], *budget]
+    # PEER_SF_ARGS (a JSON list) comes last, so it overrides the above: benchmarks/gpu.py sets the
+    # device, the workers and the batch there (argparse keeps an option's last value)
+    extra = json.loads(os.environ.get("PEER_SF_ARGS", "[]"))
+    argv = [f"--env=peer_{env}", "--experiment=peer", f"--train_dir={train_dir}", *COMMON, *SETTINGS[env], *budget, *extra]
     os.environ["PEER_FRAME_STACK"] = str(FRAME_STACK[mode])
     register_env(f"peer_{env}", _make)
     parser, _ = parse_sf_args(argv=argv)

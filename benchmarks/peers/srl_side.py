@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import REPO, run_child
+from common import REPO, repo_first_path, run_child
 
 ENV_IDS = {"cartpole": "CartPole-v1", "pong": "ALE/Pong-v5"}
 EXPERIMENTS = {"cartpole": "cartpole-ppo", "pong": "pong-ppo"}
@@ -26,7 +26,7 @@ SAME_ENV_AS_PEERS = {"pong": ["env_kwargs.repeat_action_probability=0.25"]}
 
 def sample(env: str, seconds: float, timeout_s: float = 300) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "srl.cli", "bench", "sampling", ENV_IDS[env], f"stop.time_limit_s={seconds}"]
-    result = run_child(cmd, timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+    result = run_child(cmd, timeout_s, env={"PYTHONPATH": repo_first_path()}, cwd=REPO)
     result.pop("time_breakdown", None)  # per-worker detail: too long for the one-line report
     return result
 
@@ -34,9 +34,11 @@ def sample(env: str, seconds: float, timeout_s: float = 300) -> dict[str, Any]:
 def has_experiment(name: str) -> bool:
     """Whether this checkout's srl registers `name` (asked of `srl list`, in a subprocess)."""
     done = subprocess.run([sys.executable, "-m", "srl.cli", "list"], cwd=REPO, capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    line = next((x for x in done.stdout.splitlines() if x.startswith("experiments:")), "")
-    return name in [x.strip() for x in line.split(":", 1)[-1].split(",")]
+                          env={**os.environ, "PYTHONPATH": repo_first_path()})
+    # a table: a header row, then one experiment per row, its name first (then a blank line and the
+    # other registries' lines)
+    rows = done.stdout.split("\n\n", 1)[0].splitlines()[1:]
+    return name in [row.split()[0] for row in rows if row.strip()]
 
 
 def rate_from_metrics(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,7 +67,7 @@ def train(env: str, env_steps: int, timeout_s: float = 900, overrides: list[str]
     with tempfile.TemporaryDirectory(prefix="srl-peers-run-") as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "srl.cli", "run", experiment, *train_overrides(env, env_steps, run_dir, overrides)]
-        done = run_child(cmd, timeout_s, env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+        done = run_child(cmd, timeout_s, env={"PYTHONPATH": repo_first_path()}, cwd=REPO)
         metrics = run_dir / "metrics.jsonl"
         if not metrics.exists():
             return {"error": done.get("error", "no metrics.jsonl")}

@@ -1,0 +1,222 @@
+"""srl on a GPU, part by part, with Sample Factory on the same GPU beside it: the figures of the GPU
+issue (docs/benchmarks.md, "GPUs").
+
+    python benchmarks/gpu.py                                   # every part, on cuda
+    python benchmarks/gpu.py --parts env inference --device cpu --seconds 0.2   # a smoke run anywhere
+    python benchmarks/gpu.py --parts pong --sf-python python3 --sf-path /tmp/sfsite
+
+Parts (`--parts`, in this order):
+
+* **env**: batched torch CartPole (srl.envs.batched) stepped on `--device`, env steps/s per batch
+  size (`--num-envs`), the median of `--repeats` (benchmarks/batched_env_speed.py's loop).
+* **inference**: the policy worker's acting path (srl.workers.policy.Acting: observations of a
+  batch to the device, the forward pass, actions and values back into the slots), per batch size
+  (`--batches`) for pong-ppo's Nature CNN and cartpole-ppo's MLP: median and 90th-percentile
+  latency of one batch, and rows/s.
+* **pod**: `srl run cartpole-pod` on `--device` and on the CPU, seeds `--pod-seeds`: launch to 475,
+  and the pod worker's own wall time (its stepping and training, start-up left out).
+* **pong**: PPO training throughput on Pong, srl (`pong-ppo` with `--workers` actors, one policy
+  worker, trainer and policy worker on `--device`) against Sample Factory 2.1.1 APPO (`--device=gpu`)
+  with the same envs, workers and batch, the same env-step budget (`--pong-steps`), one after the
+  other; each rate leaves start-up out (benchmarks/peers). Sample Factory runs with `--sf-python`,
+  `--sf-path` put first on its PYTHONPATH (where its gymnasium < 1.0 and numpy < 2 live).
+
+Progress goes to stderr; standard output gets ONE JSON line of figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "peers"))
+
+import srl_side  # noqa: E402
+from batched_env_speed import batched_steps_per_s  # noqa: E402
+from common import machine_info, ratio, repo_first_path, run_child  # noqa: E402
+
+PARTS = ("env", "inference", "pod", "pong")
+INFERENCE_EXPERIMENTS = ("pong-ppo", "cartpole-ppo")
+
+
+def log(msg: str) -> None:
+    print(f"[gpu] {msg}", file=sys.stderr, flush=True)
+
+
+def env_speed(device: torch.device, sizes: list[int], seconds: float, repeats: int) -> dict[str, Any]:
+    by_n: dict[int, list[float]] = {n: [] for n in sizes}
+    for r in range(repeats):
+        for n in sizes:
+            by_n[n].append(batched_steps_per_s(n, seconds, device, seed=r))
+            log(f"env: {n} envs, repeat {r + 1}: {by_n[n][-1]:,.0f} env steps/s")
+    per_n = {str(n): {"env_steps_per_s": round(statistics.median(v)), "repeats": [round(x) for x in v]}
+             for n, v in by_n.items()}
+    best = max(per_n, key=lambda n: per_n[n]["env_steps_per_s"])
+    return {"env": "CartPole-v1", "by_num_envs": per_n, "best_num_envs": int(best),
+            "best_env_steps_per_s": per_n[best]["env_steps_per_s"], "seconds_per_repeat": seconds}
+
+
+def acting_for(experiment: str, device: torch.device) -> tuple[Any, Any]:
+    """The experiment's policy on `device` in an Acting (fixed weights), and its graph."""
+    from srl.graph import build_graph, initial_policy
+    from srl.load import load_config
+    from srl.streams.params import FixedParams
+    from srl.workers.policy import Acting
+
+    graph = build_graph(load_config(experiment, ["monitor.display=off"]))
+    return Acting(initial_policy(graph, device), FixedParams()), graph
+
+
+def slot_of(graph: Any, rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One inference slot of `rows` rows, observations filled with random values of their dtype."""
+    slot = {name: np.zeros((rows, *spec.shape), spec.dtype) for name, spec in graph.slot_fields().items()}
+    slot["version"] = np.zeros(1, np.int64)
+    for name, array in slot.items():
+        if name.startswith("obs"):
+            array[:] = rng.integers(0, 256, array.shape) if array.dtype == np.uint8 else rng.normal(size=array.shape)
+    return slot
+
+
+def inference_speed(device: torch.device, batches: list[int], seconds: float) -> dict[str, Any]:
+    from srl.streams.inference import Request
+
+    out: dict[str, Any] = {}
+    rng = np.random.default_rng(0)
+    for experiment in INFERENCE_EXPERIMENTS:
+        acting, graph = acting_for(experiment, device)
+        per_batch = {}
+        for rows in batches:
+            slots, requests = [slot_of(graph, rows, rng)], [Request(0, 0)]
+            for _ in range(5):  # warm-up: kernels chosen, allocator filled
+                acting(slots, requests)
+            latencies = []
+            deadline = time.perf_counter() + seconds
+            while (start := time.perf_counter()) < deadline or len(latencies) < 5:
+                acting(slots, requests)
+                latencies.append(time.perf_counter() - start)
+            median_s = statistics.median(latencies)
+            per_batch[str(rows)] = {"latency_ms_median": round(median_s * 1e3, 4),
+                                    "latency_ms_p90": round(float(np.percentile(latencies, 90)) * 1e3, 4),
+                                    "rows_per_s": round(rows / median_s), "batches_timed": len(latencies)}
+            log(f"inference {experiment}: {rows} rows: {per_batch[str(rows)]}")
+        out[experiment] = {"policy": graph.config.policy, "by_batch_rows": per_batch}
+    return out
+
+
+def srl_run(experiment: str, overrides: list[str], timeout_s: float) -> dict[str, Any]:
+    """`srl run` in a process of its own (as a user starts it); its summary.json's figures."""
+    with tempfile.TemporaryDirectory(prefix="srl-gpu-") as tmp:
+        cmd = [sys.executable, "-m", "srl.cli", "run", experiment, "monitor.display=off", f"run.run_dir={tmp}/run",
+               *overrides]
+        started = time.monotonic()
+        done = subprocess.run(cmd, cwd=HERE.parent, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env={**os.environ, "PYTHONPATH": repo_first_path()})
+        summary_path = Path(tmp) / "run" / "summary.json"
+        if done.returncode != 0 or not summary_path.exists():
+            return {"error": f"exit code {done.returncode}: {(done.stdout + done.stderr)[-600:]}"}
+        summary = json.loads(summary_path.read_text())
+    pod_wall = summary.get("time_breakdown", {}).get("pod:0", {}).get("wall")
+    return {"launch_to_exit_s": round(time.monotonic() - started, 2), "time_to_target_s": summary.get("time_to_target_s"),
+            "pod_worker_wall_s": pod_wall, "env_steps": summary.get("env_steps"), "stop_reason": summary.get("stop_reason"),
+            "devices": summary.get("devices")}
+
+
+def pod_times(device: str, seeds: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys([device, "cpu"]):
+        runs = []
+        for seed in seeds:
+            runs.append(srl_run("cartpole-pod", [f"run.seed={seed}", f"pod.device={name}"], timeout_s=300))
+            log(f"pod on {name}, seed {seed}: {runs[-1]}")
+        walls = [r["pod_worker_wall_s"] for r in runs if r.get("pod_worker_wall_s") is not None and "475" in str(r.get("stop_reason"))]
+        targets = [r["time_to_target_s"] for r in runs if r.get("time_to_target_s") is not None]
+        out[name] = {"runs": runs, "pod_worker_wall_s_median": statistics.median(walls) if walls else None,
+                     "time_to_target_s_median": statistics.median(targets) if targets else None}
+    return out
+
+
+def pong_side_by_side(device: str, workers: int, env_steps: int, sf_python: str, sf_path: str | None) -> dict[str, Any]:
+    """srl's pong-ppo and Sample Factory's APPO with the same workers, envs and batch on the GPU.
+
+    srl: `workers` actors of 8 envs, segments of 8 envs x 128 steps, `workers` segments per update
+    (4 epochs of 4 minibatches, pong-ppo's). Sample Factory: `workers` rollout workers of 8 envs in
+    2 splits (its double buffering), rollouts of 128, the same batch in 4 minibatches, 4 epochs."""
+    per_update = workers * 8 * 128
+    srl_overrides = [f"launch.num_actor_workers={workers}", "dataflow.inference=policy_worker",
+                     f"dataflow.batch_segments={workers}", f"devices.trainer={device}", f"devices.policy={device}"]
+    log(f"pong: srl, {env_steps} env steps")
+    srl = srl_side.train("pong", env_steps, timeout_s=600, overrides=srl_overrides)
+    log(f"  -> {srl}")
+    sf_args = ["--device=gpu" if device.startswith("cuda") else "--device=cpu", f"--num_workers={workers}",
+               "--num_envs_per_worker=8", "--worker_num_splits=2", "--rollout=128",
+               f"--batch_size={per_update // 4}", "--num_batches_per_epoch=4", "--num_epochs=4"]
+    path = os.pathsep.join([p for p in (sf_path, str(HERE / "peers")) if p])
+    log(f"pong: sample factory, {env_steps} env steps")
+    sf = run_child([sf_python, str(HERE / "peers" / "sf_peer.py"), "train", "pong", str(env_steps)], 600,
+                   env={"PYTHONPATH": path, "PEER_SF_ARGS": json.dumps(sf_args)})
+    log(f"  -> {sf}")
+    return {"workers": workers, "env_steps_per_update": per_update, "env_steps_budget": env_steps,
+            "srl": srl, "srl_overrides": srl_overrides, "sample_factory": sf, "sample_factory_args": sf_args,
+            "srl_over_sample_factory": ratio(srl.get("env_steps_per_s"), sf.get("env_steps_per_s"))}
+
+
+def device_info(device: torch.device) -> dict[str, Any]:
+    info: dict[str, Any] = {"device": str(device), "torch": torch.__version__}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                    multiprocessors=props.multi_processor_count, cuda=torch.version.cuda)
+    return info
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[4096, 65536, 1 << 20, 1 << 23, 1 << 25])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64, 256, 1024, 4096])
+    parser.add_argument("--seconds", type=float, default=1.0, help="timed wall time per env size / inference batch")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pod-seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--workers", type=int, default=8, help="Pong: srl's actors and Sample Factory's rollout workers")
+    parser.add_argument("--pong-steps", type=int, default=500_000)
+    parser.add_argument("--sf-python", default=sys.executable)
+    parser.add_argument("--sf-path", default=None, help="put first on Sample Factory's PYTHONPATH")
+    args = parser.parse_args(argv)
+
+    device = torch.device(args.device)
+    result: dict[str, Any] = {"benchmark": "gpu", **device_info(device), **machine_info()}
+    for part in args.parts:  # one broken part must not take the others' figures down
+        started = time.monotonic()
+        try:
+            if part == "env":
+                result[part] = env_speed(device, args.num_envs, args.seconds, args.repeats)
+            elif part == "inference":
+                result[part] = inference_speed(device, args.batches, args.seconds)
+            elif part == "pod":
+                result[part] = pod_times(args.device, args.pod_seeds)
+            else:
+                result[part] = pong_side_by_side(args.device, args.workers, args.pong_steps, args.sf_python, args.sf_path)
+        except Exception as e:  # noqa: BLE001
+            result[part] = {"error": f"{type(e).__name__}: {e}"}
+        result.setdefault("part_wall_s", {})[part] = round(time.monotonic() - started, 1)
+        log(f"{part} done in {result['part_wall_s'][part]} s")
+    print(json.dumps(result), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
