@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -80,3 +81,26 @@ def test_sample_factory_rate_from_its_log_timestamps():
     )
     assert sf_peer.rate_from_log(log) == {"env_steps_per_s": 1000.0, "measured_s": 5.0, "env_steps": 6000}
     assert "error" in sf_peer.rate_from_log(log.splitlines()[0])
+
+
+def test_has_experiment_reads_srl_lists_table():
+    """`srl list` prints a table (a header, then one experiment per row): pong-ppo is found there,
+    a name that is no experiment is not, nor is a column header or another registry's name."""
+    assert srl_side.has_experiment("pong-ppo") and srl_side.has_experiment("cartpole-ppo")
+    assert not srl_side.has_experiment("experiment") and not srl_side.has_experiment("ppo")
+
+
+def test_gpu_benchmark_runs_its_in_process_parts_on_the_cpu(capsys):
+    """benchmarks/gpu.py with an explicit CPU device: the env and inference parts give their
+    figures per size, the best size is one of them, and one JSON line goes to standard output."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gpu
+
+    out = gpu.main(["--parts", "env", "inference", "--device", "cpu", "--seconds", "0.05", "--repeats", "1",
+                    "--num-envs", "64", "256", "--batches", "1", "4"])
+    assert out["device"] == "cpu" and out["env"]["best_num_envs"] in (64, 256)
+    assert all(out["env"]["by_num_envs"][n]["env_steps_per_s"] > 0 for n in ("64", "256"))
+    for experiment in gpu.INFERENCE_EXPERIMENTS:
+        rows = out["inference"][experiment]["by_batch_rows"]
+        assert set(rows) == {"1", "4"} and all(r["rows_per_s"] > 0 and r["batches_timed"] >= 5 for r in rows.values())
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == out
