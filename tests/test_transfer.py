@@ -23,7 +23,7 @@ from srl.models.squashed_gaussian import SquashedGaussianMLP
 from srl.spaces import column, map_obs, obs_buffers, obs_of, put_row
 from srl.streams.inference import Request
 from srl.streams.inline import InlineTransport
-from srl.streams.params import FixedParams
+from srl.streams.params import SERVICE_IN, FixedParams, ParamPublisher, state_frames
 from srl.workers.policy import Acting
 
 CPU = torch.device("cpu")
@@ -205,6 +205,39 @@ def test_deterministic_mode_waits_once_per_request():
     assert staging.waits == SPLITS  # each request is its own batch (its own seed)
 
 
+# ------------------------------------------------------------------------------ published weights
+
+
+def test_weights_through_the_staging_are_the_cpus_frames_after_one_wait():
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    staging = CountingStaging()
+    frames = state_frames(module, staging)
+    assert [f.tobytes() for f in frames] == [f.tobytes() for f in state_frames(module)]
+    assert staging.waits == 1
+    with torch.no_grad():
+        module[0].weight.add_(1.0)
+    again = state_frames(module, staging)  # the next version, in the same buffers
+    assert [f.ctypes.data for f in again] == [f.ctypes.data for f in frames] and staging.waits == 2
+    assert again[0].tobytes() == state_frames(module)[0].tobytes()
+
+
+def test_a_published_version_keeps_its_weights_when_the_staging_is_reused():
+    """The frames of version 1 sit in the buffers that version 2 is copied into: the sender must
+    have copied them (every Sender does), or subscribers would load version 2's weights as 1's."""
+    transport, module = InlineTransport(), torch.nn.Linear(3, 4)
+    publisher = ParamPublisher(transport)
+    publisher._staging, publisher._staging_known = CountingStaging(), True  # a GPU's path, on the CPU
+    first = [f.copy() for f in state_frames(module)]
+    publisher.publish(1, module)
+    with torch.no_grad():
+        module.weight.add_(1.0)
+    publisher.publish(2, module)
+    service_in = transport.receiver(SERVICE_IN).recv_all()
+    assert [m.header[1] for m in service_in] == [1, 2]
+    assert [bytes(f) for f in service_in[0].frames] == [f.tobytes() for f in first]
+    assert [bytes(f) for f in service_in[1].frames] == [f.tobytes() for f in state_frames(module)]
+
+
 # ------------------------------------------------------------------------------ on a GPU
 
 needs_cuda = pytest.mark.gpu
@@ -251,3 +284,15 @@ def test_deterministic_actions_on_cuda_are_the_cpus():
         on_gpu(theirs, requests)
         for a, b in zip(mine, theirs):
             np.testing.assert_allclose(b[C.ACTION], a[C.ACTION], rtol=1e-4, atol=1e-5)
+
+
+@needs_cuda
+def test_weights_on_cuda_are_published_as_the_cpus_through_reused_pinned_buffers():
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    expected = [f.copy() for f in state_frames(module)]
+    staging = transfer.Staging(torch.device("cuda"))
+    frames = state_frames(module.to("cuda"), staging)
+    assert [f.tobytes() for f in frames] == [e.tobytes() for e in expected]
+    again = state_frames(module, staging)
+    assert [f.ctypes.data for f in again] == [f.ctypes.data for f in frames]
+    assert all(b.is_pinned() for b in staging._buffers.values())

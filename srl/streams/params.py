@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from srl import devices, transfer
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.schema import COUNT, EPOCH, Kinds, Schema, checked, one_of
 from srl.streams.transport import Receiver, Transport
@@ -61,8 +62,17 @@ def weights_schema(tensors: Sequence[int]) -> Schema:
     return Schema({"version": COUNT, "generation": EPOCH}, frame_bytes=tensors)
 
 
-def state_frames(module: torch.nn.Module) -> list[np.ndarray]:
-    return [t.detach().cpu().contiguous().numpy() for t in module.state_dict().values()]
+def state_frames(module: torch.nn.Module, staging: transfer.Staging | None = None) -> list[np.ndarray]:
+    """`module`'s tensors as host arrays, in `state_dict()` order. With a staging (the module on a
+    GPU) each is copied asynchronously into its reused pinned buffer and the CPU waits once for
+    all of them, not once per tensor: the arrays hold until the next call with that staging, and
+    every Sender copies what it sends (srl.streams.transport), so sending them at once is safe."""
+    tensors = module.state_dict().values()
+    if staging is None:
+        return [t.detach().cpu().contiguous().numpy() for t in tensors]  # views of the CPU's tensors
+    frames = [staging.to_host(str(i), t.detach()) for i, t in enumerate(tensors)]
+    staging.wait()
+    return frames
 
 
 def load_frames(module: torch.nn.Module, frames: Sequence[bytes | memoryview]) -> None:
@@ -87,9 +97,14 @@ class ParamPublisher:
         self._incarnations = incarnations
         self._service_epoch = incarnations.of(SERVICE)
         self._quiet_since_s = time.monotonic()  # the last publish, or data heard after it
+        # a module on a GPU: one wait per version, not one per tensor (made at the first publish)
+        self._staging: transfer.Staging | None = None
+        self._staging_known = False
 
     def publish(self, version: int, module: torch.nn.Module) -> None:
-        self._out.send((PUBLISH, version, self.generation), state_frames(module))
+        if not self._staging_known:
+            self._staging, self._staging_known = transfer.for_device(devices.of(module)), True
+        self._out.send((PUBLISH, version, self.generation), state_frames(module, self._staging))
         self._quiet_since_s = time.monotonic()
 
     def publish_again_if_unheard(self, version: int, module: torch.nn.Module, heard: bool) -> None:
