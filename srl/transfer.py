@@ -35,8 +35,9 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype:
 def host_zeros(shape: tuple[int, ...], dtype: np.dtype, device: torch.device) -> torch.Tensor:
     """Zeroed host memory for batches bound for `device`: pinned for a GPU (copies from it are
     asynchronous, from pageable memory they are not), ordinary memory for the CPU."""
-    pin = device.type == "cuda"
-    return torch.zeros(shape, dtype=torch_dtype(np.dtype(dtype)), pin_memory=pin)
+    if device.type == "cpu":
+        return torch.from_numpy(np.zeros(shape, dtype))
+    return torch.zeros(shape, dtype=torch_dtype(np.dtype(dtype)), pin_memory=device.type == "cuda")
 
 
 class Staging:
@@ -80,7 +81,12 @@ class Staging:
 
     def wait(self) -> None:
         """Wait once for every copy queued so far (those of the batch at hand)."""
-        if self.device.type == "cuda":  # copies are queued on the current stream, after the work they read
-            torch.cuda.current_stream(self.device).synchronize()
-        elif self.device.type != "cpu":
-            torch.accelerator.synchronize(self.device)
+        wait(self.device)
+
+
+def wait(device: torch.device) -> None:
+    """Wait for the work queued on `device` so far (nothing to wait for on the CPU)."""
+    if device.type == "cuda":  # copies are queued on the current stream, after the work they read
+        torch.cuda.current_stream(device).synchronize()
+    elif device.type != "cpu":
+        torch.accelerator.synchronize(device)

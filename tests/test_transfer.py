@@ -13,17 +13,22 @@ import numpy as np
 import pytest
 import torch
 
-from srl import transfer
+from srl import checkpoint, transfer
 from srl.algos.colored_noise import ColoredActionNoise
 from srl.checks import build_config
 from srl.data import columns as C
+from srl.dataflow import WorkerSpec
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
+from srl.load import load_config
 from srl.models.multi_input import MultiInputActorCritic
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 from srl.spaces import column, map_obs, obs_buffers, obs_of, put_row
+from srl.streams.control import Role
 from srl.streams.inference import Request
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, FixedParams, ParamPublisher, state_frames
+from srl.workers.build import make_kernel
+from srl.workers.build_replay import make_replay_trainer
 from srl.workers.policy import Acting
 
 CPU = torch.device("cpu")
@@ -92,8 +97,8 @@ def _counting_policy_and_slots(recurrent: bool):
     """A policy and two identical sets of SPLITS inference slots (counting env), obs filled."""
     extra = {"policy": "recurrent-actor-critic", "policy_kwargs": {"hidden": 8}} if recurrent else {}
     graph = build_graph(build_config({
-        "experiment": "transfer", "env": "counting", "envs_per_actor": SPLITS * ENVS,
-        "ring_splits": SPLITS, "sample_length": 4, "segment_slots": 2, **extra,
+        "experiment": "transfer", "env": "counting", "dataflow": {"envs_per_actor": SPLITS * ENVS,
+        "ring_splits": SPLITS, "sample_length": 4, "segment_slots": 2}, **extra,
     }))  # fmt: skip
     torch.manual_seed(0)
     policy = make_policy(graph.config, graph.observation_space, graph.action_space)
@@ -205,6 +210,7 @@ def test_deterministic_mode_waits_once_per_request():
     assert staging.waits == SPLITS  # each request is its own batch (its own seed)
 
 
+
 # ------------------------------------------------------------------------------ published weights
 
 
@@ -238,6 +244,47 @@ def test_a_published_version_keeps_its_weights_when_the_staging_is_reused():
     assert [bytes(f) for f in service_in[1].frames] == [f.tobytes() for f in state_frames(module)]
 
 
+# ------------------------------------------------------------------------------ replay trainers
+
+
+def _replay_trainer(experiment: str, run_dir, staging: transfer.Staging | None = None, device: str = "cpu"):
+    config = load_config(experiment, [f"run.run_dir={run_dir}", "launch.launcher=inline", f"devices.trainer={device}"])
+    kernel = make_replay_trainer(build_graph(config), InlineTransport())
+    if staging is not None:
+        kernel._staging = staging  # the path a GPU takes, on the CPU
+    return kernel
+
+
+def _fill(batch: dict[str, torch.Tensor], seed: int) -> None:
+    """A valid replay batch: actions of the env's range, discounts and weights in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    for name, t in batch.items():
+        a = t.numpy()
+        if name == C.ACTION and a.dtype.kind == "i":
+            a[:] = rng.integers(0, 2, a.shape)
+        elif name in (C.DISCOUNT, C.WEIGHT):
+            a[:] = rng.uniform(0.5, 1.0, a.shape)
+        elif a.dtype.kind == "f":
+            a[:] = rng.normal(size=a.shape)
+        else:
+            a[:] = np.arange(a.size).reshape(a.shape)
+
+
+@pytest.mark.parametrize("experiment", ["cartpole-dqn", "pendulum-sac"])
+def test_a_replay_trainer_through_the_staging_learns_what_it_learns_in_place(experiment, tmp_path):
+    staging = CountingStaging()
+    kernels = [_replay_trainer(experiment, tmp_path / "a"), _replay_trainer(experiment, tmp_path / "b", staging)]
+    for update in range(3):
+        for kernel in kernels:
+            _fill(kernel.tensors[0], seed=update)
+            torch.manual_seed(update)  # SAC samples actions
+            kernel._update(0, env_steps=1000 * (update + 1))
+        in_place, staged = (k.tensors[0][C.PRIORITY].numpy() for k in kernels)
+        assert np.array_equal(staged, in_place) and in_place.any()  # written back into the slot
+    assert [k.version for k in kernels] == [3, 3] and staging.waits == 3
+    assert checkpoint.params_sha256(kernels[0].policy) == checkpoint.params_sha256(kernels[1].policy)
+
+
 # ------------------------------------------------------------------------------ on a GPU
 
 needs_cuda = pytest.mark.gpu
@@ -260,7 +307,8 @@ def test_acting_on_cuda_writes_the_cpu_policys_outputs_into_the_slots(recurrent)
             obs, action = torch.from_numpy(slot[C.OBS]), torch.from_numpy(slot[C.ACTION])
             with torch.no_grad():
                 if recurrent:  # the value at the state it used (after its resets, in "hidden")
-                    out, _ = policy.rollout_recurrent(obs, torch.from_numpy(slot[C.HIDDEN]), torch.zeros(len(obs)))
+                    no_start = torch.zeros(len(obs), dtype=torch.bool)
+                    out, _ = policy.rollout_recurrent(obs, torch.from_numpy(slot[C.HIDDEN]), no_start)
                     np.testing.assert_allclose(slot[C.VALUE], out[C.VALUE].numpy(), rtol=1e-4, atol=1e-5)
                 else:
                     expected = policy.analyze(obs, action)
@@ -296,3 +344,28 @@ def test_weights_on_cuda_are_published_as_the_cpus_through_reused_pinned_buffers
     again = state_frames(module, staging)
     assert [f.ctypes.data for f in again] == [f.ctypes.data for f in frames]
     assert all(b.is_pinned() for b in staging._buffers.values())
+
+
+@needs_cuda
+@pytest.mark.parametrize("experiment", ["cartpole-dqn", "pendulum-sac"])
+def test_a_replay_trainer_on_cuda_writes_the_cpus_priorities_into_the_slot(experiment, tmp_path):
+    kernels = [_replay_trainer(experiment, tmp_path / "a"), _replay_trainer(experiment, tmp_path / "b", device="cuda")]
+    assert kernels[1]._staging is not None and kernels[1]._staging.pin
+    for kernel in kernels:
+        _fill(kernel.tensors[0], seed=0)
+        torch.manual_seed(0)
+        kernel._update(0, env_steps=1000)
+    on_cpu, on_gpu = (k.tensors[0][C.PRIORITY].numpy() for k in kernels)
+    if experiment == "cartpole-dqn":  # SAC's priorities depend on sampled actions: RNGs differ
+        np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-3, atol=1e-4)
+    assert on_gpu.any() and kernels[1].version == 1
+    assert all(b.is_pinned() for b in kernels[1]._staging._buffers.values())
+
+
+@needs_cuda
+def test_an_on_policy_trainer_on_cuda_gathers_segments_into_pinned_memory(tmp_path):
+    config = load_config("cartpole-ppo", [f"run.run_dir={tmp_path}", "launch.launcher=inline", "devices.trainer=cuda"])
+    kernel = make_kernel(build_graph(config), WorkerSpec(Role.TRAINER, 0), InlineTransport())
+    assert kernel.device.type == "cuda"
+    assert all(t.is_pinned() for t in kernel.tensors.values())
+    assert all(a.ctypes.data == t.data_ptr() for a, t in zip(kernel.batch.values(), kernel.tensors.values()))

@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from srl import checkpoint
+from srl import checkpoint, devices, transfer
 from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
@@ -69,8 +68,11 @@ class TrainerKernel(Learner):
         self.num_agents = num_agents
         self.max_policy_lag = max_policy_lag
         steps, width = sample_length + 1, batch_segments * rows_per_segment
-        self.batch = {n: np.zeros((steps, width, *f.shape), f.dtype) for n, f in fields.items()}
-        self.tensors = {n: torch.from_numpy(a) for n, a in self.batch.items()}  # share memory
+        # segments are copied into host memory that the update moves from at once: pinned where
+        # the policy is on a GPU, so each column's copy to it is asynchronous (srl.transfer)
+        self.device = devices.of(policy)
+        self.tensors = {n: transfer.host_zeros((steps, width, *f.shape), f.dtype, self.device) for n, f in fields.items()}
+        self.batch = {n: t.numpy() for n, t in self.tensors.items()}  # share memory
         self.filled = 0
         self.splits_per_actor = splits_per_actor  # set: segment (actor, split) has a fixed batch place
         # an actor's place among this trainer's actors (several trainers each take a share)
@@ -177,6 +179,8 @@ class TrainerKernel(Learner):
         self.env_steps += steps
         previous = self.clock.switch(TRAINING)
         stats = self.guard.step(self.tensors, self.env_steps)
+        if self.device.type != "cpu":  # the next segments overwrite the batch: its copies must be done
+            transfer.wait(self.device)  # (the guard's finiteness check waited already: this costs nothing)
         self.clock.switch(SEND_RECV)
         if stats is None:  # undone (non-finite): its batch not trained on
             self.env_steps -= steps
