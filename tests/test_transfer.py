@@ -29,6 +29,7 @@ from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, FixedParams, ParamPublisher, state_frames
 from srl.workers.build import make_kernel
 from srl.workers.build_replay import make_replay_trainer
+from srl.workers.evaluator import Player
 from srl.workers.policy import Acting
 
 CPU = torch.device("cpu")
@@ -209,6 +210,15 @@ def test_deterministic_mode_waits_once_per_request():
     _assert_same_outputs(mine, theirs, plain.outputs)
     assert staging.waits == SPLITS  # each request is its own batch (its own seed)
 
+
+def test_the_evaluator_acts_through_the_staging_as_on_the_cpu():
+    policy, ([slot, *_], _) = _counting_policy_and_slots(recurrent=False)
+    plain, staged = Player(policy, FixedParams()), Player(copy.deepcopy(policy), FixedParams())
+    staged._staging = staging = CountingStaging()
+    for k in range(2):
+        obs = slot[C.OBS][: 3 - k]  # a smaller batch: the same buffers
+        assert np.array_equal(staged.act(obs), plain.act(obs))
+    assert staging.waits == 2
 
 
 # ------------------------------------------------------------------------------ published weights
