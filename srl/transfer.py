@@ -12,6 +12,10 @@ before, so the copies that read or write it are done by then.
 
 On the CPU there is nothing to move: `for_device` gives None, and callers keep their zero-copy
 path (`torch.from_numpy` views in, `.numpy()` views out), decided once when they are made.
+
+Users: acting (srl.workers.policy, inline or in a policy worker), the evaluator, the replay
+trainer's batches and priorities, and published weights (srl.streams.params); the on-policy
+trainer gathers its segments straight into `host_zeros` memory, which its algorithm moves.
 """
 
 from __future__ import annotations
