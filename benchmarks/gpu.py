@@ -76,7 +76,8 @@ def acting_for(experiment: str, device: torch.device) -> tuple[Any, Any]:
     from srl.streams.params import FixedParams
     from srl.workers.policy import Acting
 
-    graph = build_graph(load_config(experiment, ["monitor.display=off"]))
+    # inline: this process may have initialised CUDA already, which a local launch refuses (no run starts here)
+    graph = build_graph(load_config(experiment, ["monitor.display=off", "launch.launcher=inline"]))
     return Acting(initial_policy(graph, device), FixedParams()), graph
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from srl import devices, transfer
+from srl import devices
 from srl.api.env import VectorEnv
 from srl.api.policy import Policy
 from srl.monitor.timing import TimeBreakdown
@@ -50,23 +50,12 @@ class Player:
     def __post_init__(self) -> None:
         self.policy.eval()
         self.device = devices.of(self.policy)  # where its observations go
-        self._staging = transfer.for_device(self.device)  # off the CPU: pinned buffers, one wait a step
 
     def act(self, obs: Obs) -> np.ndarray:
-        """Its most likely actions for its rows of the env's observation (off the CPU: valid
-        until its next `act`)."""
-        if self._staging is not None:
-            return self._act_staged(obs, self._staging)
+        """Its most likely actions for its rows of the env's observation."""
         with torch.inference_mode():
             mine = map_obs(lambda a: torch.from_numpy(a).to(self.device), self.own(obs))  # one tensor, or one per leaf
             return self.policy.rollout(mine, deterministic=True)["action"].cpu().numpy()
-
-    def _act_staged(self, obs: Obs, staging: transfer.Staging) -> np.ndarray:
-        with torch.inference_mode():
-            mine = staging.leaves_to_device("in/obs", [self.own(obs)])  # one tensor, or one per leaf
-            action = staging.to_host("out/action", self.policy.rollout(mine, deterministic=True)["action"])
-        staging.wait()
-        return action
 
 
 class EvaluatorKernel:

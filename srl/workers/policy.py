@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
 
-from srl import devices, transfer
+from srl import devices
 from srl.algos.colored_noise import ColoredActionNoise
 from srl.algos.exploration import EpsilonGreedy
 from srl.api.policy import Policy
@@ -52,7 +51,6 @@ class Acting:
         clock: TimeBreakdown | None = None,
         exploration: EpsilonGreedy | None = None,
         action_noise: ColoredActionNoise | None = None,
-        staging: transfer.Staging | None = None,
     ) -> None:
         self.clock = clock or TimeBreakdown()  # the clock of the worker this runs in
         self.policy = policy.eval()
@@ -80,10 +78,6 @@ class Acting:
         self._seed = torch.default_generator.manual_seed if on_cpu else torch.manual_seed
         if not on_cpu:
             self._rollout_numpy = None  # it reads the weights as numpy arrays: host memory only
-        # off the CPU: batches in and outputs out through pinned buffers, one wait per batch
-        # (srl.transfer); on it, none: tensors view the slots' arrays and outputs the tensors'
-        self._staging = staging if staging is not None else transfer.for_device(self.device)
-        self._outputs_of = self._act_here if self._staging is None else self._act_staged
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
@@ -129,18 +123,6 @@ class Acting:
         self.infer_time_s += time.perf_counter() - started
 
     def _act(self, slots: list[Slot], requests: list[Request]) -> None:
-        out = self._outputs_of(slots, requests)
-        start = 0
-        for slot in slots:
-            stop = start + len(slot[C.ACTION])
-            for name in self.outputs:
-                slot[name][:] = out[name][start:stop]
-            slot["version"][0] = self.params.version
-            start = stop
-        self.rows += start
-
-    def _act_here(self, slots: list[Slot], requests: list[Request]) -> dict[str, np.ndarray]:
-        """The outputs of a batch on the CPU: no copy in (tensors view the slots' arrays) or out."""
         # the "obs" array, or a dict leaf path -> array for Dict/Tuple observations (srl.spaces)
         obs = obs_of(slots[0]) if len(slots) == 1 else concat_obs([obs_of(s) for s in slots])
         if self._rollout_numpy is not None:
@@ -156,26 +138,14 @@ class Acting:
                                             for slot, r in zip(slots, requests)])  # fmt: skip
                     tensors = self._noisy_rollout(map_obs(self._tensor, obs), noise=self._tensor(noise))
                 out = {name: tensors[name].cpu().numpy() for name in self.outputs}  # no copy on the CPU
-        return out
-
-    def _act_staged(self, slots: list[Slot], requests: list[Request]) -> dict[str, np.ndarray]:
-        """The outputs of a batch on a GPU: the slots' observations concatenated into pinned
-        buffers, one asynchronous copy in per leaf and out per output, one wait for them all."""
-        staging = self._staging
-        assert staging is not None
-        with torch.inference_mode():
-            obs = staging.leaves_to_device("in/obs", [obs_of(s) for s in slots])
-            if self.hidden is not None:
-                return self._act_recurrent_staged(obs, slots, requests, staging)
-            if self.action_noise is None:
-                tensors = self.policy.rollout(obs)
-            else:
-                noise = [self.action_noise.draw(r.actor, r.split, len(slot[C.ACTION]))
-                         for slot, r in zip(slots, requests)]  # fmt: skip
-                tensors = self._noisy_rollout(obs, noise=staging.to_device("in/noise", noise))
-            out = {name: staging.to_host(f"out/{name}", tensors[name]) for name in self.outputs}
-        staging.wait()
-        return out
+        start = 0
+        for slot in slots:
+            stop = start + len(slot[C.ACTION])
+            for name in self.outputs:
+                slot[name][:] = out[name][start:stop]
+            slot["version"][0] = self.params.version
+            start = stop
+        self.rows += start
 
     def _act_recurrent(self, obs: Obs, slots: list[Slot], requests: list[Request]) -> dict[str, np.ndarray]:
         assert self.hidden is not None
@@ -189,22 +159,8 @@ class Acting:
             self.hidden.scatter(keys, rows, next_state.cpu().numpy())
             return {name: out[name].cpu().numpy() for name in self.outputs}
 
-    def _act_recurrent_staged(
-        self, obs: Any, slots: list[Slot], requests: list[Request], staging: transfer.Staging
-    ) -> dict[str, np.ndarray]:
-        assert self.hidden is not None
-        keys, rows = [(r.actor, r.split) for r in requests], [len(s[C.ACTION]) for s in slots]
-        state = staging.to_device("in/state", [self.hidden.gather(keys, rows)])
-        first = staging.to_device("in/first", [s[C.FIRST] for s in slots])
-        out, next_state = self.policy.rollout_recurrent(obs, state, first)
-        host = {name: staging.to_host(f"out/{name}", out[name]) for name in self.outputs}
-        next_host = staging.to_host("out/state", next_state)
-        staging.wait()
-        self.hidden.scatter(keys, rows, next_host)  # keeps copies: the buffer is the next batch's
-        return host
-
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
-        """A batch's array as a tensor on the CPU: a view (elsewhere batches go through `_staging`)."""
+        """A batch's array as a tensor on the policy's device: a view on the CPU, one copy to a GPU."""
         return torch.from_numpy(array).to(self.device)
 
     def report(self) -> dict:

@@ -4,9 +4,7 @@
         -> release slot (the buffer reads the priorities) -> version += 1 -> publish
 
 The batch is learned on in place (the tensors view the buffer's shared slot); nothing is copied
-but what the algorithm itself reads. With the policy on a GPU each column goes through a reused
-pinned buffer (srl.transfer), so all of them are sent asynchronously, and the priorities come
-back the same way, with one wait per update.
+but what the algorithm itself reads.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from srl import checkpoint, devices, transfer
+from srl import checkpoint, devices
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.data import columns as C
@@ -46,25 +44,15 @@ class ReplayTrainerKernel(Learner):
         self.tensors = [{n: torch.from_numpy(a) for n, a in slot.items()} for slot in batches.slots]
         self.max_updates = max_updates
         self.device = devices.of(policy)  # where the batches go for an update
-        self._staging = transfer.for_device(self.device)  # None on the CPU: learned on in place
         # labels the update, batch hand-off and publishing; the shell adds the time spent waiting
         # for a batch (without it every update showed as "other")
         self.clock = TimeBreakdown()
 
     def _on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The slot's batch where the policy is (the slot's own tensors on the CPU)."""
-        if self._staging is None:
+        if self.device.type == "cpu":
             return batch
-        return {name: self._staging.to_device(f"in/{name}", [t.numpy()]) for name, t in batch.items()}
-
-    def _back_to_slot(self, batch: dict[str, torch.Tensor], moved: dict[str, torch.Tensor]) -> None:
-        """The priorities the algorithm wrote into the moved batch, into the slot (where the
-        buffer reads them), after one wait; that wait also frees the staging for the next batch."""
-        assert self._staging is not None
-        priority = self._staging.to_host(f"out/{C.PRIORITY}", moved[C.PRIORITY]) if C.PRIORITY in batch else None
-        self._staging.wait()
-        if priority is not None:
-            batch[C.PRIORITY].numpy()[:] = priority
+        return {name: t.to(self.device, non_blocking=True) for name, t in batch.items()}
 
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
@@ -96,8 +84,8 @@ class ReplayTrainerKernel(Learner):
         batch = self.tensors[slot]
         moved = self._on_device(batch)
         stats = self.guard.step(moved, self.env_steps)
-        if moved is not batch:  # the algorithm wrote the priorities into the copy
-            self._back_to_slot(batch, moved)
+        if moved is not batch and C.PRIORITY in batch:  # the algorithm wrote them into the copy
+            batch[C.PRIORITY].copy_(moved[C.PRIORITY])  # the buffer reads them from the slot
         self.clock.switch(SEND_RECV)
         if stats is not None:  # else undone (non-finite): no new version; the buffer keeps its
             self.stats = stats  # priorities where the batch's are not finite (srl.data.replay)
