@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -183,6 +184,29 @@ def device_info(device: torch.device) -> dict[str, Any]:
     return info
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_part(part: str, args: argparse.Namespace, device: torch.device, result: dict[str, Any]) -> None:
+    """One part's figures into `result`; an error in it is recorded, and the next part runs."""
+    started = time.monotonic()
+    try:
+        if part == "env":
+            result[part] = env_speed(device, args.num_envs, args.seconds, args.repeats)
+        elif part == "inference":
+            result[part] = inference_speed(device, args.batches, args.seconds)
+        elif part == "pod":
+            result[part] = pod_times(args.device, args.pod_seeds)
+        else:
+            result[part] = pong_side_by_side(args.device, args.workers, args.pong_steps, args.sf_python, args.sf_path)
+    except Exception as e:  # noqa: BLE001  (one broken part must not take the others' figures down)
+        result[part] = {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        result.setdefault("part_wall_s", {})[part] = round(time.monotonic() - started, 1)
+        log(f"{part} done in {result['part_wall_s'][part]} s")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
@@ -200,24 +224,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     device = torch.device(args.device)
     result: dict[str, Any] = {"benchmark": "gpu", **device_info(device), **machine_info()}
-    for part in args.parts:  # one broken part must not take the others' figures down
-        started = time.monotonic()
-        try:
-            if part == "env":
-                result[part] = env_speed(device, args.num_envs, args.seconds, args.repeats)
-            elif part == "inference":
-                result[part] = inference_speed(device, args.batches, args.seconds)
-            elif part == "pod":
-                result[part] = pod_times(args.device, args.pod_seeds)
-            else:
-                result[part] = pong_side_by_side(args.device, args.workers, args.pong_steps, args.sf_python, args.sf_path)
-        except Exception as e:  # noqa: BLE001
-            result[part] = {"error": f"{type(e).__name__}: {e}"}
-        result.setdefault("part_wall_s", {})[part] = round(time.monotonic() - started, 1)
-        log(f"{part} done in {result['part_wall_s'][part]} s")
+    try:  # Ctrl-C, or SIGTERM run as a script: the parts measured so far are still printed
+        for part in args.parts:
+            run_part(part, args, device, result)
+    except KeyboardInterrupt:
+        result["interrupted"] = True
+        log("interrupted: printing the parts measured so far")
     print(json.dumps(result), flush=True)
     return result
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupted)  # `timeout`, a batch system: stop as on Ctrl-C
     main()
