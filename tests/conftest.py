@@ -15,6 +15,7 @@ from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a
 )
 
 import srl.testing  # noqa: F401  (registers the counting envs; worker processes fork from here and inherit them)
+from srl import devices
 
 
 def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:
@@ -55,6 +56,16 @@ def no_leaks():
     assert not leaked, f"worker processes left running: {leaked}"
     new_shm = set(srl_shm()) - shm_before
     assert not new_shm, f"shared memory left behind: {sorted(new_shm)}"
+
+
+@pytest.fixture(autouse=True)
+def no_cuda_outside_gpu_tests(request, monkeypatch):
+    """A test not marked gpu sees no CUDA device, on any machine: `auto` means the CPU for it, as on
+    CI. On a GPU machine it would otherwise put trainers on CUDA, and once a gpu test or an inline
+    run has initialised CUDA in this process, every later local launch (forked workers) would be
+    refused (srl.checks). Runs a test starts as new processes (`srl run`) see the machine as it is."""
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.setattr(devices, "cuda_count", lambda: 0)
 
 
 @pytest.fixture
