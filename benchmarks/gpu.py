@@ -12,7 +12,8 @@ Parts (`--parts`, in this order):
 * **inference**: the policy worker's acting path (srl.workers.policy.Acting: observations of a
   batch to the device, the forward pass, actions and values back into the slots), per batch size
   (`--batches`) for pong-ppo's Nature CNN and cartpole-ppo's MLP: median and 90th-percentile
-  latency of one batch, and rows/s.
+  latency of one batch, and rows/s. A batch is one slot, or with `--rows-per-slot R` N / R slots,
+  as when a policy worker answers that many actors at once.
 * **pod**: `srl run cartpole-pod` on `--device` and on the CPU, seeds `--pod-seeds`: launch to 475,
   and the pod worker's own wall time (its stepping and training, start-up left out).
 * **pong**: PPO training throughput on Pong, srl (`pong-ppo` with `--workers` actors, one policy
@@ -92,7 +93,9 @@ def slot_of(graph: Any, rows: int, rng: np.random.Generator) -> dict[str, np.nda
     return slot
 
 
-def inference_speed(device: torch.device, batches: list[int], seconds: float) -> dict[str, Any]:
+def inference_speed(device: torch.device, batches: list[int], seconds: float, rows_per_slot: int = 0) -> dict[str, Any]:
+    """Acting's latency per batch of N rows: one slot of N rows, or (`rows_per_slot`) N / that many
+    slots, as a policy worker answers that many actors' requests at once."""
     from srl.streams.inference import Request
 
     out: dict[str, Any] = {}
@@ -101,7 +104,9 @@ def inference_speed(device: torch.device, batches: list[int], seconds: float) ->
         acting, graph = acting_for(experiment, device)
         per_batch = {}
         for rows in batches:
-            slots, requests = [slot_of(graph, rows, rng)], [Request(0, 0)]
+            per_slot = min(rows, rows_per_slot or rows)
+            slots = [slot_of(graph, per_slot, rng) for _ in range(max(1, rows // per_slot))]
+            requests = [Request(a, 0) for a in range(len(slots))]
             for _ in range(5):  # warm-up: kernels chosen, allocator filled
                 acting(slots, requests)
             latencies = []
@@ -195,7 +200,7 @@ def run_part(part: str, args: argparse.Namespace, device: torch.device, result: 
         if part == "env":
             result[part] = env_speed(device, args.num_envs, args.seconds, args.repeats)
         elif part == "inference":
-            result[part] = inference_speed(device, args.batches, args.seconds)
+            result[part] = inference_speed(device, args.batches, args.seconds, args.rows_per_slot)
         elif part == "pod":
             result[part] = pod_times(args.device, args.pod_seeds)
         else:
@@ -213,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[4096, 65536, 1 << 20, 1 << 23, 1 << 25])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64, 256, 1024, 4096])
+    parser.add_argument("--rows-per-slot", type=int, default=0,
+                        help="inference: split each batch into slots of this many rows (0: one slot)")
     parser.add_argument("--seconds", type=float, default=1.0, help="timed wall time per env size / inference batch")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pod-seeds", type=int, nargs="+", default=[1, 2, 3])

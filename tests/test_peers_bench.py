@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "
 
 import common
 import srl_side
+import torch
 
 
 def test_last_json_line_skips_logs_and_torn_lines():
@@ -104,3 +105,24 @@ def test_gpu_benchmark_runs_its_in_process_parts_on_the_cpu(capsys):
         rows = out["inference"][experiment]["by_batch_rows"]
         assert set(rows) == {"1", "4"} and all(r["rows_per_s"] > 0 and r["batches_timed"] >= 5 for r in rows.values())
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == out
+
+
+def test_gpu_benchmark_splits_a_batch_into_actors_slots(monkeypatch):
+    """--rows-per-slot 8: a batch of 16 rows reaches Acting as 2 actors' slots of 8 rows each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gpu
+
+    calls, real = [], gpu.acting_for
+
+    def counted(experiment, device):
+        acting, graph = real(experiment, device)
+
+        def act(slots, requests):
+            calls.append(([len(s["action"]) for s in slots], [r.actor for r in requests]))
+            acting(slots, requests)
+
+        return act, graph
+
+    monkeypatch.setattr(gpu, "acting_for", counted)
+    rows = gpu.inference_speed(torch.device("cpu"), [16], 0.05, rows_per_slot=8)["cartpole-ppo"]["by_batch_rows"]
+    assert rows["16"]["rows_per_s"] > 0 and calls and all(c == ([8, 8], [0, 1]) for c in calls)
