@@ -7,7 +7,7 @@ weights (srl.streams.params) come back into a `Staging`'s reused pinned buffers,
 copy per tensor and one wait per version instead of one blocking copy per tensor.
 
 Acting (srl.workers.policy), the evaluator and the replay trainer keep their plain copies: a
-staging of acting's observations and outputs, one wait per batch, measured 0.6-0.8x as fast as
+staging of acting's observations and outputs, one wait per batch, measured 0.6-0.9x as fast as
 them on an H100 for batches of 8 to 4,096 rows (docs/benchmarks.md, "GPUs").
 
 On the CPU there is nothing to move: `for_device` gives None and `host_zeros` ordinary memory.
