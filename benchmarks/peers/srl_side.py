@@ -81,5 +81,7 @@ def train(env: str, env_steps: int, timeout_s: float = 900, overrides: list[str]
         summary_path = run_dir / "summary.json"
         if summary_path.exists():
             summary = json.loads(summary_path.read_text())
-            result["summary"] = {k: summary.get(k) for k in ("env_steps", "wall_time_s", "stop_reason", "error")}
+            # worker_busy_s: which worker set the pace (on a GPU, the actors or the policy worker?)
+            keys = ("env_steps", "wall_time_s", "stop_reason", "error", "devices", "worker_busy_s")
+            result["summary"] = {k: summary.get(k) for k in keys}
         return {"experiment": experiment, "overrides": overrides or [], **result}
