@@ -105,7 +105,8 @@ def inference_speed(device: torch.device, batches: list[int], seconds: float, ro
         per_batch = {}
         for rows in batches:
             per_slot = min(rows, rows_per_slot or rows)
-            slots = [slot_of(graph, per_slot, rng) for _ in range(max(1, rows // per_slot))]
+            sizes = [per_slot] * (rows // per_slot) + ([rows % per_slot] if rows % per_slot else [])
+            slots = [slot_of(graph, size, rng) for size in sizes]
             requests = [Request(a, 0) for a in range(len(slots))]
             for _ in range(5):  # warm-up: kernels chosen, allocator filled
                 acting(slots, requests)
