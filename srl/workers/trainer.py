@@ -179,8 +179,9 @@ class TrainerKernel(Learner):
         self.env_steps += steps
         previous = self.clock.switch(TRAINING)
         stats = self.guard.step(self.tensors, self.env_steps)
-        if self.device.type != "cpu":  # the next segments overwrite the batch: its copies must be done
-            transfer.wait(self.device)  # (the guard's finiteness check waited already: this costs nothing)
+        # the next segments overwrite the batch: its copies to a GPU must be done (the guard's
+        # finiteness check waited already, so this costs nothing; on the CPU it does nothing)
+        transfer.wait(self.device)
         self.clock.switch(SEND_RECV)
         if stats is None:  # undone (non-finite): its batch not trained on
             self.env_steps -= steps
