@@ -31,14 +31,15 @@ import time
 
 import numpy as np
 
-from srl.graph import sub_arrays
+from srl.graph import build_graph, sub_arrays
+from srl.load import load_config
 from srl.streams.inference import InferenceClient, InferenceServer
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import ArraySpec, Layout
 from srl.streams.local import LocalTransport, SharedBlocks, make_ipc_dir
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.streams.tcp import TcpTransport, Wire
-from srl.streams.tcp_setup import free_ports, stream_names
+from srl.streams.tcp_setup import free_ports
 from srl.streams.wire import Limits
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
@@ -56,6 +57,14 @@ def layout(rows: int, obs_dim: int, segment_bytes: int, slots: int) -> Layout:
     return Layout(arrays)
 
 
+def transport_streams() -> list[str]:
+    """The names the tcp backend gives ports to, as the graph declares them for one actor and one
+    policy worker (the streams this bench opens are among them)."""
+    config = load_config("cartpole-ppo", ["dataflow.inference=policy_worker", "launch.num_actor_workers=1",
+                                          "launch.num_policy_workers=1", "dataflow.transport=tcp"])
+    return [s.name for s in build_graph(config).streams if s.via == "transport"]
+
+
 class Backend:
     """Makes the transport of one more endpoint of a run, in this process or a forked child."""
 
@@ -66,7 +75,7 @@ class Backend:
         self.ipc_dir = make_ipc_dir(self.run_id) if kind == "shm" else None
         self.shm = SharedBlocks(self.run_id, {"actor0": blocks}) if kind == "shm" else None
         if kind == "tcp":
-            names = stream_names(argparse.Namespace(num_policy_workers=1, num_actor_workers=1))
+            names = transport_streams()
             ports = dict(zip(names, free_ports("127.0.0.1", len(names))))
             limits = Limits(max_frames=8, max_frame_bytes=max(s.nbytes for s in blocks.arrays.values()))
             self.wire = Wire(secrets.token_bytes(32), ports, limits=limits)
@@ -163,7 +172,7 @@ def round_trips(client, transport, far, seconds: float) -> list[float]:
     out, end = [], time.perf_counter() + seconds
     while time.perf_counter() < end or len(out) < 10:
         started = time.perf_counter()
-        client.request(0)
+        client.request(0, key=len(out) + 1)  # a new key each time: the server drops a request it has taken
         while True:
             if far is not None:
                 far.step()
