@@ -24,14 +24,10 @@ import zmq
 from srl.streams.framing import pack, packed_bytes, unpack
 from srl.streams.layout import Layout
 from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, NEWEST_ONLY, Drops, bound_socket, messages_within
-from srl.streams.transport import Message, Receiver, Sender, Transport, decode_header, encode_header
+from srl.streams.transport import Message, Receiver, Sender, Transport, as_buffer, decode_header, encode_header
 
 MAX_PARTS = 1 << 16
 HEADER_MESSAGE_BYTES = packed_bytes(1, 8 * 64)  # a message of one header, the largest (srl.streams.transport)
-
-
-def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
-    return np.ascontiguousarray(f).data.cast("B") if isinstance(f, np.ndarray) else f
 
 
 class _ZmqReceiver(Receiver):
@@ -61,7 +57,7 @@ class _ZmqSender(Sender):
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
         # one frame (srl.streams.framing); pack copies, so the caller may overwrite its arrays at once
-        self.drops.send(self.socket, pack([encode_header(header), *(_frame(f) for f in frames)]), self.name)
+        self.drops.send(self.socket, pack([encode_header(header), *(as_buffer(f) for f in frames)]), self.name)
 
 
 def shm_name(run_id: str, block: str) -> str:

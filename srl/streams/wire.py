@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from srl.streams.framing import packed_bytes
-from srl.streams.transport import Message, decode_header, encode_header
+from srl.streams.transport import Message, as_buffer, decode_header, encode_header
 
 MAC_BYTES = 32  # SHA-256
 MAX_HEADER_BYTES = 8 * 64
@@ -72,12 +72,6 @@ def message_bytes(frame_bytes: Sequence[int]) -> int:
     return packed_bytes(len(frame_bytes) + 3, MAC_BYTES + _SEAL.size + MAX_HEADER_BYTES + sum(frame_bytes))
 
 
-def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
-    if isinstance(frame, np.ndarray):
-        return np.ascontiguousarray(frame).data.cast("B")
-    return frame
-
-
 @functools.lru_cache(maxsize=256)
 def stream_key(secret: bytes, stream: str) -> bytes:
     """The key of one stream, derived from the run's secret (HMAC as a key-derivation function)."""
@@ -110,7 +104,7 @@ def encode(
     seal: bytes | None = None,
 ) -> list[bytes | memoryview]:
     """A signed message; `seal` from the sender's `Sealer` (None: a one-off sender's seal)."""
-    parts = [Sealer().next() if seal is None else seal, encode_header(header), *(_as_bytes(f) for f in frames)]
+    parts = [Sealer().next() if seal is None else seal, encode_header(header), *(as_buffer(f) for f in frames)]
     return [mac(secret, stream, parts), *parts]
 
 
