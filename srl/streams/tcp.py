@@ -70,8 +70,7 @@ class Wire:
             ) from None
 
     def bind_address(self, name: str) -> str:
-        host = "*" if self.bind_host in WILDCARDS else self.bind_host
-        return f"tcp://{_bracket(host)}:{self.port(name)}"
+        return bind_endpoint(self.bind_host, self.port(name))
 
     def connect_address(self, name: str) -> str:
         default = "127.0.0.1" if self.bind_host in WILDCARDS else self.bind_host
@@ -80,6 +79,11 @@ class Wire:
 
 def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def bind_endpoint(host: str, port: int) -> str:
+    """Where a socket binds to listen on `host` only (every interface for a wildcard)."""
+    return f"tcp://{_bracket('*' if host in WILDCARDS else host)}:{port}"
 
 
 class _SignedReceiver(Receiver):
