@@ -47,20 +47,13 @@ class GroupAddress:
     secret: bytes = field(repr=False)
 
 
-class TrainerGroupStore:
+class TrainerGroupStore(RendezvousServer):
     """The controller's side: serves the store for the run's whole life (port chosen by the OS),
     listening on `bind_host` (default `host`, what trainers connect to), under a fresh secret."""
 
     def __init__(self, host: str, world_size: int, bind_host: str | None = None) -> None:
-        self.server = RendezvousServer(bind_host or host, secrets.token_bytes(SECRET_BYTES))
-        self.address = GroupAddress(host, self.server.port, world_size, self.server.secret)
-
-    def take_rejected(self) -> dict[str, int]:
-        """Requests dropped since the last call: forged, replayed or malformed."""
-        return self.server.take_rejected()
-
-    def close(self) -> None:
-        self.server.close()
+        super().__init__(bind_host or host, secrets.token_bytes(SECRET_BYTES))
+        self.address = GroupAddress(host, self.port, world_size, self.secret)
 
 
 def backend_for(device: torch.device) -> str:
