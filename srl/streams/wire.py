@@ -63,8 +63,7 @@ class Limits:
     @property
     def max_message_bytes(self) -> int:
         """The largest packed message (MAC, header, frames) a receiver lets zmq buffer."""
-        fixed = MAC_BYTES + _SEAL.size + MAX_HEADER_BYTES
-        return packed_bytes(self.max_frames + 3, fixed + self.max_frames * self.max_frame_bytes)
+        return message_bytes([self.max_frame_bytes] * self.max_frames)
 
 
 def message_bytes(frame_bytes: Sequence[int]) -> int:
