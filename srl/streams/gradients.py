@@ -56,10 +56,6 @@ class TrainerGroupStore(RendezvousServer):
         self.address = GroupAddress(host, self.port, world_size, self.secret)
 
 
-def backend_for(device: torch.device) -> str:
-    return "nccl" if device.type == "cuda" else "gloo"
-
-
 class GradientGroup:
     """One trainer's membership: joins the group, averages gradients, keeps parameters equal."""
 
@@ -70,11 +66,11 @@ class GradientGroup:
         self.rank, self.world_size, self.device = rank, address.world_size, device
         if device.type == "cuda":
             torch.cuda.set_device(device)  # NCCL binds a process's collectives to its current device
-        timeout = datetime.timedelta(seconds=timeout_s)
         self._client = RendezvousClient(address.host, address.port, address.secret, timeout_s)
         store = dist.PrefixStore(f"generation-{generation}", self._client)
-        dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=self.world_size,
-                                timeout=timeout)  # fmt: skip
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, store=store, rank=rank, world_size=self.world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))  # fmt: skip
         self._hooks: list = []
         self.stopped = False  # a member voted to stop: no more collectives
 
