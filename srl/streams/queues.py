@@ -60,7 +60,7 @@ def bound_socket(socket: zmq.Socket, messages: int | None, kernel_bytes: int | N
 
 class Drops(Tally):
     """Messages a process dropped at a bound, per stream: counted for the run's metrics
-    (`take`), logged at most once per LOG_EVERY_S per stream, never silently."""
+    (`take`), logged at most once per srl.streams.rejections.LOG_EVERY_S per stream, never silently."""
 
     def send(self, socket: zmq.Socket, data: bytes, name: str) -> bool:
         """Send `data`, or drop it (False) when the socket's queue stays full for SEND_TIMEOUT_S."""

@@ -6,6 +6,7 @@ Two kinds of drop land here, whatever the transport: a message tcp refused befor
 the run whose shape its stream does not allow (srl.streams.schema). The worker shell sends the
 counts with each report (`rejected_messages` in metrics and summary, per stream in summary.json);
 a flood is one log line per stream every `LOG_EVERY_S`, with the count since the last line.
+Messages dropped at a queue's bound are counted the same way (`Tally`, srl.streams.queues.Drops).
 """
 
 from __future__ import annotations
