@@ -4,6 +4,7 @@ The launcher creates every shared-memory block (`SharedBlocks`) before any worke
 unlinks them all at exit, whatever way the run ends; workers only attach. Messages carry slot
 indices, so a signal is a 16-64 byte header and the payload never moves; only parameters and
 reports carry frames. Every queue holds at most `max_queued_bytes` per peer (srl.streams.queues).
+Its sockets are handled as the tcp backend's are (`ZmqTransport`, the base of both).
 """
 
 from __future__ import annotations
