@@ -6,6 +6,7 @@ of the segments the trainers take) or another placed kind's output; outputs: raw
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,11 @@ class Worker:
         """The last report, after the last poll (srl.workers.kernel.Kernel)."""
         return self.report()
 
-    @property
+    @functools.cached_property
     def clock(self) -> TimeBreakdown:
         """Where its time goes (srl.monitor.timing): the loop labels waiting and other; label your
         own work with `clock.switch`. Made on first use: a subclass need not call this __init__."""
-        clock = self.__dict__.get("_clock")
-        if clock is None:
-            clock = self.__dict__["_clock"] = TimeBreakdown()
-        return clock
+        return TimeBreakdown()
 
     def close(self) -> None:
         pass

@@ -21,12 +21,6 @@ ACTIVE = "active"
 FIRST = "first"  # obs at t starts an episode, so the recurrent state is zeroed before it (bool)
 HIDDEN = "hidden"  # recurrent state entering step t (after any reset), float32 [state size]
 
-# Computed by the trainer, never sent:
-ADVANTAGE = "advantage"
-RETURN = "return"
-
-ENV_COLUMNS = (OBS, ACTION, REWARD, TERMINATED, TRUNCATED, POLICY_VERSION)
-
 # Replay batches (buffer worker -> trainer), one row per transition, see srl.data.replay:
 NEXT_OBS = "next_obs"  # observation the n-step target bootstraps from
 DISCOUNT = "discount"  # gamma^m of the m steps taken, 0 after a termination (float32)

@@ -48,12 +48,18 @@ def batch_fields(obs: FieldSpec, action: FieldSpec) -> dict[str, FieldSpec]:
 
 def segment_transitions(segment: dict[str, np.ndarray], gamma: float, n: int) -> Transitions:
     """The T * rows n-step transitions of a [T + 1, rows, ...] segment, step-major."""
-    ret, discount, next_t = nstep_returns(segment[C.REWARD], segment[C.TERMINATED], segment[C.TRUNCATED], gamma, n)
+    nstep = nstep_returns(segment[C.REWARD], segment[C.TERMINATED], segment[C.TRUNCATED], gamma, n)
+    return step_transitions(segment[C.OBS], segment[C.ACTION], *nstep)
+
+
+def step_transitions(obs: np.ndarray, action: np.ndarray, ret: np.ndarray, discount: np.ndarray,
+                     next_t: np.ndarray) -> Transitions:  # fmt: skip
+    """The transitions of [T + 1, rows, ...] `obs` and `action`, step-major, with the rows' n-step
+    return, discount and bootstrap step [T, rows] (srl.data.nstep)."""
     T, rows = ret.shape
-    obs = segment[C.OBS]
     return {
         C.OBS: obs[:T].reshape(T * rows, *obs.shape[2:]),
-        C.ACTION: segment[C.ACTION][:T].reshape(T * rows, *segment[C.ACTION].shape[2:]),
+        C.ACTION: action[:T].reshape(T * rows, *action.shape[2:]),
         C.REWARD: ret.reshape(-1),
         C.DISCOUNT: discount.reshape(-1),
         C.NEXT_OBS: obs[next_t, np.arange(rows)].reshape(T * rows, *obs.shape[2:]),

@@ -20,7 +20,7 @@ import numpy as np
 from srl.api.policy import FieldSpec
 from srl.data import columns as C
 from srl.data.nstep import nstep_returns
-from srl.data.replay import Transitions, transition_fields
+from srl.data.replay import Transitions, step_transitions, transition_fields
 
 
 def team_fields(obs: FieldSpec, action: FieldSpec, agents: int) -> dict[str, FieldSpec]:
@@ -41,13 +41,5 @@ def team_transitions(segment: dict[str, np.ndarray], gamma: float, n: int, agent
     terminated, truncated = teams(segment[C.TERMINATED]), teams(segment[C.TRUNCATED])
     over = (terminated | truncated).all(axis=2)
     cut_off = truncated.any(axis=2)
-    ret, discount, next_t = nstep_returns(teams(segment[C.REWARD]).sum(axis=2), over & ~cut_off, over & cut_off, gamma, n)
-    T = steps - 1
-    obs, action = teams(segment[C.OBS]), teams(segment[C.ACTION])
-    return {
-        C.OBS: obs[:T].reshape(T * envs, *obs.shape[2:]),
-        C.ACTION: action[:T].reshape(T * envs, *action.shape[2:]),
-        C.REWARD: ret.reshape(-1),
-        C.DISCOUNT: discount.reshape(-1),
-        C.NEXT_OBS: obs[next_t, np.arange(envs)].reshape(T * envs, *obs.shape[2:]),
-    }
+    nstep = nstep_returns(teams(segment[C.REWARD]).sum(axis=2), over & ~cut_off, over & cut_off, gamma, n)
+    return step_transitions(teams(segment[C.OBS]), teams(segment[C.ACTION]), *nstep)

@@ -57,7 +57,7 @@ class Role(IntEnum):
 
     @property
     def title(self) -> str:
-        return {0: "actor", 1: "policy", 2: "trainer", 3: "params", 4: "pod", 5: "buffer", 6: "eval", 7: "custom"}[int(self)]
+        return self.name.lower()
 
 
 def command_schema(epochs: np.ndarray | None) -> Kinds:

@@ -47,24 +47,13 @@ class GroupAddress:
     secret: bytes = field(repr=False)
 
 
-class TrainerGroupStore:
+class TrainerGroupStore(RendezvousServer):
     """The controller's side: serves the store for the run's whole life (port chosen by the OS),
     listening on `bind_host` (default `host`, what trainers connect to), under a fresh secret."""
 
     def __init__(self, host: str, world_size: int, bind_host: str | None = None) -> None:
-        self.server = RendezvousServer(bind_host or host, secrets.token_bytes(SECRET_BYTES))
-        self.address = GroupAddress(host, self.server.port, world_size, self.server.secret)
-
-    def take_rejected(self) -> dict[str, int]:
-        """Requests dropped since the last call: forged, replayed or malformed."""
-        return self.server.take_rejected()
-
-    def close(self) -> None:
-        self.server.close()
-
-
-def backend_for(device: torch.device) -> str:
-    return "nccl" if device.type == "cuda" else "gloo"
+        super().__init__(bind_host or host, secrets.token_bytes(SECRET_BYTES))
+        self.address = GroupAddress(host, self.port, world_size, self.secret)
 
 
 class GradientGroup:
@@ -77,11 +66,11 @@ class GradientGroup:
         self.rank, self.world_size, self.device = rank, address.world_size, device
         if device.type == "cuda":
             torch.cuda.set_device(device)  # NCCL binds a process's collectives to its current device
-        timeout = datetime.timedelta(seconds=timeout_s)
         self._client = RendezvousClient(address.host, address.port, address.secret, timeout_s)
         store = dist.PrefixStore(f"generation-{generation}", self._client)
-        dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=self.world_size,
-                                timeout=timeout)  # fmt: skip
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, store=store, rank=rank, world_size=self.world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))  # fmt: skip
         self._hooks: list = []
         self.stopped = False  # a member voted to stop: no more collectives
 

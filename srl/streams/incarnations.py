@@ -41,23 +41,19 @@ class Incarnations:
 
     def __init__(self, workers: list[str], epochs: np.ndarray | None = None) -> None:
         self._index = {w: i for i, w in enumerate(workers)}
-        self._epochs = np.zeros(max(len(workers), 1), np.int64) if epochs is None else epochs
+        # every worker's epoch, in the order of the worker list (this process's copy)
+        self.epochs = np.zeros(max(len(workers), 1), np.int64) if epochs is None else epochs
 
     def of(self, worker: str) -> int:
         i = self._index.get(worker)
-        return 0 if i is None else int(self._epochs[i])
-
-    @property
-    def epochs(self) -> np.ndarray:
-        """Every worker's epoch, in the order of the worker list (this process's copy)."""
-        return self._epochs
+        return 0 if i is None else int(self.epochs[i])
 
     def renamed(self, names: dict[str, str]) -> Incarnations:
         """The same epochs, with each worker in `names` also known by its key (a policy lane's
         own name for it: srl.lanes)."""
         if not names:
             return self
-        view = Incarnations([], self._epochs)
+        view = Incarnations([], self.epochs)
         view._index = {**self._index, **{own: self._index[run] for own, run in names.items() if run in self._index}}
         return view
 
@@ -65,13 +61,13 @@ class Incarnations:
         """A message came from `worker` in `epoch`: a later epoch than ours means it restarted.
         (Over shared memory the controller wrote it first, so this never writes there.)"""
         i = self._index.get(worker)
-        if i is not None and epoch > self._epochs[i]:
-            self._epochs[i] = epoch
+        if i is not None and epoch > self.epochs[i]:
+            self.epochs[i] = epoch
 
     def bump(self, worker: str) -> int:
         """The controller's part: `worker` starts a new life; returns its new epoch."""
-        self._epochs[self._index[worker]] += 1
-        return int(self._epochs[self._index[worker]])
+        self.epochs[self._index[worker]] += 1
+        return int(self.epochs[self._index[worker]])
 
 
 NO_RESTARTS = Incarnations([])  # for kernels built without a launcher (tests): every epoch is 0

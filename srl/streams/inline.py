@@ -44,7 +44,7 @@ class InlineTransport(Transport):
     def __init__(self) -> None:
         self._queues: dict[str, _Queue] = {}
         self._publishers: dict[str, _Publisher] = {}
-        self._blocks: dict[str, tuple[Layout, bytearray]] = {}
+        self._blocks: dict[str, bytearray] = {}
 
     def receiver(self, name: str) -> Receiver:
         return self._queues.setdefault(name, _Queue())
@@ -62,8 +62,8 @@ class InlineTransport(Transport):
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         if name not in self._blocks:
-            self._blocks[name] = (layout, bytearray(layout.nbytes))
-        return layout.views(self._blocks[name][1])
+            self._blocks[name] = bytearray(layout.nbytes)
+        return layout.views(self._blocks[name])
 
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         """Nothing to wait for in one process: the inline scheduler polls every worker in turn."""

@@ -44,9 +44,6 @@ class Layout:
             for name, spec in self.arrays.items()
         }
 
-    def prefixed(self, prefix: str) -> dict[str, ArraySpec]:
-        return {f"{prefix}{name}": spec for name, spec in self.arrays.items()}
-
 
 def poison(arrays: dict[str, np.ndarray]) -> None:
     """Fill arrays with values no real sample has (NaN, -1, True), so a read of an unwritten

@@ -4,6 +4,7 @@ The launcher creates every shared-memory block (`SharedBlocks`) before any worke
 unlinks them all at exit, whatever way the run ends; workers only attach. Messages carry slot
 indices, so a signal is a 16-64 byte header and the payload never moves; only parameters and
 reports carry frames. Every queue holds at most `max_queued_bytes` per peer (srl.streams.queues).
+Its sockets are handled as the tcp backend's are (`ZmqTransport`, the base of both).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing import shared_memory
 from pathlib import Path
@@ -23,14 +25,10 @@ import zmq
 from srl.streams.framing import pack, packed_bytes, unpack
 from srl.streams.layout import Layout
 from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, NEWEST_ONLY, Drops, bound_socket, messages_within
-from srl.streams.transport import Message, Receiver, Sender, Transport, decode_header, encode_header
+from srl.streams.transport import Message, Receiver, Sender, Transport, as_buffer, decode_header, encode_header
 
 MAX_PARTS = 1 << 16
 HEADER_MESSAGE_BYTES = packed_bytes(1, 8 * 64)  # a message of one header, the largest (srl.streams.transport)
-
-
-def _frame(f: bytes | memoryview | np.ndarray) -> bytes | memoryview:
-    return np.ascontiguousarray(f).data.cast("B") if isinstance(f, np.ndarray) else f
 
 
 class _ZmqReceiver(Receiver):
@@ -60,7 +58,7 @@ class _ZmqSender(Sender):
 
     def send(self, header: Sequence[int], frames: Sequence[bytes | memoryview | np.ndarray] = ()) -> None:
         # one frame (srl.streams.framing); pack copies, so the caller may overwrite its arrays at once
-        self.drops.send(self.socket, pack([encode_header(header), *(_frame(f) for f in frames)]), self.name)
+        self.drops.send(self.socket, pack([encode_header(header), *(as_buffer(f) for f in frames)]), self.name)
 
 
 def shm_name(run_id: str, block: str) -> str:
@@ -91,56 +89,103 @@ class SharedBlocks:
         self.blocks.clear()
 
 
-class LocalTransport(Transport):
+class ZmqTransport(Transport):
+    """What the ZeroMQ backends share: a socket per endpoint, bounded before it binds or connects
+    (srl.streams.queues), one publisher per name, every socket closed at once. A backend says how
+    a stream's socket is bounded (`_bound`), where it binds or connects (`_address`), and how its
+    messages are read and written (`_receiving`, `_sending`)."""
+
+    def __init__(self) -> None:
+        self.context = zmq.Context()
+        self._drops = Drops()
+        self._sockets: list[zmq.Socket] = []
+        self._publishers: dict[str, Sender] = {}
+        self._pollers: dict[tuple[int, ...], zmq.Poller] = {}  # one per set of receivers waited on
+
+    @abstractmethod
+    def _bound(self, socket: zmq.Socket, kind: int, name: str) -> None: ...
+
+    @abstractmethod
+    def _address(self, name: str, bind: bool) -> str: ...
+
+    @abstractmethod
+    def _receiving(self, socket: zmq.Socket, name: str) -> Receiver: ...
+
+    @abstractmethod
+    def _sending(self, socket: zmq.Socket, name: str) -> Sender: ...
+
+    def _socket(self, kind: int, name: str) -> zmq.Socket:
+        socket = self.context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        bind = kind in (zmq.PULL, zmq.PUB)
+        self.opened.add((name, "bind" if bind else "connect"))
+        self._bound(socket, kind, name)
+        if kind == zmq.SUB:
+            socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self._sockets.append(socket)
+        (socket.bind if bind else socket.connect)(self._address(name, bind))
+        return socket
+
+    def receiver(self, name: str) -> Receiver:
+        return self._receiving(self._socket(zmq.PULL, name), name)
+
+    def sender(self, name: str) -> Sender:
+        return self._sending(self._socket(zmq.PUSH, name), name)
+
+    def publisher(self, name: str) -> Sender:
+        if name not in self._publishers:
+            self._publishers[name] = self._sending(self._socket(zmq.PUB, name), name)
+        return self._publishers[name]
+
+    def subscriber(self, name: str) -> Receiver:
+        return self._receiving(self._socket(zmq.SUB, name), name)
+
+    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
+        """Block until one receiver's socket is readable (no spinning). A worker waits on the same
+        receivers every loop, so each set's poller is built once and kept."""
+        key = tuple(id(r) for r in receivers)
+        poller = self._pollers.get(key)
+        if poller is None:
+            poller = self._pollers[key] = zmq.Poller()
+            for receiver in receivers:  # a zmq receiver, or a wrapper that forwards its `socket`
+                poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
+        poller.poll(max(0, int(timeout_s * 1000)))
+
+    def take_dropped(self) -> dict[str, int]:
+        return self._drops.take()
+
+    def close(self) -> None:
+        """Close every socket at once (linger 0: a stopping run drops what is unsent), then the context."""
+        for socket in self._sockets:
+            socket.close(linger=0)
+        self._sockets.clear()
+        self.context.term()
+
+
+class LocalTransport(ZmqTransport):
     def __init__(self, run_id: str, ipc_dir: Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
                  message_bytes: Mapping[str, int] | None = None) -> None:  # fmt: skip
+        super().__init__()
         self.run_id = run_id
         self.ipc_dir = ipc_dir
         # the streams whose messages carry more than a header (srl.graph.Graph.message_bytes); the
         # others are sized as headers, and parameters keep the newest (NEWEST_ONLY)
         self.max_queued_bytes, self.message_bytes = max_queued_bytes, message_bytes or {}
-        self._drops = Drops()
-        self.context = zmq.Context()
-        self._sockets: list[zmq.Socket] = []
         self._shms: list[shared_memory.SharedMemory] = []
-        self._publishers: dict[str, _ZmqSender] = {}
-        self._pollers: dict[tuple[int, ...], zmq.Poller] = {}  # one per set of receivers waited on
 
-    def _address(self, name: str) -> str:
-        return f"ipc://{self.ipc_dir / name}"
-
-    def _socket(self, kind: int, name: str) -> zmq.Socket:
-        socket = self.context.socket(kind)
-        socket.setsockopt(zmq.LINGER, 0)
-        self.opened.add((name, "bind" if kind in (zmq.PULL, zmq.PUB) else "connect"))
+    def _bound(self, socket: zmq.Socket, kind: int, name: str) -> None:
         largest = self.message_bytes.get(name, HEADER_MESSAGE_BYTES)
         messages = None if name in NEWEST_ONLY else messages_within(self.max_queued_bytes, largest)
         bound_socket(socket, messages)  # the kernel's buffers: the OS default for ipc
-        self._sockets.append(socket)
-        return socket
 
-    def receiver(self, name: str) -> Receiver:
-        socket = self._socket(zmq.PULL, name)
-        socket.bind(self._address(name))
+    def _address(self, name: str, bind: bool) -> str:
+        return f"ipc://{self.ipc_dir / name}"
+
+    def _receiving(self, socket: zmq.Socket, name: str) -> Receiver:
         return _ZmqReceiver(socket)
 
-    def sender(self, name: str) -> Sender:
-        socket = self._socket(zmq.PUSH, name)
-        socket.connect(self._address(name))
+    def _sending(self, socket: zmq.Socket, name: str) -> Sender:
         return _ZmqSender(socket, name, self._drops)
-
-    def publisher(self, name: str) -> Sender:
-        if name not in self._publishers:
-            socket = self._socket(zmq.PUB, name)
-            socket.bind(self._address(name))
-            self._publishers[name] = _ZmqSender(socket, name, self._drops)
-        return self._publishers[name]
-
-    def subscriber(self, name: str) -> Receiver:
-        socket = self._socket(zmq.SUB, name)
-        socket.setsockopt(zmq.SUBSCRIBE, b"")
-        socket.connect(self._address(name))
-        return _ZmqReceiver(socket)
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         shm = shared_memory.SharedMemory(shm_name(self.run_id, name))
@@ -148,14 +193,8 @@ class LocalTransport(Transport):
         assert shm.buf is not None  # None only once closed
         return layout.views(shm.buf)
 
-    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
-        wait_on_sockets(self._pollers, receivers, timeout_s)
-
-    def take_dropped(self) -> dict[str, int]:
-        return self._drops.take()
-
     def close(self) -> None:
-        close_sockets(self._sockets, self.context)
+        super().close()
         for shm in self._shms:
             try:
                 shm.close()
@@ -198,25 +237,3 @@ def remove_dead_ipc_dirs(base: Path) -> list[Path]:
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)
     return removed
-
-
-def close_sockets(sockets: list[zmq.Socket], context: zmq.Context) -> None:
-    """Close every socket at once (linger 0: a stopping run drops what is unsent), then the context."""
-    for socket in sockets:
-        socket.close(linger=0)
-    sockets.clear()
-    context.term()
-
-
-def wait_on_sockets(
-    pollers: dict[tuple[int, ...], zmq.Poller], receivers: Sequence[Receiver], timeout_s: float
-) -> None:
-    """Block until one receiver's socket is readable (no spinning). A worker waits on the same
-    receivers every loop, so each set's poller is built once and kept in `pollers`."""
-    key = tuple(id(r) for r in receivers)
-    poller = pollers.get(key)
-    if poller is None:
-        poller = pollers[key] = zmq.Poller()
-        for receiver in receivers:  # a zmq receiver, or a wrapper that forwards its `socket`
-            poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
-    poller.poll(max(0, int(timeout_s * 1000)))

@@ -4,14 +4,12 @@ stream code names them as in a one-policy run. Everything else is the process's 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from srl.streams.incarnations import INCARNATIONS_BLOCK
 from srl.streams.layout import Layout
-from srl.streams.rejections import Rejections
 from srl.streams.transport import Receiver, Sender, Transport
 
 
@@ -19,6 +17,8 @@ class PrefixedTransport(Transport):
     def __init__(self, inner: Transport, prefix: str) -> None:
         self.inner, self.prefix = inner, prefix
         self.shares_memory = inner.shares_memory
+        # the process's own: what a lane's receivers drop, and the endpoints it opens, count there
+        self.rejections, self.opened = inner.rejections, inner.opened
 
     def receiver(self, name: str) -> Receiver:
         return self.inner.receiver(self.prefix + name)
@@ -39,19 +39,8 @@ class PrefixedTransport(Transport):
     def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
         self.inner.wait(receivers, timeout_s)
 
-    @functools.cached_property
-    def rejections(self) -> Rejections:
-        return self.inner.rejections
-
-    @functools.cached_property
-    def opened(self) -> set[tuple[str, str]]:
-        return self.inner.opened
-
     def note_opened(self, name: str, how: str) -> None:
         self.inner.note_opened(self.prefix + name, how)
-
-    def take_rejected(self) -> dict[str, int]:
-        return self.inner.take_rejected()
 
     def take_dropped(self) -> dict[str, int]:
         return self.inner.take_dropped()

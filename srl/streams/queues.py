@@ -24,16 +24,15 @@ least one, or the stream could not carry its largest message at all. At the boun
 from __future__ import annotations
 
 import logging
-import time
-from collections import Counter
 
 import zmq
+
+from srl.streams.rejections import Tally
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_QUEUED_BYTES = 64 << 20  # the config's default (srl.config: max_queued_bytes_per_peer)
 SEND_TIMEOUT_S = 1.0  # a blocked send gives up after this (far below any heartbeat timeout)
 KERNEL_BUFFER_BYTES = 4 << 20  # tcp: at most this in each kernel buffer (SO_SNDBUF, SO_RCVBUF)
-LOG_EVERY_S = 10.0
 # parameters in (trainer -> service) and out (service -> subscribers): only the newest matters
 # (srl.streams.params: intermediate versions may be skipped)
 NEWEST_ONLY = ("params.in", "params.out")
@@ -59,14 +58,9 @@ def bound_socket(socket: zmq.Socket, messages: int | None, kernel_bytes: int | N
         socket.setsockopt(zmq.RCVBUF, kernel_bytes)
 
 
-class Drops:
+class Drops(Tally):
     """Messages a process dropped at a bound, per stream: counted for the run's metrics
-    (`take`), logged at most once per LOG_EVERY_S per stream, never silently."""
-
-    def __init__(self) -> None:
-        self.counts: Counter = Counter()  # since the last take
-        self._total: Counter = Counter()
-        self._logged_s: dict[str, float] = {}
+    (`take`), logged at most once per srl.streams.rejections.LOG_EVERY_S per stream, never silently."""
 
     def send(self, socket: zmq.Socket, data: bytes, name: str) -> bool:
         """Send `data`, or drop it (False) when the socket's queue stays full for SEND_TIMEOUT_S."""
@@ -78,14 +72,5 @@ class Drops:
             return False
 
     def add(self, name: str, count: int, why: str) -> None:
-        self.counts[name] += count
-        self._total[name] += count
-        now = time.monotonic()
-        if now - self._logged_s.get(name, -LOG_EVERY_S) >= LOG_EVERY_S:
-            self._logged_s[name] = now
-            log.warning("stream %s: %s; %d message(s) dropped in all", name, why, self._total[name])
-
-    def take(self) -> dict[str, int]:
-        out = dict(self.counts)
-        self.counts.clear()
-        return out
+        if self._count(name, count) is not None:
+            log.warning("stream %s: %s; %d message(s) dropped in all", name, why, self.total[name])

@@ -39,7 +39,7 @@ import zmq
 
 from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.rejections import Rejections
-from srl.streams.tcp import WILDCARDS
+from srl.streams.tcp import WILDCARDS, bind_endpoint
 from srl.streams.wire import Freshness, Limits, Sealed, Sealer, WireError, decode, encode
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class RendezvousServer:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, LIMITS.max_message_bytes)
         self.socket.setsockopt(zmq.USE_FD, self.fd)
-        self.socket.bind(f"tcp://{_endpoint_host(host)}:{self.port}")  # takes over the descriptor
+        self.socket.bind(bind_endpoint(host, self.port))  # takes over the descriptor
         self.store = KeyValues()
         self.pending: list[_Pending] = []  # blocking calls whose keys are missing
         self.freshness, self.sealer = Freshness(LIMITS.max_age_s), Sealer()
@@ -235,12 +235,6 @@ def _listen(host: str) -> tuple[int, int]:
     return fd, port
 
 
-def _endpoint_host(host: str) -> str:
-    if host in WILDCARDS:
-        return "*"
-    return f"[{host}]" if ":" in host else host
-
-
 class RendezvousClient(dist.Store):
     """A trainer's side: the store torch.distributed forms its group through. Each call sends
     one signed request and waits (the store's timeout) for the reply that names it."""
@@ -253,7 +247,7 @@ class RendezvousClient(dist.Store):
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.MAXMSGSIZE, LIMITS.max_message_bytes)
-        self._socket.connect(f"tcp://{_endpoint_host(host)}:{port}")
+        self._socket.connect(bind_endpoint(host, port))  # trainers are given no wildcard (srl.launch.local)
         self._sealer = Sealer()
         self._lock = threading.Lock()  # torch may call a store from its own threads
 

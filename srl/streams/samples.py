@@ -172,9 +172,10 @@ class SampleConsumer:
         refs = [SegmentRef(*m.header) for m in self._in.recv_all(limit)]
         for r in refs:  # a later epoch than ours: its actor restarted (tcp: our copy may lag)
             self._incarnations.observe(f"actor:{r.actor}", r.epoch)
-        fresh = [r for r in refs if r.trainer_epoch == self.epoch and self.current(r)]
+        mine = [r for r in refs if r.trainer_epoch == self.epoch]
+        fresh = [r for r in mine if self.current(r)]
         self.stale += len(refs) - len(fresh)
-        self.from_dead_actors += sum(1 for r in refs if r.trainer_epoch == self.epoch and not self.current(r))
+        self.from_dead_actors += len(mine) - len(fresh)
         return fresh
 
     def current(self, ref: SegmentRef) -> bool:

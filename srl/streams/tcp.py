@@ -29,7 +29,7 @@ import zmq
 
 from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
-from srl.streams.local import close_sockets, wait_on_sockets
+from srl.streams.local import ZmqTransport
 from srl.streams.queues import (
     DEFAULT_MAX_QUEUED_BYTES,
     KERNEL_BUFFER_BYTES,
@@ -39,7 +39,7 @@ from srl.streams.queues import (
     messages_within,
 )
 from srl.streams.rejections import Rejections
-from srl.streams.transport import Message, Receiver, Sender, Transport
+from srl.streams.transport import Message, Receiver, Sender
 from srl.streams.wire import Freshness, Limits, Sealer, WireError, decode, encode
 
 WILDCARDS = ("0.0.0.0", "::", "*")
@@ -70,8 +70,7 @@ class Wire:
             ) from None
 
     def bind_address(self, name: str) -> str:
-        host = "*" if self.bind_host in WILDCARDS else self.bind_host
-        return f"tcp://{_bracket(host)}:{self.port(name)}"
+        return bind_endpoint(self.bind_host, self.port(name))
 
     def connect_address(self, name: str) -> str:
         default = "127.0.0.1" if self.bind_host in WILDCARDS else self.bind_host
@@ -80,6 +79,11 @@ class Wire:
 
 def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def bind_endpoint(host: str, port: int) -> str:
+    """Where a socket binds to listen on `host` only (every interface for a wildcard)."""
+    return f"tcp://{_bracket('*' if host in WILDCARDS else host)}:{port}"
 
 
 class _SignedReceiver(Receiver):
@@ -142,25 +146,18 @@ class _SignedSender(Sender):
             self.sealer.seq -= 1  # never sent: its number goes to the next, so no receiver counts a gap too
 
 
-class TcpTransport(Transport):
+class TcpTransport(ZmqTransport):
     shares_memory = False
 
     def __init__(self, wire: Wire, restarted_ns: int = 0) -> None:
         """`restarted_ns`: a restarted worker's restart time; its receivers refuse messages sent
         before it, which were meant for its dead predecessor (a fresh receiver has no memory of
         their senders' sequence numbers, so this is what refuses them when recorded and replayed)."""
+        super().__init__()
         self.wire, self.restarted_ns = wire, restarted_ns
-        self.context = zmq.Context()
-        self._sockets: list[zmq.Socket] = []
-        self._publishers: dict[str, _SignedSender] = {}
         self._blocks: dict[str, bytearray] = {}
-        self._pollers: dict[tuple[int, ...], zmq.Poller] = {}
-        self._drops = Drops()
 
-    def _socket(self, kind: int, name: str) -> zmq.Socket:
-        socket = self.context.socket(kind)
-        socket.setsockopt(zmq.LINGER, 0)
-        self.opened.add((name, "bind" if kind in (zmq.PULL, zmq.PUB) else "connect"))
+    def _bound(self, socket: zmq.Socket, kind: int, name: str) -> None:
         largest = self.wire.largest_message(name)
         # zmq drops the connection of a peer that sends a bigger message, before buffering it
         socket.setsockopt(zmq.MAXMSGSIZE, largest)
@@ -168,43 +165,18 @@ class TcpTransport(Transport):
         newest_only = name in NEWEST_ONLY and kind in (zmq.PUB, zmq.PUSH)  # see srl.streams.queues
         messages = None if newest_only else messages_within(budget, largest)
         bound_socket(socket, messages, min(budget, KERNEL_BUFFER_BYTES))
-        self._sockets.append(socket)
-        return socket
 
-    def receiver(self, name: str) -> Receiver:
-        socket = self._socket(zmq.PULL, name)
-        socket.bind(self.wire.bind_address(name))
+    def _address(self, name: str, bind: bool) -> str:
+        return self.wire.bind_address(name) if bind else self.wire.connect_address(name)
+
+    def _receiving(self, socket: zmq.Socket, name: str) -> Receiver:
         return _SignedReceiver(socket, self.wire, name, self.rejections, self._drops, self.restarted_ns)
 
-    def sender(self, name: str) -> Sender:
-        socket = self._socket(zmq.PUSH, name)
-        socket.connect(self.wire.connect_address(name))
+    def _sending(self, socket: zmq.Socket, name: str) -> Sender:
         return _SignedSender(socket, self.wire, name, self._drops)
-
-    def publisher(self, name: str) -> Sender:
-        if name not in self._publishers:
-            socket = self._socket(zmq.PUB, name)
-            socket.bind(self.wire.bind_address(name))
-            self._publishers[name] = _SignedSender(socket, self.wire, name, self._drops)
-        return self._publishers[name]
-
-    def subscriber(self, name: str) -> Receiver:
-        socket = self._socket(zmq.SUB, name)
-        socket.setsockopt(zmq.SUBSCRIBE, b"")
-        socket.connect(self.wire.connect_address(name))
-        return _SignedReceiver(socket, self.wire, name, self.rejections, self._drops, self.restarted_ns)
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         """This process's own copy of block `name`: filled by the messages that carry it."""
         if name not in self._blocks:
             self._blocks[name] = bytearray(layout.nbytes)
         return layout.views(self._blocks[name])
-
-    def take_dropped(self) -> dict[str, int]:
-        return self._drops.take()
-
-    def wait(self, receivers: Sequence[Receiver], timeout_s: float) -> None:
-        wait_on_sockets(self._pollers, receivers, timeout_s)
-
-    def close(self) -> None:
-        close_sockets(self._sockets, self.context)

@@ -42,6 +42,11 @@ class Message:
 _HEADER_FORMATS = {n: struct.Struct(f"<{n}q") for n in range(1, 65)}
 
 
+def as_buffer(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
+    """A frame's bytes, without a copy where it is contiguous already (an array's as a byte view)."""
+    return np.ascontiguousarray(frame).data.cast("B") if isinstance(frame, np.ndarray) else frame
+
+
 def encode_header(header: Sequence[int]) -> bytes:
     return _HEADER_FORMATS[len(header)].pack(*header)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from srl.streams.framing import packed_bytes
-from srl.streams.transport import Message, decode_header, encode_header
+from srl.streams.transport import Message, as_buffer, decode_header, encode_header
 
 MAC_BYTES = 32  # SHA-256
 MAX_HEADER_BYTES = 8 * 64
@@ -63,19 +63,12 @@ class Limits:
     @property
     def max_message_bytes(self) -> int:
         """The largest packed message (MAC, header, frames) a receiver lets zmq buffer."""
-        fixed = MAC_BYTES + _SEAL.size + MAX_HEADER_BYTES
-        return packed_bytes(self.max_frames + 3, fixed + self.max_frames * self.max_frame_bytes)
+        return message_bytes([self.max_frame_bytes] * self.max_frames)
 
 
 def message_bytes(frame_bytes: Sequence[int]) -> int:
     """The size of a packed message (any header) whose frames have these sizes."""
     return packed_bytes(len(frame_bytes) + 3, MAC_BYTES + _SEAL.size + MAX_HEADER_BYTES + sum(frame_bytes))
-
-
-def _as_bytes(frame: bytes | memoryview | np.ndarray) -> bytes | memoryview:
-    if isinstance(frame, np.ndarray):
-        return np.ascontiguousarray(frame).data.cast("B")
-    return frame
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,7 +103,7 @@ def encode(
     seal: bytes | None = None,
 ) -> list[bytes | memoryview]:
     """A signed message; `seal` from the sender's `Sealer` (None: a one-off sender's seal)."""
-    parts = [Sealer().next() if seal is None else seal, encode_header(header), *(_as_bytes(f) for f in frames)]
+    parts = [Sealer().next() if seal is None else seal, encode_header(header), *(as_buffer(f) for f in frames)]
     return [mac(secret, stream, parts), *parts]
 
 

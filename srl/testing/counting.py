@@ -130,12 +130,11 @@ def check_counts(
     if episode_length is not None:
         lengths = np.full(len(envs), int(episode_length), np.int64)
     elif terminated is not None:
-        ended = np.zeros(len(envs), bool)
-        ended[env_of[terminated]] = True
         lo = np.full(len(envs), np.iinfo(np.int64).max)
         hi = np.full(len(envs), -1, np.int64)
         np.minimum.at(lo, env_of[terminated], step[terminated])
         np.maximum.at(hi, env_of[terminated], step[terminated])
+        ended = hi >= 0  # steps are never negative (checked above)
         if (ended & (lo != hi)).any():
             i = int(np.flatnonzero(ended & (lo != hi))[0])
             raise AssertionError(f"env_id {envs[i]}: terminated at different steps ({lo[i]} and {hi[i]})")
@@ -167,9 +166,7 @@ def check_counts(
     s_env, s_agent, s_k, s_len = env_id[order], agent[order], k[order], length[order]
     starts = np.ones(len(order), bool)
     starts[1:] = (s_env[1:] != s_env[:-1]) | (s_agent[1:] != s_agent[:-1])
-    step_up = np.empty(len(order), np.int64)
-    step_up[0] = 0
-    step_up[1:] = s_k[1:] - s_k[:-1]
+    step_up = np.diff(s_k, prepend=s_k[:1])
     dup = ~starts & (step_up == 0)
     gap = (starts & (s_k != 0)) | (~starts & (step_up > 1))
     bad = np.flatnonzero(dup | gap)
