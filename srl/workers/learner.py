@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +42,10 @@ class Learner:
             self._resume()
 
     def _resume(self) -> None:
-        try:
-            resumed = checkpoint.load_latest(self.run_dir, self.run_id, apply=self._apply)
-        except checkpoint.CheckpointError as e:
-            raise RunHalted(f"trainer cannot resume: {e}") from None
+        resumed = resume_latest(self.run_dir, self.run_id, self.policy, self.algorithm, "trainer")
         if resumed is not None:
             self.version, self.env_steps = resumed["version"], resumed["env_steps"]
             print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
-
-    def _apply(self, state: dict[str, Any]) -> None:
-        self.policy.load_state_dict(state["policy"])
-        self.algorithm.load_state_dict(state["algorithm"])
 
     def _checkpoint_if_due(self) -> None:
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
@@ -76,3 +70,19 @@ class Learner:
             "train_time_s": round(self.train_time_s, 4),
             **self.stats,
         }
+
+
+def load_state(policy: Policy, algorithm: Algorithm, state: dict[str, Any]) -> None:
+    """A checkpoint's (or a kept copy's) policy and algorithm state, loaded."""
+    policy.load_state_dict(state["policy"])
+    algorithm.load_state_dict(state["algorithm"])
+
+
+def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str
+                  ) -> dict[str, Any] | None:
+    """The newest usable checkpoint of run `run_id`, loaded (srl.checkpoint.load_latest); None when
+    there is none; RunHalted naming `who` when there are some and none loads."""
+    try:
+        return checkpoint.load_latest(run_dir, run_id, apply=partial(load_state, policy, algorithm))
+    except checkpoint.CheckpointError as e:
+        raise RunHalted(f"{who} cannot resume: {e}") from None

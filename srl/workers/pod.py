@@ -46,24 +46,10 @@ from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.monitor.episodes import episodes_report
 from srl.monitor.timing import TimeBreakdown
+from srl.transfer import torch_dtype
+from srl.workers.learner import resume_latest
 from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
-
-_TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "bool": torch.bool,
-    "uint8": torch.uint8,
-}
-
-
-def _torch_dtype(dtype: Any) -> torch.dtype:
-    name = str(getattr(dtype, "name", dtype))
-    if name not in _TORCH_DTYPES:
-        raise TypeError(f"pod buffers: unsupported dtype {name}")
-    return _TORCH_DTYPES[name]
 
 
 class PodKernel:
@@ -118,7 +104,7 @@ class PodKernel:
         with torch.inference_mode(False):
             self.buffers: dict[str, torch.Tensor] = {
                 name: torch.zeros(
-                    steps, self.rows, *spec.shape, dtype=_torch_dtype(spec.dtype), device=self.device
+                    steps, self.rows, *spec.shape, dtype=torch_dtype(spec.dtype), device=self.device
                 )
                 for name, spec in fields.items()
             }
@@ -151,15 +137,8 @@ class PodKernel:
         self.clock = TimeBreakdown()  # its env/infer/train times are in its reports; the loop labels waiting
 
     def _resume(self) -> None:
-        def apply(state: dict[str, Any]) -> None:
-            self.policy.load_state_dict(state["policy"])
-            self.algorithm.load_state_dict(state["algorithm"])
-
         assert self.run_dir is not None
-        try:
-            resumed = checkpoint.load_latest(self.run_dir, self.run_id, apply=apply)
-        except checkpoint.CheckpointError as e:
-            raise RunHalted(f"pod cannot resume: {e}") from None
+        resumed = resume_latest(self.run_dir, self.run_id, self.policy, self.algorithm, "pod")
         if resumed is not None:
             self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
 
