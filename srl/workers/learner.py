@@ -34,12 +34,15 @@ class Learner:
         self.run_id = run_id  # stamped on every checkpoint; only this run's are resumed from
         self.version = 0
         self.env_steps = 0  # env steps consumed by updates (drives schedules)
-        self.updates, self.train_time_s = 0, 0.0
-        self.stats: dict[str, float] = {}
+        self._reset_stats()
         self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
         self._last_checkpoint_s = time.monotonic()
         if resume:
             self._resume()
+
+    def _reset_stats(self) -> None:
+        self.updates, self.train_time_s = 0, 0.0
+        self.stats: dict[str, float] = {}
 
     def _resume(self) -> None:
         resumed = resume_latest(self.run_dir, self.run_id, self.policy, self.algorithm, "trainer")
@@ -58,9 +61,9 @@ class Learner:
         self._last_checkpoint_s = time.monotonic()
 
     def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> dict[str, Any]:
-        """The report's fields since the last one; the caller resets its counters."""
+        """The report's fields since the last one; its counters start over."""
         skipped, self.guard.skipped = self.guard.skipped, 0
-        return {
+        out = {
             "nonfinite_updates_skipped": skipped,
             "policy_version": self.version,
             "trained_env_steps": self.env_steps,
@@ -70,6 +73,18 @@ class Learner:
             "train_time_s": round(self.train_time_s, 4),
             **self.stats,
         }
+        self._reset_stats()
+        return out
+
+    def report(self) -> dict[str, Any]:  # replay keeps every segment (the segment trainer has its own)
+        return self._report(segments_dropped=0, policy_lag_mean=None)
+
+    def finish(self) -> dict[str, Any]:
+        self.save_checkpoint()
+        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+
+    def close(self) -> None:
+        pass
 
 
 def load_state(policy: Policy, algorithm: Algorithm, state: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from srl import checkpoint, devices
+from srl import devices
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.data import columns as C
@@ -54,10 +54,6 @@ class ReplayTrainerKernel(Learner):
             return batch
         return {name: t.to(self.device, non_blocking=True) for name, t in batch.items()}
 
-    def _reset_stats(self) -> None:
-        self.updates, self.train_time_s = 0, 0.0
-        self.stats: dict[str, float] = {}
-
     @property
     def receivers(self) -> list[Receiver]:
         return self.batches.receivers
@@ -94,15 +90,3 @@ class ReplayTrainerKernel(Learner):
             self.updates += 1
         self.clock.switch(previous)
         self.train_time_s += time.perf_counter() - started
-
-    def report(self) -> dict:
-        out = self._report(segments_dropped=0, policy_lag_mean=None)  # replay keeps every segment
-        self._reset_stats()
-        return out
-
-    def finish(self) -> dict:
-        self.save_checkpoint()
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
-
-    def close(self) -> None:
-        pass
