@@ -38,7 +38,7 @@ def split_actor_arrays(graph: Graph, arrays: dict[str, np.ndarray]) -> tuple[lis
 
 def segments_of(graph: Graph, transport: Transport, actors: list[int]) -> dict[tuple[int, int, int], Segment]:
     """The segment slots of these actors by (actor, split, slot): what a trainer or the buffer takes."""
-    return {(a, s, k): segment for a in actors for (s, k), segment in actor_arrays(graph, transport, a)[1].items()}
+    return {(a, s, k): seg for a in actors for (s, k), seg in actor_arrays(graph, transport, a)[1].items()}
 
 
 def incarnations(graph: Graph, transport: Transport) -> Incarnations:
