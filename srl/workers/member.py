@@ -205,11 +205,6 @@ class PodMember:
 STATE_FILE = "member.json"
 
 
-def member_seed(seed: int, index: int) -> int:
-    """Member `index`'s seed: distinct members, and distinct from other runs' seeds."""
-    return seed * 1000 + index
-
-
 def member_folder(run_dir: Path | str, index: int) -> Path:
     """Where member `index` of the run in `run_dir` keeps its checkpoints and member.json."""
     return Path(run_dir) / "members" / f"m{index}"
@@ -223,7 +218,7 @@ def make_member(config: Any, index: int) -> PodMember:
 
     c, e = config, config.pod.ensemble
     folder = member_folder(str(c.run.run_dir), index)
-    seed = member_seed(c.run.seed, index)
+    seed = c.run.seed * 1000 + index  # distinct members, and distinct from other runs' seeds
     pod = make_pod(
         env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,

@@ -34,12 +34,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from srl import checkpoint
 from srl.api import registry
 from srl.api.algorithm import Algorithm, AlgorithmConfig
-from srl.api.policy import Policy
+from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.faults import RunHalted
@@ -100,21 +101,15 @@ class PodKernel:
             **policy.rollout_fields(),
         }
         self.outputs = [name for name in fields if name != C.OBS]  # what rollout writes
-        steps = self.T + 1
+        fields |= {C.REWARD: FieldSpec((), np.float32), C.TERMINATED: FieldSpec((), np.bool_),
+                   C.TRUNCATED: FieldSpec((), np.bool_), C.POLICY_VERSION: FieldSpec((), np.int64)}
         with torch.inference_mode(False):
             self.buffers: dict[str, torch.Tensor] = {
                 name: torch.zeros(
-                    steps, self.rows, *spec.shape, dtype=torch_dtype(spec.dtype), device=self.device
+                    self.T + 1, self.rows, *spec.shape, dtype=torch_dtype(spec.dtype), device=self.device
                 )
                 for name, spec in fields.items()
             }
-            for name, dtype in (
-                (C.REWARD, torch.float32),
-                (C.TERMINATED, torch.bool),
-                (C.TRUNCATED, torch.bool),
-                (C.POLICY_VERSION, torch.int64),
-            ):
-                self.buffers[name] = torch.zeros(steps, self.rows, dtype=dtype, device=self.device)
             # episode accounting, on the device
             self._running_return = torch.zeros(self.rows, dtype=torch.float64, device=self.device)
             self._running_length = torch.zeros(self.rows, dtype=torch.int64, device=self.device)
@@ -134,6 +129,7 @@ class PodKernel:
         self.lag_mean: float | None = None
         self._reset_stats()
         self.started = False
+        self.receivers: list = []  # nothing to wait on: a pod only computes
         self.clock = TimeBreakdown()  # its env/infer/train times are in its reports; the loop labels waiting
 
     def _resume(self) -> None:
@@ -150,10 +146,6 @@ class PodKernel:
         self.finished_returns: list[float] = []
         self.finished_lengths: list[int] = []
         self.env_time_s = self.infer_time_s = self.train_time_s = 0.0
-
-    @property
-    def receivers(self) -> list:  # nothing to wait on: a pod only computes
-        return []
 
     # -- kernel -----------------------------------------------------------------------------------
 
