@@ -48,12 +48,6 @@ class ReplayTrainerKernel(Learner):
         # for a batch (without it every update showed as "other")
         self.clock = TimeBreakdown()
 
-    def _on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The slot's batch where the policy is (the slot's own tensors on the CPU)."""
-        if self.device.type == "cpu":
-            return batch
-        return {name: t.to(self.device, non_blocking=True) for name, t in batch.items()}
-
     @property
     def receivers(self) -> list[Receiver]:
         return self.batches.receivers
@@ -78,7 +72,8 @@ class ReplayTrainerKernel(Learner):
         self.env_steps = max(self.env_steps, env_steps)
         previous = self.clock.switch(TRAINING)
         batch = self.tensors[slot]
-        moved = self._on_device(batch)
+        moved = batch if self.device.type == "cpu" else {  # where the policy is (the slot's own tensors on the CPU)
+            n: t.to(self.device, non_blocking=True) for n, t in batch.items()}
         stats = self.guard.step(moved, self.env_steps)
         if moved is not batch and C.PRIORITY in batch:  # the algorithm wrote them into the copy
             batch[C.PRIORITY].copy_(moved[C.PRIORITY])  # the buffer reads them from the slot
