@@ -19,7 +19,7 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.faults import RunHalted
-from srl.workers.nonfinite import UpdateGuard
+from srl.workers.nonfinite import UpdateGuard, load_state
 
 
 class Learner:
@@ -85,12 +85,6 @@ class Learner:
 
     def close(self) -> None:
         pass
-
-
-def load_state(policy: Policy, algorithm: Algorithm, state: dict[str, Any]) -> None:
-    """A checkpoint's (or a kept copy's) policy and algorithm state, loaded."""
-    policy.load_state_dict(state["policy"])
-    algorithm.load_state_dict(state["algorithm"])
 
 
 def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str

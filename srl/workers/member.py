@@ -35,6 +35,7 @@ from srl.devices import resolve
 from srl.envs.batched import BatchedTorchEnv
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import atomic_file, write_text_atomic
+from srl.workers.nonfinite import load_state
 from srl.workers.pod import PodKernel
 
 
@@ -160,10 +161,7 @@ class PodMember:
         if unknown:
             raise ValueError(f"member {self.index}: cannot set hyperparameters {unknown}")
         state = torch.load(checkpoint, map_location=self.pod.device, weights_only=True)
-        pod = self.pod
-        with torch.no_grad():
-            pod.policy.load_state_dict(state["policy"])
-        pod.algorithm.load_state_dict(state["algorithm"])
+        load_state(self.pod.policy, self.pod.algorithm, state)
         self._set_hparams(hparams)
         self.recent = ReturnWindow(100)  # those episodes were the replaced weights
         self.updates_since_eval = 0
