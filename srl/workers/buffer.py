@@ -33,9 +33,10 @@ from srl.monitor.timing import OTHER, REPLAY, SEND_RECV, TimeBreakdown
 from srl.streams.batches import BatchServer
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
+from srl.workers.kernel import KernelDefaults
 
 
-class BufferKernel:
+class BufferKernel(KernelDefaults):
     def __init__(
         self,
         samples: SampleConsumer,
@@ -75,9 +76,6 @@ class BufferKernel:
     @property
     def receivers(self) -> list[Receiver]:
         return self.samples.receivers + self.batches.receivers
-
-    def start(self) -> None:
-        pass
 
     def poll(self) -> bool:
         started = time.perf_counter()
@@ -168,6 +166,3 @@ class BufferKernel:
         if self.run_dir is not None:
             self.save_checkpoint()
         return self.report()
-
-    def close(self) -> None:
-        pass

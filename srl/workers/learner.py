@@ -19,10 +19,11 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.faults import RunHalted
+from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import UpdateGuard, load_state
 
 
-class Learner:
+class Learner(KernelDefaults):
     leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
 
     def __init__(
@@ -82,9 +83,6 @@ class Learner:
     def finish(self) -> dict[str, Any]:
         self.save_checkpoint()
         return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
-
-    def close(self) -> None:
-        pass
 
 
 def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str

@@ -31,6 +31,7 @@ from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import FixedParams, ParamSubscriber
 from srl.streams.transport import Receiver
 from srl.workers.hidden import HiddenStates
+from srl.workers.kernel import KernelDefaults
 
 
 def request_seed(seed: int, r: Request) -> int:
@@ -193,7 +194,7 @@ class LocalInferenceClient:
         return [r.split for r in now]
 
 
-class PolicyWorkerKernel:
+class PolicyWorkerKernel(KernelDefaults):
     def __init__(self, acting: Acting, server: InferenceServer, slots: dict[tuple[int, int], Slot]) -> None:
         self.acting = acting
         self.server = server
@@ -204,9 +205,6 @@ class PolicyWorkerKernel:
     @property
     def receivers(self) -> list[Receiver]:
         return self.server.receivers + self.acting.params.receivers
-
-    def start(self) -> None:
-        pass
 
     def poll(self) -> bool:
         previous = self.clock.switch(SEND_RECV)
@@ -224,9 +222,3 @@ class PolicyWorkerKernel:
 
     def report(self) -> dict:
         return self.acting.report()
-
-    def finish(self) -> dict:
-        return self.report()  # nothing kept past the run: the last report is a report
-
-    def close(self) -> None:
-        pass
