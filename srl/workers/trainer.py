@@ -95,8 +95,8 @@ class TrainerKernel(Learner):
         self.digests: dict[int, str] | None = {} if record_digests else None
 
     def _reset_stats(self) -> None:
-        self.updates, self.dropped, self.lag_sum, self.lag_count, self.train_time_s = 0, 0, 0, 0, 0.0
-        self.stats: dict[str, float] = {}
+        super()._reset_stats()
+        self.dropped, self.lag_sum, self.lag_count = 0, 0, 0
 
     @property
     def receivers(self) -> list[Receiver]:
