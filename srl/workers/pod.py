@@ -105,9 +105,7 @@ class PodKernel:
                    C.TRUNCATED: FieldSpec((), np.bool_), C.POLICY_VERSION: FieldSpec((), np.int64)}
         with torch.inference_mode(False):
             self.buffers: dict[str, torch.Tensor] = {
-                name: torch.zeros(
-                    self.T + 1, self.rows, *spec.shape, dtype=torch_dtype(spec.dtype), device=self.device
-                )
+                name: torch.zeros(self.T + 1, self.rows, *spec.shape, dtype=torch_dtype(spec.dtype), device=self.device)
                 for name, spec in fields.items()
             }
             # episode accounting, on the device
@@ -123,7 +121,9 @@ class PodKernel:
         self.run_id = run_id
         self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
         if resume and self.run_dir is not None:
-            self._resume()
+            resumed = resume_latest(self.run_dir, self.run_id, policy, algorithm, "pod")
+            if resumed is not None:
+                self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
         self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         self.stats: dict[str, float] = {}  # the latest update's (kept across reports)
         self.lag_mean: float | None = None
@@ -131,12 +131,6 @@ class PodKernel:
         self.started = False
         self.receivers: list = []  # nothing to wait on: a pod only computes
         self.clock = TimeBreakdown()  # its env/infer/train times are in its reports; the loop labels waiting
-
-    def _resume(self) -> None:
-        assert self.run_dir is not None
-        resumed = resume_latest(self.run_dir, self.run_id, self.policy, self.algorithm, "pod")
-        if resumed is not None:
-            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
 
     # -- counters ---------------------------------------------------------------------------------
 
