@@ -38,18 +38,14 @@ class Learner(KernelDefaults):
         self._reset_stats()
         self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
         self._last_checkpoint_s = time.monotonic()
-        if resume:
-            self._resume()
+        resumed = resume_latest(run_dir, run_id, policy, algorithm, "trainer") if resume else None
+        if resumed is not None:
+            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
+            print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
 
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
         self.stats: dict[str, float] = {}
-
-    def _resume(self) -> None:
-        resumed = resume_latest(self.run_dir, self.run_id, self.policy, self.algorithm, "trainer")
-        if resumed is not None:
-            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
-            print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
 
     def _checkpoint_if_due(self) -> None:
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:

@@ -120,10 +120,9 @@ class PodKernel:
         self._last_checkpoint_s = time.monotonic()
         self.run_id = run_id
         self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
-        if resume and self.run_dir is not None:
-            resumed = resume_latest(self.run_dir, self.run_id, policy, algorithm, "pod")
-            if resumed is not None:
-                self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
+        resumed = resume_latest(self.run_dir, run_id, policy, algorithm, "pod") if resume and self.run_dir else None
+        if resumed is not None:
+            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
         self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         self.stats: dict[str, float] = {}  # the latest update's (kept across reports)
         self.lag_mean: float | None = None
