@@ -68,7 +68,8 @@ class BufferKernel(KernelDefaults):
         self._reset_stats()
         saved = checkpoint.load_replay(run_dir) if resume and run_dir is not None else None
         if saved is not None:
-            self.load_state(saved)
+            restore_memory(self.memory, saved)
+            self.sampled = int(saved["buffer.sampled"])
 
     def _reset_stats(self) -> None:
         self.segments, self.batches_sent, self.priority_updates, self.busy_s = 0, 0, 0, 0.0
@@ -102,10 +103,6 @@ class BufferKernel(KernelDefaults):
 
     def state(self) -> dict[str, np.ndarray]:
         return {**memory_state(self.memory), "buffer.sampled": np.int64(self.sampled)}
-
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
-        restore_memory(self.memory, state)
-        self.sampled = int(state["buffer.sampled"])
 
     def save_checkpoint(self) -> None:
         assert self.run_dir is not None
