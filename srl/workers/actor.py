@@ -26,6 +26,7 @@ from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
 from srl.streams.transport import Receiver
+from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import EnvGuard
 
 
@@ -54,7 +55,7 @@ class SampleSink(Protocol):
     def report(self) -> dict: ...
 
 
-class ActorKernel:
+class ActorKernel(KernelDefaults):
     def __init__(
         self,
         envs: list[VectorEnv],
@@ -232,9 +233,6 @@ class ActorKernel:
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
         self.nonfinite_episodes = 0
         return out
-
-    def finish(self) -> dict:
-        return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:
         for env in self.envs:

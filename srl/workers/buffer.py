@@ -33,9 +33,10 @@ from srl.monitor.timing import OTHER, REPLAY, SEND_RECV, TimeBreakdown
 from srl.streams.batches import BatchServer
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
+from srl.workers.kernel import KernelDefaults
 
 
-class BufferKernel:
+class BufferKernel(KernelDefaults):
     def __init__(
         self,
         samples: SampleConsumer,
@@ -67,7 +68,8 @@ class BufferKernel:
         self._reset_stats()
         saved = checkpoint.load_replay(run_dir) if resume and run_dir is not None else None
         if saved is not None:
-            self.load_state(saved)
+            restore_memory(self.memory, saved)
+            self.sampled = int(saved["buffer.sampled"])
 
     def _reset_stats(self) -> None:
         self.segments, self.batches_sent, self.priority_updates, self.busy_s = 0, 0, 0, 0.0
@@ -75,9 +77,6 @@ class BufferKernel:
     @property
     def receivers(self) -> list[Receiver]:
         return self.samples.receivers + self.batches.receivers
-
-    def start(self) -> None:
-        pass
 
     def poll(self) -> bool:
         started = time.perf_counter()
@@ -104,10 +103,6 @@ class BufferKernel:
 
     def state(self) -> dict[str, np.ndarray]:
         return {**memory_state(self.memory), "buffer.sampled": np.int64(self.sampled)}
-
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
-        restore_memory(self.memory, state)
-        self.sampled = int(state["buffer.sampled"])
 
     def save_checkpoint(self) -> None:
         assert self.run_dir is not None
@@ -168,6 +163,3 @@ class BufferKernel:
         if self.run_dir is not None:
             self.save_checkpoint()
         return self.report()
-
-    def close(self) -> None:
-        pass

@@ -13,7 +13,7 @@ from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
-from srl.streams.inference import InferenceServer, Slot
+from srl.streams.inference import InferenceServer
 from srl.streams.params import ParamPublisher, tensor_bytes
 from srl.streams.prefixed import PrefixedTransport
 from srl.streams.samples import SampleConsumer
@@ -25,20 +25,7 @@ from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
-from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports
-
-
-def _actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
-                 ) -> tuple[InferencePort, SampleSink, list[Slot]]:
-    """An actor's inference port, sample producer and inference slots (in a run with several
-    policies, over every lane's: srl.workers.lanes)."""
-    if graph.lanes:
-        from srl.workers.build_lanes import lanes_ports
-
-        return lanes_ports(graph, transport, actor, clock)
-    port, samples, infer = policy_ports(graph, transport, actor, clock)
-    assert samples is not None  # the run's one policy trains
-    return port, samples, infer
+from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports, segments_of
 
 
 def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
@@ -49,7 +36,15 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     envs = [make_vector_env(c.env, c.env_kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
-    port, samples, infer = _actor_ports(graph, transport, actor, clock)
+    port: InferencePort
+    samples: SampleSink | None
+    if graph.lanes:  # inference and samples over every policy's lane (srl.workers.lanes)
+        from srl.workers.build_lanes import lanes_ports
+
+        port, samples, infer = lanes_ports(graph, transport, actor, clock)
+    else:
+        port, samples, infer = policy_ports(graph, transport, actor, clock)
+    assert samples is not None  # the run's one policy trains
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.run.seed * 1_000_003 + g * flow.envs_per_split + epoch * 1_000_000_007 for g in groups]
     guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor) for g in groups]
@@ -62,10 +57,6 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     place in the gradient group when there are several."""
     c = graph.config
     mine = graph.actors_of_trainer(spec.index)
-    segments = {}
-    for a in mine:
-        _, actor_segments = actor_arrays(graph, transport, a)
-        segments.update({(a, s, k): seg for (s, k), seg in actor_segments.items()})
     policy = initial_policy(graph, resolve(c.devices.trainer, spec.index))  # before the algorithm: its optimizer's
     lives = incarnations(graph, transport)
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
@@ -83,7 +74,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
     return TrainerKernel(
         policy,
         algorithm,
-        SampleConsumer(transport, segments, lives, trainer=spec.index, tap=graph.tap_of(spec.name)),
+        SampleConsumer(transport, segments_of(graph, transport, mine), lives, trainer=spec.index, tap=graph.tap_of(spec.name)),
         publisher,
         fields=graph.segment_fields(),
         sample_length=c.dataflow.sample_length,
@@ -142,10 +133,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return make_kernel(lane.at_run(graph), local, PrefixedTransport(transport, lane.prefix))
     if spec.role == Role.POLICY:
         actors = graph.actors_of(spec.index)
-        slots = {}
-        for a in actors:
-            infer, _ = actor_arrays(graph, transport, a)
-            slots.update({(a, s): slot for s, slot in enumerate(infer)})
+        slots = {(a, s): slot for a in actors for s, slot in enumerate(actor_arrays(graph, transport, a)[0])}
         server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
         return PolicyWorkerKernel(acting(graph, transport, resolve(c.devices.policy, spec.index)), server, slots)
     if spec.role == Role.BUFFER:

@@ -16,13 +16,14 @@ from srl.data.replay import ReplayMemory
 from srl.data.sequences import segment_sequences
 from srl.data.team import team_transitions
 from srl.devices import resolve
-from srl.graph import Graph, actor_block, initial_policy, sub_arrays
+from srl.graph import Graph, initial_policy, sub_arrays
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
 from srl.workers.buffer import BufferKernel
 from srl.workers.replay_trainer import ReplayTrainerKernel
+from srl.workers.wiring import segments_of
 
 
 def _batch_slots(graph: Graph, transport: Transport) -> list[Batch]:
@@ -35,13 +36,7 @@ def _batch_slots(graph: Graph, transport: Transport) -> list[Batch]:
 def make_buffer(graph: Graph, transport: Transport) -> BufferKernel:
     c, replay = graph.config, graph.config.replay
     assert replay is not None
-    segments = {}
-    layout = graph.actor_layout()
-    for a in graph.actors_of_trainer(0):  # every actor: one buffer serves one trainer
-        arrays = transport.arrays(actor_block(a), layout)
-        for s in range(c.dataflow.ring_splits):
-            for k in range(c.dataflow.segment_slots):
-                segments[(a, s, k)] = sub_arrays(arrays, f"sample.{s}.{k}.")
+    segments = segments_of(graph, transport, graph.actors_of_trainer(0))  # every actor: one buffer serves one trainer
     memory = ReplayMemory(graph.replay_fields(), replay.capacity, replay.prioritized, replay.alpha, replay.beta,
                           replay.priority_eps, seed=c.run.seed)
     items, steps_per_item = None, 1  # n-step transitions of single rows

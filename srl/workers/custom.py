@@ -13,7 +13,6 @@ from srl.streams.transport import Transport
 
 
 def make_custom(graph: Any, spec: WorkerSpec, transport: Transport) -> Any:
-    """The kernel of `spec`, given the endpoints of the streams the graph declares for it."""
     inputs: dict[str, Any] = {}
     outputs = {}
     taps = [s.name for s in graph.of_kind("tap") if spec.name in s.consumers]

@@ -30,6 +30,7 @@ from srl.monitor.timing import TimeBreakdown
 from srl.spaces import Obs, map_obs
 from srl.streams.params import FixedParams, ParamSubscriber
 from srl.streams.transport import Receiver
+from srl.workers.kernel import KernelDefaults
 
 
 def _every_row(obs: Obs) -> Obs:
@@ -58,7 +59,7 @@ class Player:
             return self.policy.rollout(mine, deterministic=True)["action"].cpu().numpy()
 
 
-class EvaluatorKernel:
+class EvaluatorKernel(KernelDefaults):
     def __init__(
         self,
         players: list[Player],
@@ -143,9 +144,6 @@ class EvaluatorKernel:
                 for player, version in zip(self.players, self.versions)}  # fmt: skip
         self._reset_report()
         return out
-
-    def finish(self) -> dict:
-        return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:
         self.env.close()

@@ -54,3 +54,19 @@ class Kernel(Protocol):
         """Release envs, sockets and files; called after an error too, so it must not raise on
         a kernel that never started."""
         ...
+
+
+class KernelDefaults:
+    """The contract's parts for a kernel with nothing to set up, keep past the run or release."""
+
+    def start(self) -> None:
+        pass
+
+    def report(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def finish(self) -> dict[str, Any]:
+        return self.report()  # nothing kept past the run: the last report is a report
+
+    def close(self) -> None:
+        pass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.faults import RunHalted
-from srl.workers.nonfinite import UpdateGuard
+from srl.workers.kernel import KernelDefaults
+from srl.workers.nonfinite import UpdateGuard, load_state
 
 
-class Learner:
+class Learner(KernelDefaults):
     leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
 
     def __init__(
@@ -33,25 +35,17 @@ class Learner:
         self.run_id = run_id  # stamped on every checkpoint; only this run's are resumed from
         self.version = 0
         self.env_steps = 0  # env steps consumed by updates (drives schedules)
-        self.updates, self.train_time_s = 0, 0.0
-        self.stats: dict[str, float] = {}
+        self._reset_stats()
         self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
         self._last_checkpoint_s = time.monotonic()
-        if resume:
-            self._resume()
-
-    def _resume(self) -> None:
-        try:
-            resumed = checkpoint.load_latest(self.run_dir, self.run_id, apply=self._apply)
-        except checkpoint.CheckpointError as e:
-            raise RunHalted(f"trainer cannot resume: {e}") from None
+        resumed = resume_latest(run_dir, run_id, policy, algorithm, "trainer") if resume else None
         if resumed is not None:
             self.version, self.env_steps = resumed["version"], resumed["env_steps"]
             print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
 
-    def _apply(self, state: dict[str, Any]) -> None:
-        self.policy.load_state_dict(state["policy"])
-        self.algorithm.load_state_dict(state["algorithm"])
+    def _reset_stats(self) -> None:
+        self.updates, self.train_time_s = 0, 0.0
+        self.stats: dict[str, float] = {}
 
     def _checkpoint_if_due(self) -> None:
         if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
@@ -64,9 +58,9 @@ class Learner:
         self._last_checkpoint_s = time.monotonic()
 
     def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> dict[str, Any]:
-        """The report's fields since the last one; the caller resets its counters."""
+        """The report's fields since the last one; its counters start over."""
         skipped, self.guard.skipped = self.guard.skipped, 0
-        return {
+        out = {
             "nonfinite_updates_skipped": skipped,
             "policy_version": self.version,
             "trained_env_steps": self.env_steps,
@@ -76,3 +70,22 @@ class Learner:
             "train_time_s": round(self.train_time_s, 4),
             **self.stats,
         }
+        self._reset_stats()
+        return out
+
+    def report(self) -> dict[str, Any]:  # replay keeps every segment (the segment trainer has its own)
+        return self._report(segments_dropped=0, policy_lag_mean=None)
+
+    def finish(self) -> dict[str, Any]:
+        self.save_checkpoint()
+        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+
+
+def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str
+                  ) -> dict[str, Any] | None:
+    """The newest usable checkpoint of run `run_id`, loaded (srl.checkpoint.load_latest); None when
+    there is none; RunHalted naming `who` when there are some and none loads."""
+    try:
+        return checkpoint.load_latest(run_dir, run_id, apply=partial(load_state, policy, algorithm))
+    except checkpoint.CheckpointError as e:
+        raise RunHalted(f"{who} cannot resume: {e}") from None

@@ -35,6 +35,7 @@ from srl.devices import resolve
 from srl.envs.batched import BatchedTorchEnv
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import atomic_file, write_text_atomic
+from srl.workers.nonfinite import load_state
 from srl.workers.pod import PodKernel
 
 
@@ -160,10 +161,7 @@ class PodMember:
         if unknown:
             raise ValueError(f"member {self.index}: cannot set hyperparameters {unknown}")
         state = torch.load(checkpoint, map_location=self.pod.device, weights_only=True)
-        pod = self.pod
-        with torch.no_grad():
-            pod.policy.load_state_dict(state["policy"])
-        pod.algorithm.load_state_dict(state["algorithm"])
+        load_state(self.pod.policy, self.pod.algorithm, state)
         self._set_hparams(hparams)
         self.recent = ReturnWindow(100)  # those episodes were the replaced weights
         self.updates_since_eval = 0
@@ -205,11 +203,6 @@ class PodMember:
 STATE_FILE = "member.json"
 
 
-def member_seed(seed: int, index: int) -> int:
-    """Member `index`'s seed: distinct members, and distinct from other runs' seeds."""
-    return seed * 1000 + index
-
-
 def member_folder(run_dir: Path | str, index: int) -> Path:
     """Where member `index` of the run in `run_dir` keeps its checkpoints and member.json."""
     return Path(run_dir) / "members" / f"m{index}"
@@ -223,7 +216,7 @@ def make_member(config: Any, index: int) -> PodMember:
 
     c, e = config, config.pod.ensemble
     folder = member_folder(str(c.run.run_dir), index)
-    seed = member_seed(c.run.seed, index)
+    seed = c.run.seed * 1000 + index  # distinct members, and distinct from other runs' seeds
     pod = make_pod(
         env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,

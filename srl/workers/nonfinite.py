@@ -185,9 +185,13 @@ class UpdateGuard:
 
     def _restore(self) -> None:
         # clones: a load_state_dict may keep the tensors it is given (srl.algos.value_norm does)
-        state = _filled(self._skeleton, [t.clone() for t in self._saved])
-        self.policy.load_state_dict(state["policy"])
-        self.algorithm.load_state_dict(state["algorithm"])
+        load_state(self.policy, self.algorithm, _filled(self._skeleton, [t.clone() for t in self._saved]))
+
+
+def load_state(policy: torch.nn.Module, algorithm: Algorithm, state: dict[str, Any]) -> None:
+    """The policy and algorithm state of a checkpoint (srl.checkpoint), or of UpdateGuard's copy."""
+    policy.load_state_dict(state["policy"])
+    algorithm.load_state_dict(state["algorithm"])
 
 
 class _Slot(int):

@@ -13,9 +13,10 @@ from srl.monitor.timing import TimeBreakdown
 from srl.streams.params import PUBLISH, SERVICE_IN, SERVICE_OUT, WANT, ordering, service_schema
 from srl.streams.schema import checked
 from srl.streams.transport import Message, Receiver, Transport
+from srl.workers.kernel import KernelDefaults
 
 
-class ParamServiceKernel:
+class ParamServiceKernel(KernelDefaults):
     def __init__(self, transport: Transport, tensor_bytes: Sequence[int]) -> None:
         """`tensor_bytes`: the size of each of the policy's tensors (srl.streams.params.tensor_bytes):
         a publish of anything else is dropped, so it is never stored or served."""
@@ -33,9 +34,6 @@ class ParamServiceKernel:
     @property
     def version(self) -> int:
         return self.latest.header[1] if self.latest else -1
-
-    def start(self) -> None:
-        pass
 
     def poll(self) -> bool:
         messages = self._in.recv_all()
@@ -55,12 +53,6 @@ class ParamServiceKernel:
 
     def report(self) -> dict:
         return {"params_version": self.version, "publishes": self.published}
-
-    def finish(self) -> dict:
-        return self.report()  # nothing kept past the run: the last report is a report
-
-    def close(self) -> None:
-        pass
 
 
 def _order(publish: Message) -> tuple[int, int]:

@@ -34,36 +34,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from srl import checkpoint
 from srl.api import registry
 from srl.api.algorithm import Algorithm, AlgorithmConfig
-from srl.api.policy import Policy
+from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.envs.batched import BatchedTorchEnv, make_batched_env
 from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.monitor.episodes import episodes_report
 from srl.monitor.timing import TimeBreakdown
+from srl.transfer import torch_dtype
+from srl.workers.learner import resume_latest
 from srl.workers.nonfinite import UpdateGuard
 from srl.workers.stop import LockStepStop
-
-_TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "bool": torch.bool,
-    "uint8": torch.uint8,
-}
-
-
-def _torch_dtype(dtype: Any) -> torch.dtype:
-    name = str(getattr(dtype, "name", dtype))
-    if name not in _TORCH_DTYPES:
-        raise TypeError(f"pod buffers: unsupported dtype {name}")
-    return _TORCH_DTYPES[name]
 
 
 class PodKernel:
@@ -114,21 +101,13 @@ class PodKernel:
             **policy.rollout_fields(),
         }
         self.outputs = [name for name in fields if name != C.OBS]  # what rollout writes
-        steps = self.T + 1
+        fields |= {C.REWARD: FieldSpec((), np.float32), C.TERMINATED: FieldSpec((), np.bool_),
+                   C.TRUNCATED: FieldSpec((), np.bool_), C.POLICY_VERSION: FieldSpec((), np.int64)}
         with torch.inference_mode(False):
             self.buffers: dict[str, torch.Tensor] = {
-                name: torch.zeros(
-                    steps, self.rows, *spec.shape, dtype=_torch_dtype(spec.dtype), device=self.device
-                )
+                name: torch.zeros(self.T + 1, self.rows, *spec.shape, dtype=torch_dtype(spec.dtype), device=self.device)
                 for name, spec in fields.items()
             }
-            for name, dtype in (
-                (C.REWARD, torch.float32),
-                (C.TERMINATED, torch.bool),
-                (C.TRUNCATED, torch.bool),
-                (C.POLICY_VERSION, torch.int64),
-            ):
-                self.buffers[name] = torch.zeros(steps, self.rows, dtype=dtype, device=self.device)
             # episode accounting, on the device
             self._running_return = torch.zeros(self.rows, dtype=torch.float64, device=self.device)
             self._running_length = torch.zeros(self.rows, dtype=torch.int64, device=self.device)
@@ -141,27 +120,16 @@ class PodKernel:
         self._last_checkpoint_s = time.monotonic()
         self.run_id = run_id
         self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
-        if resume and self.run_dir is not None:
-            self._resume()
+        resumed = resume_latest(self.run_dir, run_id, policy, algorithm, "pod") if resume and self.run_dir else None
+        if resumed is not None:
+            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
         self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         self.stats: dict[str, float] = {}  # the latest update's (kept across reports)
         self.lag_mean: float | None = None
         self._reset_stats()
         self.started = False
+        self.receivers: list = []  # nothing to wait on: a pod only computes
         self.clock = TimeBreakdown()  # its env/infer/train times are in its reports; the loop labels waiting
-
-    def _resume(self) -> None:
-        def apply(state: dict[str, Any]) -> None:
-            self.policy.load_state_dict(state["policy"])
-            self.algorithm.load_state_dict(state["algorithm"])
-
-        assert self.run_dir is not None
-        try:
-            resumed = checkpoint.load_latest(self.run_dir, self.run_id, apply=apply)
-        except checkpoint.CheckpointError as e:
-            raise RunHalted(f"pod cannot resume: {e}") from None
-        if resumed is not None:
-            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
 
     # -- counters ---------------------------------------------------------------------------------
 
@@ -171,10 +139,6 @@ class PodKernel:
         self.finished_returns: list[float] = []
         self.finished_lengths: list[int] = []
         self.env_time_s = self.infer_time_s = self.train_time_s = 0.0
-
-    @property
-    def receivers(self) -> list:  # nothing to wait on: a pod only computes
-        return []
 
     # -- kernel -----------------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ without torch (the random policy does); outside deterministic mode it is used in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -32,6 +31,7 @@ from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import FixedParams, ParamSubscriber
 from srl.streams.transport import Receiver
 from srl.workers.hidden import HiddenStates
+from srl.workers.kernel import KernelDefaults
 
 
 def request_seed(seed: int, r: Request) -> int:
@@ -56,28 +56,23 @@ class Acting:
         self.policy = policy.eval()
         self.exploration = exploration  # per-env epsilon-greedy over the policy's actions (DQN)
         self.action_noise = action_noise  # per-row colored noise the policy samples with (SAC)
-        # a rollout that takes `noise` (srl.checks asks the policy for one when action noise is on)
-        self._noisy_rollout: Callable[..., dict[str, torch.Tensor]] = policy.rollout
         self.params = params
         # deterministic mode (sampling_seed set): a request's min_version counts the versions since
         # the first one this process loaded (0 at a run's start, the checkpoint's on run.resume)
         self.first_version: int | None = None
         self.sampling_seed = sampling_seed
         self.outputs = [C.ACTION, *policy.rollout_fields()]
-        # torch's per-call overhead is most of a trivial policy's cost: skip it when offered
-        numpy_ok = policy.numpy_rollout and sampling_seed is None and action_noise is None
-        self._rollout_numpy = policy.rollout_numpy if numpy_ok else None
         # recurrent policies: the state of each (actor, split) between its requests
         self.hidden = HiddenStates(policy.state_size) if policy.recurrent else None
-        if self.hidden is not None:
-            self._rollout_numpy = None
         # torch.manual_seed also queues a seed for every accelerator backend, formatting a stack
         # trace for each (milliseconds per call); a CPU policy samples from the CPU generator only
         self.device = devices.of(policy)
         on_cpu = self.device.type == "cpu"
         self._seed = torch.default_generator.manual_seed if on_cpu else torch.manual_seed
-        if not on_cpu:
-            self._rollout_numpy = None  # it reads the weights as numpy arrays: host memory only
+        # torch's per-call overhead is most of a trivial policy's cost: skip it when offered (not
+        # for a recurrent policy; it reads the weights as numpy arrays: host memory only)
+        numpy_ok = policy.numpy_rollout and sampling_seed is None and action_noise is None
+        self._rollout_numpy = policy.rollout_numpy if numpy_ok and self.hidden is None and on_cpu else None
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
@@ -136,7 +131,9 @@ class Acting:
                 else:
                     noise = np.concatenate([self.action_noise.draw(r.actor, r.split, len(slot[C.ACTION]))
                                             for slot, r in zip(slots, requests)])  # fmt: skip
-                    tensors = self._noisy_rollout(map_obs(self._tensor, obs), noise=self._tensor(noise))
+                    # a rollout that takes `noise` (srl.checks asks the policy for one when action noise is on)
+                    tensors = self.policy.rollout(  # type: ignore[call-arg]
+                        map_obs(self._tensor, obs), noise=self._tensor(noise))
                 out = {name: tensors[name].cpu().numpy() for name in self.outputs}  # no copy on the CPU
         start = 0
         for slot in slots:
@@ -197,7 +194,7 @@ class LocalInferenceClient:
         return [r.split for r in now]
 
 
-class PolicyWorkerKernel:
+class PolicyWorkerKernel(KernelDefaults):
     def __init__(self, acting: Acting, server: InferenceServer, slots: dict[tuple[int, int], Slot]) -> None:
         self.acting = acting
         self.server = server
@@ -208,9 +205,6 @@ class PolicyWorkerKernel:
     @property
     def receivers(self) -> list[Receiver]:
         return self.server.receivers + self.acting.params.receivers
-
-    def start(self) -> None:
-        pass
 
     def poll(self) -> bool:
         previous = self.clock.switch(SEND_RECV)
@@ -228,9 +222,3 @@ class PolicyWorkerKernel:
 
     def report(self) -> dict:
         return self.acting.report()
-
-    def finish(self) -> dict:
-        return self.report()  # nothing kept past the run: the last report is a report
-
-    def close(self) -> None:
-        pass

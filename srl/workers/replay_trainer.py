@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from srl import checkpoint, devices
+from srl import devices
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.data import columns as C
@@ -48,16 +48,6 @@ class ReplayTrainerKernel(Learner):
         # for a batch (without it every update showed as "other")
         self.clock = TimeBreakdown()
 
-    def _on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The slot's batch where the policy is (the slot's own tensors on the CPU)."""
-        if self.device.type == "cpu":
-            return batch
-        return {name: t.to(self.device, non_blocking=True) for name, t in batch.items()}
-
-    def _reset_stats(self) -> None:
-        self.updates, self.train_time_s = 0, 0.0
-        self.stats: dict[str, float] = {}
-
     @property
     def receivers(self) -> list[Receiver]:
         return self.batches.receivers
@@ -82,7 +72,8 @@ class ReplayTrainerKernel(Learner):
         self.env_steps = max(self.env_steps, env_steps)
         previous = self.clock.switch(TRAINING)
         batch = self.tensors[slot]
-        moved = self._on_device(batch)
+        moved = batch if self.device.type == "cpu" else {  # where the policy is (the slot's own tensors on the CPU)
+            n: t.to(self.device, non_blocking=True) for n, t in batch.items()}
         stats = self.guard.step(moved, self.env_steps)
         if moved is not batch and C.PRIORITY in batch:  # the algorithm wrote them into the copy
             batch[C.PRIORITY].copy_(moved[C.PRIORITY])  # the buffer reads them from the slot
@@ -94,15 +85,3 @@ class ReplayTrainerKernel(Learner):
             self.updates += 1
         self.clock.switch(previous)
         self.train_time_s += time.perf_counter() - started
-
-    def report(self) -> dict:
-        out = self._report(segments_dropped=0, policy_lag_mean=None)  # replay keeps every segment
-        self._reset_stats()
-        return out
-
-    def finish(self) -> dict:
-        self.save_checkpoint()
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
-
-    def close(self) -> None:
-        pass

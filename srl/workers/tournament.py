@@ -38,9 +38,6 @@ class Entry:
     time_s: float = 0.0  # seconds since the ensemble started
     lineage: str = ""  # "m2", or "m0@4096>m2": m2 restarted from m0's entry at 4096 steps
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Replace:
@@ -99,10 +96,6 @@ class Tournament:
         self.replacements: list[dict[str, Any]] = []
 
     # -- the leaderboard --------------------------------------------------------------------------
-
-    @property
-    def best(self) -> Entry | None:
-        return self.entries[0] if self.entries else None
 
     def _admit(self, entry: Entry) -> tuple[bool, list[Entry]]:
         if math.isnan(entry.eval_return):
@@ -168,7 +161,7 @@ class Tournament:
         """JSON-able state: the leaderboard, the replacements so far, each member's latest return."""
         return {
             "population": self.population,
-            "entries": [e.as_dict() for e in self.entries],
+            "entries": [asdict(e) for e in self.entries],
             "replacements": list(self.replacements),
             "members": [
                 {"member": k, "latest_return": m.latest, "evals_since_start": m.evals_since_start,

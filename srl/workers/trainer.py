@@ -85,7 +85,6 @@ class TrainerKernel(Learner):
         # episodes of the batch's columns: each column is always the same env (fixed places)
         self.tally = EpisodeTally(width, num_agents) if stop is not None else None
         self.clock = TimeBreakdown()
-        self._reset_stats()
         self.group = group  # None: the only trainer; else only its leader publishes and checkpoints
         if group is not None:
             group.attach(policy)
@@ -96,8 +95,8 @@ class TrainerKernel(Learner):
         self.digests: dict[int, str] | None = {} if record_digests else None
 
     def _reset_stats(self) -> None:
-        self.updates, self.dropped, self.lag_sum, self.lag_count, self.train_time_s = 0, 0, 0, 0, 0.0
-        self.stats: dict[str, float] = {}
+        super()._reset_stats()
+        self.dropped, self.lag_sum, self.lag_count = 0, 0, 0
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -223,19 +222,17 @@ class TrainerKernel(Learner):
         out["segments_pending"] = self.filled
         if self.stop is not None:
             out["stop_reason"] = self.stop.reason
-        self._reset_stats()
         return out
 
     def finish(self) -> dict:
         if self.group is not None:
             self.group.leave()
-        self.save_checkpoint()
         if self.digests is not None:
             rank = 0 if self.group is None else self.group.rank
             path = self.run_dir / "param_digests" / f"trainer-{rank}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(self.digests, sort_keys=True))
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+        return super().finish()
 
     def close(self) -> None:
         if self.group is not None:

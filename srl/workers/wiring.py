@@ -5,7 +5,6 @@ beside it)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,19 +28,17 @@ def actor_arrays(graph: Graph, transport: Transport, actor: int) -> tuple[list[S
 
 
 def split_actor_arrays(graph: Graph, arrays: dict[str, np.ndarray]) -> tuple[list[Slot], dict[tuple[int, int], Segment]]:
-    """An actor block's arrays as its inference slots (per split) and segment slots (per split, slot)."""
-    c = graph.config
-    infer = [sub_arrays(arrays, f"infer.{s}.") for s in range(c.dataflow.ring_splits)]
-    segments = {
-        (s, k): sub_arrays(arrays, f"sample.{s}.{k}.")
-        for s in range(c.dataflow.ring_splits)
-        for k in range(_slots(arrays, s))
-    }
+    """An actor block's arrays (graph.actor_layout) as its inference slots (per split) and segment
+    slots (per split, slot)."""
+    splits, slots = range(graph.config.dataflow.ring_splits), range(graph.config.dataflow.segment_slots)
+    infer = [sub_arrays(arrays, f"infer.{s}.") for s in splits]
+    segments = {(s, k): sub_arrays(arrays, f"sample.{s}.{k}.") for s in splits for k in slots}
     return infer, segments
 
 
-def _slots(arrays: dict[str, Any], split: int) -> int:
-    return len({name.split(".")[2] for name in arrays if name.startswith(f"sample.{split}.")})
+def segments_of(graph: Graph, transport: Transport, actors: list[int]) -> dict[tuple[int, int, int], Segment]:
+    """The segment slots of these actors by (actor, split, slot): what a trainer or the buffer takes."""
+    return {(a, s, k): seg for a in actors for (s, k), seg in actor_arrays(graph, transport, a)[1].items()}
 
 
 def incarnations(graph: Graph, transport: Transport) -> Incarnations:
