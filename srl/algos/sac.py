@@ -31,7 +31,7 @@ from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
-from srl.models.squashed_gaussian import mlp
+from srl.models.mlp import mlp
 
 
 class SACConfig(AlgorithmConfig):
