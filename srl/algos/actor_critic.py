@@ -84,6 +84,13 @@ class ActorCritic(Algorithm):
         self.optimizer.load_state_dict(state["optimizer"])
 
 
+def normalized(advantage: torch.Tensor, normalize: bool) -> torch.Tensor:
+    """Advantages scaled to zero mean and unit std (unchanged if not `normalize` or a single one)."""
+    if not normalize or advantage.numel() < 2:
+        return advantage
+    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+
+
 def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
     """1 - Var[target - prediction] / Var[target]; nan when the targets are constant."""
     var = target.var()
