@@ -71,7 +71,7 @@ class ActorCritic(Algorithm):
 
     def _optimize(self, loss: torch.Tensor) -> None:
         """One Adam step on `loss`, the global gradient norm clipped at max_grad_norm."""
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         if self.config.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm, foreach=True)
