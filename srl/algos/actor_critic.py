@@ -71,7 +71,7 @@ class ActorCritic(Algorithm):
 
     def _optimize(self, loss: torch.Tensor) -> None:
         """One Adam step on `loss`, the global gradient norm clipped at max_grad_norm."""
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         if self.config.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm, foreach=True)
@@ -82,6 +82,13 @@ class ActorCritic(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+def normalized(advantage: torch.Tensor, normalize: bool) -> torch.Tensor:
+    """Advantages scaled to zero mean and unit std (unchanged if not `normalize` or a single one)."""
+    if not normalize or advantage.numel() < 2:
+        return advantage
+    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
 
 
 def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:

@@ -25,7 +25,7 @@ class Adam:
         self.steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
         self.fused = hasattr(torch, "_fused_adam_")
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
 

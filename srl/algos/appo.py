@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from srl.algos.actor_critic import ActorCritic, ActorCriticConfig
+from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, normalized
 from srl.algos.vtrace import compute_vtrace
 from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
@@ -93,9 +93,8 @@ class APPO(ActorCritic):
         device = self.params[0].device
         needed = (*obs_columns(batch), ACTION, REWARD, TERMINATED, TRUNCATED, LOG_PROB)  # obs: srl.spaces
         batch = {k: batch[k].to(device, non_blocking=True) for k in needed}
-        rows = batch[REWARD].shape[1]
-        if cfg.num_minibatches > rows:
-            raise ValueError(f"num_minibatches={cfg.num_minibatches} exceeds the batch's {rows} segment rows")
+        steps, rows = batch[REWARD].shape[0] - 1, batch[REWARD].shape[1]
+        self.check_batch(cfg, steps, rows)
 
         totals = torch.zeros(len(STAT_NAMES), device=device)
         for _ in range(cfg.epochs):
@@ -123,10 +122,10 @@ class APPO(ActorCritic):
         )
         current = value[:steps]
         if cfg.clip_ratio is None:
-            advantage = _normalized(targets.pg_advantage, cfg.normalize_advantage)
+            advantage = normalized(targets.pg_advantage, cfg.normalize_advantage)
             policy_loss = -(advantage * log_prob).mean()
         else:
-            advantage = _normalized(targets.q - current.detach(), cfg.normalize_advantage)
+            advantage = normalized(targets.q - current.detach(), cfg.normalize_advantage)
             ratio = log_ratio.exp()
             clipped = ratio.clamp(1.0 - cfg.clip_ratio, 1.0 + cfg.clip_ratio)
             policy_loss = torch.max(-advantage * ratio, -advantage * clipped).mean()
@@ -146,12 +145,6 @@ class APPO(ActorCritic):
             explained = 1.0 - (targets.vs - current).var() / variance if variance > 0 else torch.zeros(())
             stats = [policy_loss, value_loss, entropy, approx_kl, clipfrac, rho_clipfrac, explained]
             return torch.stack([s.float() for s in stats])
-
-
-def _normalized(advantage: torch.Tensor, normalize: bool) -> torch.Tensor:
-    if not normalize or advantage.numel() < 2:
-        return advantage
-    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
 
 
 class IMPALAConfig(APPOConfig):

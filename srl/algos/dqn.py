@@ -14,7 +14,6 @@ updates (or softly, by tau, every update).
 
 from __future__ import annotations
 
-import gymnasium as gym
 import torch
 from pydantic import Field
 
@@ -41,9 +40,6 @@ class DQNConfig(EpsilonGreedyConfig):
 
 
 class DQN(QLearning):
-    policy_kind = "q-network"
-    action_spaces = (gym.spaces.Discrete,)
-    needs_replay = True  # served by a buffer worker, not raw segments
     config: DQNConfig
 
     def __init__(self, policy: Policy, config: DQNConfig, total_env_steps: int) -> None:
@@ -64,17 +60,12 @@ class DQN(QLearning):
             picker = q_all[n:].detach() if cfg.double_dqn else next_q
             best = next_q.gather(1, picker.argmax(dim=1, keepdim=True)).squeeze(1)
             target = batch[C.REWARD] + batch[C.DISCOUNT] * best
-        td = target - q
+        td_abs = (target - q).detach().abs()
         loss = (batch[C.WEIGHT] * torch.nn.functional.huber_loss(q, target, reduction="none",
                                                                   delta=cfg.huber_delta)).mean()
-        grad_norm = self._optimize(loss)
-        batch[C.PRIORITY].copy_(td.detach().abs())
-        return {
-            "losses/td_loss": loss.item(),
-            "losses/q_mean": q.detach().mean().item(),
-            "losses/td_abs_mean": td.detach().abs().mean().item(),
-            "losses/grad_norm": grad_norm,
-        }
+        stats = self._td_step(loss, q, td_abs)
+        batch[C.PRIORITY].copy_(td_abs)
+        return stats
 
     @torch.no_grad()
     def _update_target(self) -> None:

@@ -83,11 +83,6 @@ def slot_epsilons(
     epsilon: float, alpha: float, num_actors: int, splits: int, envs_per_split: int, agents: int
 ) -> dict[tuple[int, int], np.ndarray]:
     """Per-row epsilons of every (actor, split) slot; all agents of one env share its epsilon."""
-    eps = apex_epsilons(num_actors * splits * envs_per_split, epsilon, alpha)
-    out = {}
-    for actor in range(num_actors):
-        for split in range(splits):
-            group = actor * splits + split  # global ring group: envs group*envs_per_split onwards
-            mine = eps[group * envs_per_split : (group + 1) * envs_per_split]
-            out[(actor, split)] = np.repeat(mine, agents)
-    return out
+    # env i of the run belongs to ring group i // envs_per_split = actor * splits + split
+    eps = apex_epsilons(num_actors * splits * envs_per_split, epsilon, alpha).reshape(num_actors, splits, -1)
+    return {(actor, split): np.repeat(eps[actor, split], agents) for actor in range(num_actors) for split in range(splits)}

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, explained_variance
+from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, explained_variance, normalized
 from srl.algos.gae import compute_gae
 from srl.algos.ppo_recurrent import recurrent_epochs
 from srl.algos.value_norm import ValueNorm
@@ -154,11 +154,21 @@ class PPO(ActorCritic):
             means, explained = recurrent_epochs(
                 self.policy, self.apply_loss, batch, advantage, returns, cfg.epochs, cfg.num_minibatches, cfg.burn_in
             )
-            stats = dict(zip(STAT_NAMES, means.tolist()))
-            stats["charts/learning_rate"] = lr
-            stats["losses/explained_variance"] = explained
-            return stats
+        else:
+            means, explained = self._epochs(batch, advantage, returns)
+        stats = dict(zip(STAT_NAMES, means.tolist()))
+        stats["charts/learning_rate"] = lr
+        stats["losses/explained_variance"] = explained
+        return stats
+
+    def _epochs(
+        self, batch: dict[str, torch.Tensor], advantage: torch.Tensor, returns: torch.Tensor
+    ) -> tuple[torch.Tensor, float]:
+        """`epochs` passes over the T * B transitions, one `apply_loss` per minibatch: the mean of
+        its stats, and the explained variance of the stored values."""
+        cfg = self.config
         steps = advantage.shape[0]  # T; row T only served to bootstrap
+        self.check_batch(cfg, *advantage.shape)
 
         def flat(x: torch.Tensor) -> torch.Tensor:  # [T + 1, B, ...] -> [T * B, ...]
             return x[:steps].flatten(0, 1)
@@ -171,38 +181,20 @@ class PPO(ActorCritic):
             advantage.flatten(),
             returns.flatten(),
         )
-        if active is not None:
-            data += (flat(active).float(),)
-        n = advantage.numel()
-        if cfg.num_minibatches > n:
-            raise ValueError(f"num_minibatches={cfg.num_minibatches} exceeds the batch's {n} transitions")
-
-        totals = torch.zeros(len(STAT_NAMES), device=device)
+        if ACTIVE in batch:
+            data += (flat(batch[ACTIVE]).float(),)
+        totals = torch.zeros(len(STAT_NAMES), device=advantage.device)
         for _ in range(cfg.epochs):
             if cfg.num_minibatches == 1:
                 totals += self._update(*data)
             else:
-                for idx in torch.randperm(n, device=device).tensor_split(cfg.num_minibatches):
+                for idx in torch.randperm(advantage.numel(), device=advantage.device).tensor_split(cfg.num_minibatches):
                     totals += self._update(*(map_obs(itemgetter(idx), x) for x in data))
+        return totals / (cfg.epochs * cfg.num_minibatches), explained_variance(data[3], data[5])
 
-        stats = dict(zip(STAT_NAMES, (totals / (cfg.epochs * cfg.num_minibatches)).tolist()))
-        stats["charts/learning_rate"] = lr
-        stats["losses/explained_variance"] = explained_variance(data[3], data[5])
-        return stats
-
-    def _update(
-        self,
-        obs: torch.Tensor | dict[str, torch.Tensor],
-        action: torch.Tensor,
-        old_log_prob: torch.Tensor,
-        old_value: torch.Tensor,
-        advantage: torch.Tensor,
-        returns: torch.Tensor,
-        active: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """One gradient step on a minibatch; returns its stats (detached, in STAT_NAMES order)."""
-        out = self.policy.analyze(obs, action)
-        return self.apply_loss(out, old_log_prob, old_value, advantage, returns, active)
+    def _update(self, obs: torch.Tensor | dict[str, torch.Tensor], action: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        """One gradient step on a minibatch (the rest of `apply_loss`'s arguments); its stats."""
+        return self.apply_loss(self.policy.analyze(obs, action), *rest)
 
     def apply_loss(
         self,
@@ -220,9 +212,9 @@ class PPO(ActorCritic):
         ratio = log_ratio.exp()
 
         mean = torch.mean if active is None else _masked_mean(active)
-        if cfg.normalize_advantage and advantage.numel() > 1 and active is None:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        elif cfg.normalize_advantage and active is not None:
+        if active is None:
+            advantage = normalized(advantage, cfg.normalize_advantage)
+        elif cfg.normalize_advantage:
             centred = advantage - mean(advantage)
             advantage = centred / (mean(centred.square()).sqrt() + 1e-8)
         clipped_ratio = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)

@@ -26,13 +26,6 @@ from srl.data.columns import ACTION, FIRST, HIDDEN, LOG_PROB, OBS, VALUE
 ApplyLoss = Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def loss_steps(steps: int, burn_in: int) -> slice:
-    """The time steps of a segment that enter the loss (after the burn-in)."""
-    if not 0 <= burn_in < steps:
-        raise ValueError(f"algo.burn_in ({burn_in}) must be in [0, dataflow.sample_length={steps})")
-    return slice(burn_in, steps)
-
-
 def recurrent_epochs(
     policy: Policy, apply_loss: ApplyLoss, batch: dict[str, torch.Tensor], advantage: torch.Tensor,
     returns: torch.Tensor, epochs: int, num_minibatches: int, burn_in: int,
@@ -45,12 +38,14 @@ def recurrent_epochs(
             f"algo.num_minibatches ({num_minibatches}) exceeds the {width} segment rows of a batch "
             "(a recurrent policy's minibatches are whole rows)"
         )
-    kept = loss_steps(steps, burn_in)
+    if not 0 <= burn_in < steps:
+        raise ValueError(f"algo.burn_in ({burn_in}) must be in [0, dataflow.sample_length={steps})")
+    kept = slice(burn_in, steps)  # the time steps that enter the loss
     old_log_prob, old_value = batch[LOG_PROB][:steps].float(), batch[VALUE][:steps].float()
     totals: torch.Tensor | None = None  # the sum of the minibatches' stats
     for _ in range(epochs):
-        order = torch.randperm(width, device=advantage.device) if num_minibatches > 1 else None
-        parts = order.tensor_split(num_minibatches) if order is not None else [slice(None)]
+        parts = (torch.randperm(width, device=advantage.device).tensor_split(num_minibatches)
+                 if num_minibatches > 1 else [slice(None)])
         for rows in parts:
             out = policy.analyze_sequence(
                 batch[OBS][:steps, rows], batch[ACTION][:steps, rows], batch[HIDDEN][0, rows], batch[FIRST][:steps, rows]

@@ -25,6 +25,10 @@ class QLearningSettings(Protocol):
 
 
 class QLearning(Algorithm):
+    policy_kind = "q-network"
+    action_spaces = (gym.spaces.Discrete,)
+    needs_replay = True  # served by a buffer worker, not raw segments
+
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
         self.require_kind(policy)  # q_values / q_sequence
         if not isinstance(policy.action_space, gym.spaces.Discrete):
@@ -49,6 +53,15 @@ class QLearning(Algorithm):
         if self.updates % self.settings.target_update_interval == 0:
             self._update_target()
         return float(grad_norm)
+
+    def _td_step(self, loss: torch.Tensor, q: torch.Tensor, td_abs: torch.Tensor) -> dict[str, float]:
+        """`_optimize(loss)`; the stats of the update, with the Q values of the actions taken and |TD|."""
+        return {
+            "losses/td_loss": loss.item(),
+            "losses/q_mean": q.detach().mean().item(),
+            "losses/td_abs_mean": td_abs.mean().item(),
+            "losses/grad_norm": self._optimize(loss),
+        }
 
     @torch.no_grad()
     def _update_target(self) -> None:

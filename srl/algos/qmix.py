@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-import gymnasium as gym
 import torch
 from pydantic import Field
 
@@ -58,9 +57,6 @@ class VDNConfig(QMIXConfig):
 
 
 class QMIX(QLearning):
-    policy_kind = "q-network"
-    action_spaces = (gym.spaces.Discrete,)
-    needs_replay = True
     team_transitions = True  # items hold every agent of an env (srl.data.team)
     config: QMIXConfig
 
@@ -99,14 +95,9 @@ class QMIX(QLearning):
             state, next_state = self.state_of(obs), self.state_of(next_obs)
         loss, td_abs = td_loss(self.mixer, self.target_mixer, taken, q_all[1].detach(), next_target,
                                batch[C.REWARD], batch[C.DISCOUNT], state, next_state, weight=batch[C.WEIGHT])
-        grad_norm = self._optimize(loss)
+        stats = self._td_step(loss, taken, td_abs)
         batch[C.PRIORITY].copy_(td_abs)
-        return {
-            "losses/td_loss": loss.item(),
-            "losses/q_mean": taken.detach().mean().item(),
-            "losses/td_abs_mean": td_abs.mean().item(),
-            "losses/grad_norm": grad_norm,
-        }
+        return stats
 
     @torch.no_grad()
     def _update_target(self) -> None:

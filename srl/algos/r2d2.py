@@ -16,7 +16,6 @@ capacity, warmup and batch_size count sequences; its gamma and n_step are unused
 
 from __future__ import annotations
 
-import gymnasium as gym
 import torch
 from pydantic import Field
 
@@ -47,9 +46,6 @@ class R2D2Config(EpsilonGreedyConfig):
 
 
 class R2D2(QLearning):
-    policy_kind = "q-network"
-    action_spaces = (gym.spaces.Discrete,)
-    needs_replay = True  # served by a buffer worker
     trains_recurrent = needs_recurrent = True  # q_sequence: Q values through time from a stored state
     config: R2D2Config
 
@@ -78,15 +74,10 @@ class R2D2(QLearning):
         kept = slice(cfg.burn_in, steps)
         huber = torch.nn.functional.huber_loss(q[kept], target[kept], reduction="none", delta=cfg.huber_delta)
         loss = (batch[C.WEIGHT] * huber.mean(0)).mean()
-        grad_norm = self._optimize(loss)
         td = (target[kept] - q[kept].detach()).abs()
+        stats = self._td_step(loss, q[kept], td)
         batch[C.PRIORITY].copy_(PRIORITY_MAX_WEIGHT * td.max(0).values + (1 - PRIORITY_MAX_WEIGHT) * td.mean(0))
-        return {
-            "losses/td_loss": loss.item(),
-            "losses/q_mean": q.detach()[kept].mean().item(),
-            "losses/td_abs_mean": td.mean().item(),
-            "losses/grad_norm": grad_norm,
-        }
+        return stats
 
 
 register_algorithm("r2d2", R2D2, R2D2Config)

@@ -31,7 +31,10 @@ from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
-from srl.models.squashed_gaussian import mlp
+from srl.models.mlp import mlp
+
+# what a checkpoint keeps besides log_alpha: the critics and the three optimizers
+CHECKPOINTED = ("critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt")
 
 
 class SACConfig(AlgorithmConfig):
@@ -128,19 +131,13 @@ class SAC(Algorithm):
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "critic": self.critic.state_dict(), "critic_target": self.critic_target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(), "actor_opt": self.actor_opt.state_dict(),
-            "critic_opt": self.critic_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(),
-        }
+        return {**{name: getattr(self, name).state_dict() for name in CHECKPOINTED}, "log_alpha": self.log_alpha.detach().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
+        for name in CHECKPOINTED:
+            getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        for name in ("actor_opt", "critic_opt", "alpha_opt"):
-            getattr(self, name).load_state_dict(state[name])
 
 
 register_algorithm("sac", SAC, SACConfig)

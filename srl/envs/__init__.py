@@ -217,8 +217,7 @@ def describe_spaces(
 ) -> tuple[tuple[str, ...], gym.Space, gym.Space]:
     """(agents, observation_space, action_space) of env `name` inside `wrappers`, as its `VectorEnv`
     reports them (Box observations as float32, uint8 images as uint8); builds one env and closes it."""
-    agents, observation_space, action_space, _ = describe_agents(name, kwargs, backend, wrappers)
-    return agents, observation_space, action_space
+    return describe_agents(name, kwargs, backend, wrappers)[:3]
 
 
 def describe_agents(

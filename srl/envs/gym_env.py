@@ -37,27 +37,19 @@ def make_gym_envs(id: str, num_envs: int, **kwargs: Any) -> list[gym.Env]:
 class GymEnvironment(Environment):
     """One gymnasium env as an `Environment` with the single agent "agent" (observations as given)."""
 
-    def __init__(self, env: gym.Env, agent: str = AGENT) -> None:
+    def __init__(self, env: gym.Env) -> None:
         self.env = env
-        self.agent = agent
-        self.agents = (agent,)
-        self.observation_spaces = {agent: env.observation_space}
-        self.action_spaces = {agent: env.action_space}
+        self.agents = (AGENT,)
+        self.observation_spaces = {AGENT: env.observation_space}
+        self.action_spaces = {AGENT: env.action_space}
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
-        obs, _ = self.env.reset(seed=seed)
-        return {self.agent: obs}
+        return {AGENT: self.env.reset(seed=seed)[0]}
 
     def step(self, actions: Mapping[str, Any]) -> EnvStep:
-        a = self.agent
-        obs, reward, terminated, truncated, info = self.env.step(actions[a])
-        return EnvStep(
-            obs={a: obs},
-            reward={a: float(reward)},
-            terminated={a: bool(terminated)},
-            truncated={a: bool(truncated)},
-            info={a: info},
-        )
+        obs, reward, terminated, truncated, info = self.env.step(actions[AGENT])
+        return EnvStep({AGENT: obs}, {AGENT: float(reward)}, {AGENT: bool(terminated)}, {AGENT: bool(truncated)},
+                       {AGENT: info})
 
     def close(self) -> None:
         self.env.close()

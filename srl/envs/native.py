@@ -18,7 +18,7 @@ A backend is any object with `step(actions) -> (obs, reward, terminated, truncat
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -39,17 +39,6 @@ class NextStepBackend(Protocol):
     def reset_rows(self, mask: np.ndarray) -> np.ndarray: ...
 
     def close(self) -> None: ...
-
-
-def same_step(
-    terminated: np.ndarray, truncated: np.ndarray, obs_out: np.ndarray, reset_rows: Any
-) -> np.ndarray:
-    """Kernel of the conversion: the rows whose episode ended get the next episode's first
-    observation (from `reset_rows(mask)`) in `obs_out`; returns the mask of ended rows."""
-    ended = terminated | truncated
-    if ended.any():
-        obs_out[ended] = reset_rows(ended)
-    return ended
 
 
 class NativeVectorEnv(VectorEnv):
@@ -80,9 +69,7 @@ class NativeVectorEnv(VectorEnv):
         return self._obs
 
     def step(self, actions: np.ndarray) -> VectorStep:
-        acts = np.asarray(actions)
-        if acts.shape[:1] != (self.num_envs,):
-            check_actions(acts, self.num_envs, self._discrete)  # raises with the expected shape
+        acts = check_actions(actions, self.num_envs, discrete=False)
         if self._discrete:
             acts = acts.reshape(self.num_envs).astype(self._action_dtype, copy=False)
         obs, reward, terminated, truncated = self.backend.step(acts)
@@ -90,9 +77,9 @@ class NativeVectorEnv(VectorEnv):
         self._reward[:] = reward
         self._terminated[:] = terminated
         np.logical_and(truncated, ~self._terminated, out=self._truncated)  # never both
-        shape = self._obs.shape[1:]
-        same_step(self._terminated, self._truncated, self._obs,
-                  lambda mask: self.backend.reset_rows(mask).reshape(-1, *shape))
+        ended = self._terminated | self._truncated
+        if ended.any():  # the next episode's first observations, on the step the last one ended
+            self._obs[ended] = self.backend.reset_rows(ended).reshape(-1, *self._obs.shape[1:])
         return self._result
 
     def reset_env(self, index: int) -> np.ndarray:

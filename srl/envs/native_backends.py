@@ -97,11 +97,7 @@ class GymVectorBackend:
         if mode != gym.vector.AutoresetMode.NEXT_STEP:
             self.env.close()
             raise ValueError(f"env_backend='vector': {id!r} auto-resets {mode}; srl converts only next-step")
-        cartpole = type(self.env.unwrapped).__name__ == "CartPoleVectorEnv"
-        self._reset_rows = (lambda mask: _cartpole_reset_rows(self.env.unwrapped, mask)) if cartpole else self._masked
-
-    def _masked(self, mask: np.ndarray) -> np.ndarray:
-        return self.env.reset(options={"reset_mask": mask})[0][mask]
+        self._cartpole = type(self.env.unwrapped).__name__ == "CartPoleVectorEnv"
 
     def reset(self, seed: int | None) -> np.ndarray:
         return self.env.reset(seed=seed)[0]
@@ -110,7 +106,9 @@ class GymVectorBackend:
         return self.env.step(actions)[:4]
 
     def reset_rows(self, mask: np.ndarray) -> np.ndarray:
-        return self._reset_rows(mask)
+        if self._cartpole:
+            return _cartpole_reset_rows(self.env.unwrapped, mask)
+        return self.env.reset(options={"reset_mask": mask})[0][mask]
 
     def close(self) -> None:
         self.env.close()

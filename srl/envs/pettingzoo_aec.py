@@ -70,12 +70,8 @@ class AECEnvironment(Environment):
     def _all_obs(self) -> dict[str, np.ndarray]:
         live = set(self.env.agents)
         acting = self.env.agent_selection if live else None
-        out = {}
-        for agent in self.agents:
-            if agent in live:
-                out[agent] = self._observe(agent, agent == acting)
-            else:
-                out[agent] = self._last[agent] * 0.0  # gone: no mask, an all-zero row
+        # an agent that is gone gets no mask, an all-zero row
+        out = {a: self._observe(a, a == acting) if a in live else self._last[a] * 0.0 for a in self.agents}
         self._last = out
         return out
 

@@ -95,11 +95,6 @@ def shared_spaces(envs: Sequence[Any], agents: tuple[str, ...]) -> tuple[gym.Spa
     return obs_space, act_space
 
 
-def flat_length(space: gym.Space) -> int:
-    assert space.shape is not None
-    return int(np.prod(space.shape))
-
-
 def _padded(agents: tuple[str, ...], spaces: Any) -> gym.spaces.Box | None:
     """A float32 Box as long as the longest of agents' 1-D Boxes, where their lengths differ."""
     own = [spaces[a] for a in agents]
@@ -139,7 +134,7 @@ class SerialVectorEnv(VectorEnv):
         self._own = {a: (reported_space(first.observation_spaces[a]), first.action_spaces[a]) for a in self.agents}
         # each agent's own length where rows are padded (see _padded); None where every agent fills its row
         padded = _padded(self.agents, first.observation_spaces) is not None
-        self._lengths = [flat_length(o) for o, _ in self._own.values()] if padded else None
+        self._lengths = [gym.spaces.flatdim(o) for o, _ in self._own.values()] if padded else None
         self._reward = np.zeros(rows, dtype=np.float32)
         self._terminated = np.zeros(rows, dtype=bool)
         self._truncated = np.zeros(rows, dtype=bool)

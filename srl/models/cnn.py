@@ -17,8 +17,6 @@ natively (a CPU with AVX512-BF16 or AMX, a CUDA GPU with bf16), float32 elsewher
 from __future__ import annotations
 
 import functools
-import math
-from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -28,16 +26,8 @@ from torch import nn
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.data import columns
-
-Layer = TypeVar("Layer", nn.Linear, nn.Conv2d)
-
-
-def _orthogonal(layer: Layer, gain: float) -> Layer:
-    nn.init.orthogonal_(layer.weight, gain)
-    if layer.bias is not None:  # every layer here has one; Conv2d's is typed optional
-        nn.init.zeros_(layer.bias)
-    return layer
-
+from srl.models.heads import log_prob_entropy, pick, sample
+from srl.models.mlp import orthogonal
 
 TRUNK_PRECISIONS = ("float32", "bfloat16", "auto")
 
@@ -55,16 +45,15 @@ def native_bfloat16(device_type: str) -> bool:
 
 
 def nature_trunk(channels: int, height: int, width: int, features: int = 512) -> nn.Sequential:
-    relu = math.sqrt(2.0)
     convs = nn.Sequential(
-        _orthogonal(nn.Conv2d(channels, 32, 8, stride=4), relu), nn.ReLU(),
-        _orthogonal(nn.Conv2d(32, 64, 4, stride=2), relu), nn.ReLU(),
-        _orthogonal(nn.Conv2d(64, 64, 3, stride=1), relu), nn.ReLU(),
+        orthogonal(nn.Conv2d(channels, 32, 8, stride=4)), nn.ReLU(),
+        orthogonal(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+        orthogonal(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
         nn.Flatten(),
     )
     with torch.no_grad():
         flat = convs(torch.zeros(1, channels, height, width)).shape[1]
-    return nn.Sequential(*convs, _orthogonal(nn.Linear(flat, features), relu), nn.ReLU())
+    return nn.Sequential(*convs, orthogonal(nn.Linear(flat, features)), nn.ReLU())
 
 
 @register_policy("actor-critic-cnn")
@@ -91,8 +80,8 @@ class ActorCriticCNN(Policy):
             raise ValueError(f"actor-critic-cnn needs images of at least 36x36 (the trunk's strides), got {shape}")
         channels, height, width = self.image_shape
         self.trunk = nature_trunk(channels, height, width, features)
-        self.actor_head = _orthogonal(nn.Linear(features, int(action_space.n)), 0.01)
-        self.critic_head = _orthogonal(nn.Linear(features, 1), 1.0)
+        self.actor_head = orthogonal(nn.Linear(features, int(action_space.n)), 0.01)
+        self.critic_head = orthogonal(nn.Linear(features, 1), 1.0)
         self.action_start = int(action_space.start)
 
     def rollout_fields(self) -> dict[str, FieldSpec]:
@@ -118,18 +107,12 @@ class ActorCriticCNN(Policy):
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
         log_probs, value = self._forward(obs)
-        if deterministic:
-            index = log_probs.argmax(dim=-1)
-        else:  # Gumbel-max sampling, as in srl.models.mlp
-            index = (log_probs - torch.empty_like(log_probs).exponential_().log_()).argmax(dim=-1)
-        log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-        return {"action": index + self.action_start, columns.LOG_PROB: log_prob, columns.VALUE: value}
+        index = sample(log_probs, deterministic)
+        return {"action": index + self.action_start, columns.LOG_PROB: pick(log_probs, index), columns.VALUE: value}
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         log_probs, value = self._forward(obs)
-        index = action.reshape(-1).long() - self.action_start
-        log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        log_prob, entropy = log_prob_entropy(log_probs, action.reshape(-1).long() - self.action_start)
         return {columns.LOG_PROB: log_prob, "entropy": entropy, columns.VALUE: value}
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:

@@ -43,15 +43,20 @@ def categorical_head(space: gym.Space) -> Categorical | MultiCategorical:
     raise TypeError(f"a categorical head needs a {names} action space, got {space}")
 
 
-def _sample(logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
+def sample(logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
     """Index of the sampled (or most likely) entry along the last axis."""
     if deterministic:
         return logits.argmax(dim=-1)
     return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
-def _pick(log_probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+def pick(log_probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+
+
+def log_prob_entropy(log_probs: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The log-probability of entry `index` and the entropy of one categorical's log-probabilities."""
+    return pick(log_probs, index), -(log_probs.exp() * log_probs).sum(-1)
 
 
 class Categorical(nn.Module):
@@ -62,14 +67,13 @@ class Categorical(nn.Module):
         self.logits_dim, self.start = n, start
 
     def act(self, logits: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        index = _sample(logits, deterministic)
-        log_prob = _pick(torch.log_softmax(logits, dim=-1), index)
+        index = sample(logits, deterministic)
+        log_prob = pick(torch.log_softmax(logits, dim=-1), index)
         return (index + self.start if self.start else index), log_prob
 
     def evaluate(self, logits: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        log_probs = torch.log_softmax(logits, dim=-1)
         index = action.reshape(logits.shape[:-1]).long() - self.start
-        return _pick(log_probs, index), -(log_probs.exp() * log_probs).sum(-1)
+        return log_prob_entropy(torch.log_softmax(logits, dim=-1), index)
 
 
 class MultiCategorical(nn.Module):
@@ -106,8 +110,8 @@ class MultiCategorical(nn.Module):
 
     def act(self, logits: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         log_probs = self.log_probs(logits)
-        index = _sample(log_probs, deterministic)  # log-softmax keeps each entry's argmax
-        log_prob = _pick(log_probs, index).sum(-1)
+        index = sample(log_probs, deterministic)  # log-softmax keeps each entry's argmax
+        log_prob = pick(log_probs, index).sum(-1)
         action = index + self.start if self.offset else index
         return action.view(*logits.shape[:-1], *self.action_shape), log_prob
 
@@ -117,4 +121,4 @@ class MultiCategorical(nn.Module):
         if self.offset:
             index = index - self.start
         entropy = -(log_probs.exp() * log_probs).sum((-2, -1))
-        return _pick(log_probs, index).sum(-1), entropy
+        return pick(log_probs, index).sum(-1), entropy

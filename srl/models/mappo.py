@@ -30,6 +30,8 @@ from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.data import columns as C
 from srl.envs.central_state import AgentStateBox
+from srl.models.heads import log_prob_entropy, pick, sample
+from srl.models.mlp import mlp, orthogonal
 
 
 def group_of_agents(agents: Sequence[str], policy_groups: Mapping[str, str]) -> list[int]:
@@ -51,15 +53,12 @@ def group_of_agents(agents: Sequence[str], policy_groups: Mapping[str, str]) -> 
 
 
 def _mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for h in hidden:
-        layers += [nn.Linear(in_dim, h), nn.Tanh()]
-        in_dim = h
-    layers.append(nn.Linear(in_dim, out_dim))
-    for i, layer in enumerate(m for m in layers if isinstance(m, nn.Linear)):
-        nn.init.orthogonal_(layer.weight, out_gain if i == len(hidden) else np.sqrt(2.0))
-        nn.init.zeros_(layer.bias)
-    return nn.Sequential(*layers)
+    net = mlp(in_dim, hidden, out_dim, nn.Tanh)
+    linears = [m for m in net if isinstance(m, nn.Linear)]
+    for layer in linears[:-1]:
+        orthogonal(layer)
+    orthogonal(linears[-1], out_gain)
+    return net
 
 
 class MAPPOPolicy(Policy):
@@ -137,11 +136,8 @@ class MAPPOPolicy(Policy):
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
         log_probs, value = self._forward(obs)
-        if deterministic:
-            index = log_probs.argmax(dim=-1)
-        else:  # Gumbel-max sampling, as in ActorCriticMLP
-            index = (log_probs - torch.empty_like(log_probs).exponential_().log_()).argmax(dim=-1)
-        out = {C.LOG_PROB: log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1), C.VALUE: value}
+        index = sample(log_probs, deterministic)
+        out = {C.LOG_PROB: pick(log_probs, index), C.VALUE: value}
         if self.mask_dim:
             active = self._active(obs)
             index = index * active.long()  # a waiting agent's action is ignored by the env: 0
@@ -151,9 +147,7 @@ class MAPPOPolicy(Policy):
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         log_probs, value = self._forward(obs)
-        index = action.reshape(-1).long() - self.action_start
-        log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        log_prob, entropy = log_prob_entropy(log_probs, action.reshape(-1).long() - self.action_start)
         return {C.LOG_PROB: log_prob, "entropy": entropy, C.VALUE: value}
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:

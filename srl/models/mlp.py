@@ -1,4 +1,5 @@
-"""Actor-critic MLP for flat (Box) observations and Discrete, MultiDiscrete, MultiBinary or Box actions.
+"""Actor-critic MLP for flat (Box) observations and Discrete, MultiDiscrete, MultiBinary or Box actions,
+and the layer builders the other policies share (`orthogonal`, `mlp`).
 
 Two separate MLPs (tanh, or ReLU with policy_kwargs.activation="relu"): the actor maps the
 flattened observation to logits (categorical actions, srl.models.heads) or to the mean of a
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -29,11 +31,23 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 ACTIVATIONS = {"tanh": torch.Tensor.tanh_, "relu": torch.Tensor.relu_}
 
 
-def _orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
-    layer = nn.Linear(in_dim, out_dim)
+Layer = TypeVar("Layer", nn.Linear, nn.Conv2d)
+
+
+def orthogonal(layer: Layer, gain: float = math.sqrt(2.0)) -> Layer:
+    """`layer` with orthogonal weights of `gain` (default: for tanh / ReLU units) and zero biases."""
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:  # every layer here has one; Conv2d's is typed optional
+        nn.init.zeros_(layer.bias)
     return layer
+
+
+def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers with `activation` between them (torch's default initialisation)."""
+    layers: list[nn.Module] = []
+    for a, b in zip((in_dim, *hidden_sizes), hidden_sizes):
+        layers += [nn.Linear(a, b), activation()]
+    return nn.Sequential(*layers, nn.Linear(hidden_sizes[-1] if hidden_sizes else in_dim, out_dim))
 
 
 def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -101,8 +115,8 @@ class ActorCriticMLP(Policy):
                 nn.init.orthogonal_(weight[net], math.sqrt(2.0))
             self.hidden_weight.append(nn.Parameter(weight))
             self.hidden_bias.append(nn.Parameter(torch.zeros(2, 1, out_dim)))
-        self.actor_head = _orthogonal_linear(dims[-1], head_dim, gain=0.01)
-        self.critic_head = _orthogonal_linear(dims[-1], 1, gain=1.0)
+        self.actor_head = orthogonal(nn.Linear(dims[-1], head_dim), gain=0.01)
+        self.critic_head = orthogonal(nn.Linear(dims[-1], 1), gain=1.0)
         # Gaussian log-std, shared by all states; absent for Discrete actions. Below 0 (std < 1) for
         # tasks where wide early noise only costs (MuJoCo locomotion: rl-zoo starts Hopper at -2).
         self.log_std = None if self.discrete else nn.Parameter(torch.full((head_dim,), float(log_std_init)))

@@ -23,9 +23,7 @@ It is what `policy=actor-critic-mlp` (the default) becomes for a Dict or Tuple o
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -35,11 +33,10 @@ from torch import nn
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.models.cnn import nature_trunk
-from srl.models.mlp import ActorCriticMLP
+from srl.models.mlp import ActorCriticMLP, orthogonal
 from srl.spaces import leaf_spaces
 
 ENCODERS = ("cnn", "mlp", "onehot", "flatten")
-RELU_GAIN = math.sqrt(2.0)
 
 
 def default_encoder(space: gym.Space) -> str:
@@ -50,16 +47,6 @@ def default_encoder(space: gym.Space) -> str:
     if isinstance(space, gym.spaces.MultiBinary):
         return "flatten"
     return "mlp"
-
-
-Layer = TypeVar("Layer", nn.Linear, nn.Conv2d)
-
-
-def _orthogonal(layer: Layer, gain: float = RELU_GAIN) -> Layer:
-    nn.init.orthogonal_(layer.weight, gain)
-    if layer.bias is not None:  # every layer here has one; Conv2d's is typed optional
-        nn.init.zeros_(layer.bias)
-    return layer
 
 
 class _Float(nn.Module):
@@ -86,7 +73,7 @@ class Flatten(_Float):
 class VectorMLP(Flatten):
     def __init__(self, space: gym.Space, features: int) -> None:
         super().__init__(space)
-        self.layer = _orthogonal(nn.Linear(self.size, features))
+        self.layer = orthogonal(nn.Linear(self.size, features))
         self.features = features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -130,9 +117,9 @@ class ImageCNN(_Float):
             self.trunk = nature_trunk(c, h, w, features)
         else:  # a small image or grid: the Nature trunk's strides would leave nothing of it
             self.trunk = nn.Sequential(
-                _orthogonal(nn.Conv2d(c, 16, 3, padding=1)), nn.ReLU(),
-                _orthogonal(nn.Conv2d(16, 32, 3, padding=1)), nn.ReLU(),
-                nn.Flatten(), _orthogonal(nn.Linear(32 * h * w, features)), nn.ReLU(),
+                orthogonal(nn.Conv2d(c, 16, 3, padding=1)), nn.ReLU(),
+                orthogonal(nn.Conv2d(16, 32, 3, padding=1)), nn.ReLU(),
+                nn.Flatten(), orthogonal(nn.Linear(32 * h * w, features)), nn.ReLU(),
             )
         self.features = features
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
+from srl.models.mlp import mlp
 
 
 @register_policy("q-mlp")
@@ -39,10 +39,7 @@ class QMLP(Policy):
             raise ValueError(f"hidden_sizes must be positive, got {hidden_sizes}")
         self.obs_dim = int(np.prod(observation_space.shape))
         self.action_start = int(action_space.start)
-        layers: list[nn.Module] = []
-        for in_dim, out_dim in zip((self.input_dim(), *hidden_sizes), hidden_sizes):
-            layers += [nn.Linear(in_dim, out_dim), nn.ReLU()]
-        self.net = nn.Sequential(*layers, nn.Linear(hidden_sizes[-1], int(action_space.n)))
+        self.net = mlp(self.input_dim(), hidden_sizes, int(action_space.n))
 
     def input_dim(self) -> int:
         """The width of what the network reads of a row (`inputs`)."""

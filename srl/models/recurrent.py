@@ -15,7 +15,6 @@ The LSTM state is (h, c) concatenated on the last axis; the GRU state is h.
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import gymnasium as gym
@@ -28,6 +27,7 @@ from srl.api.registry import register_policy
 from srl.data import columns as C
 from srl.models.heads import SPACES as CATEGORICAL_SPACES
 from srl.models.heads import categorical_head
+from srl.models.mlp import orthogonal
 
 CELLS = ("lstm", "gru")
 
@@ -55,9 +55,7 @@ class RecurrentCore(Policy):
         self.obs_dim = int(np.prod(observation_space.shape))
         if isinstance(action_space, gym.spaces.Discrete):  # the Q head's actions
             self.action_start, self.num_actions = int(action_space.start), int(action_space.n)
-        self.encoder = nn.Linear(self.obs_dim, self.hidden)
-        nn.init.orthogonal_(self.encoder.weight, math.sqrt(2.0))
-        nn.init.zeros_(self.encoder.bias)
+        self.encoder = orthogonal(nn.Linear(self.obs_dim, self.hidden))
         self.core = nn.LSTMCell(self.hidden, self.hidden) if cell == "lstm" else nn.GRUCell(self.hidden, self.hidden)
         self.state_size = 2 * self.hidden if cell == "lstm" else self.hidden
         self._solo_state: torch.Tensor | None = None  # for stateless callers of `rollout`
@@ -140,9 +138,7 @@ class RecurrentActorCritic(RecurrentCore):
                  hidden: int = 64) -> None:
         super().__init__(observation_space, action_space, cell, hidden)
         self.dist = categorical_head(action_space)
-        self.actor_head = nn.Linear(self.hidden, self.dist.logits_dim)
-        nn.init.orthogonal_(self.actor_head.weight, 0.01)
-        nn.init.zeros_(self.actor_head.bias)
+        self.actor_head = orthogonal(nn.Linear(self.hidden, self.dist.logits_dim), 0.01)
         # The critic reads the core's output through its own layer, with the gradient stopped:
         # the value loss is in return units (tens on CartPole) and, through a shared core, would
         # swamp the policy gradient (measured: no learning at all with the critic on the core).

@@ -18,16 +18,10 @@ from torch import nn
 
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
+from srl.models.mlp import mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for a, b in zip((in_dim, *hidden_sizes), hidden_sizes):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(hidden_sizes[-1] if hidden_sizes else in_dim, out_dim))
 
 
 @register_policy("squashed-gaussian-mlp")

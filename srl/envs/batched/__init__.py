@@ -17,7 +17,7 @@ kernel (`srl.workers.pod`) uses the `BatchedTorchEnv` itself: `make_batched_env(
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 from typing import Any
 
 import torch
@@ -64,26 +64,21 @@ def make_batched_env(
     )
 
 
-def _vector_factory(name: str) -> Callable[..., TorchVectorEnv]:
-    def factory(
-        num_envs: int,
-        env_index_offset: int = 0,
-        device: str = "cpu",
-        seed: int | None = None,
-        dtype: str = "float32",
-        max_episode_steps: int | None = None,
-        **env_kwargs: Any,
-    ) -> TorchVectorEnv:
-        env = make_batched_env(name, num_envs, device, seed, dtype, max_episode_steps, **env_kwargs)
-        return TorchVectorEnv(env, env_index_offset)
-
-    factory.__name__ = factory.__qualname__ = "make_" + name.replace("-", "_")
-    factory.__doc__ = (
-        f"{BATCHED_ENVS[name].__name__} of `num_envs` envs as a numpy `TorchVectorEnv` "
-        f"(registered env {name!r}; `env_index_offset` is recorded, the reset seed decides the episodes)."
-    )
-    return factory
+def make_torch_vector_env(
+    name: str,
+    num_envs: int,
+    env_index_offset: int = 0,
+    device: str = "cpu",
+    seed: int | None = None,
+    dtype: str = "float32",
+    max_episode_steps: int | None = None,
+    **env_kwargs: Any,
+) -> TorchVectorEnv:
+    """The batched env `name` of `num_envs` envs as a numpy `TorchVectorEnv`: the factory registered as
+    `name` (`env_index_offset` is recorded, the reset seed decides the episodes)."""
+    env = make_batched_env(name, num_envs, device, seed, dtype, max_episode_steps, **env_kwargs)
+    return TorchVectorEnv(env, env_index_offset)
 
 
 for _name in BATCHED_ENVS:
-    registry.register_env(_name)(_vector_factory(_name))
+    registry.register_env(_name)(functools.partial(make_torch_vector_env, _name))

@@ -42,19 +42,17 @@ import numpy as np
 import torch
 
 from srl.api.env import VectorEnv, VectorStep
+from srl.envs.vector import check_actions
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     """torch.float32 / torch.float64 from a dtype or its name ("float32", "float64")."""
-    if isinstance(dtype, torch.dtype):
-        if dtype not in _DTYPES.values():
-            raise ValueError(f"batched envs compute in float32 or float64, got {dtype}")
-        return dtype
-    if dtype not in _DTYPES:
+    name = str(dtype).removeprefix("torch.")
+    if name not in _DTYPES:
         raise ValueError(f"batched envs compute in 'float32' or 'float64', got {dtype!r}")
-    return _DTYPES[dtype]
+    return _DTYPES[name]
 
 
 class TensorKw(TypedDict):
@@ -111,11 +109,7 @@ class BatchedTorchEnv(ABC):
             self._one = torch.tensor(1, dtype=torch.int32, device=self.device)
             self._limit = torch.tensor(self.max_episode_steps, dtype=torch.int32, device=self.device)
             if self.num_agents == 1:  # rows = envs: the env-level buffers are the row buffers
-                self._reward, self._terminated, self._truncated = (
-                    self._env_reward,
-                    self._env_terminated,
-                    self._env_truncated,
-                )
+                self._reward, self._terminated, self._truncated = self._env_reward, self._env_terminated, self._env_truncated
             else:
                 self._reward = torch.zeros(rows, dtype=torch.float32, device=self.device)
                 self._terminated = torch.zeros(rows, dtype=torch.bool, device=self.device)
@@ -266,11 +260,7 @@ class TorchVectorEnv(VectorEnv):
         return self._numpy(self.env.reset(seed))
 
     def step(self, actions: np.ndarray) -> VectorStep:
-        actions = np.asarray(actions)
-        if actions.shape[:1] != (self.num_rows,):
-            raise ValueError(
-                f"expected actions shaped [{self.num_rows}, ...] (one per row), got {actions.shape}"
-            )
+        actions = check_actions(actions, self.num_rows, discrete=False)
         if self._discrete:
             actions = actions.reshape(self.num_rows).astype(np.int64, copy=False)
         elif self._box:  # MultiDiscrete / MultiBinary stay integers
