@@ -21,8 +21,6 @@ from srl.machine import check_machine, raise_open_files_limit
 from srl.storage import WriteFailed
 from srl.streams.tcp_setup import check_queues
 
-LAUNCHERS = ("inline", "local", "ray")
-
 
 def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> int:
     """Train; return the process exit code (0 done, 1 a worker or a write failed, 130 interrupted)."""

@@ -63,7 +63,8 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
     sets `config.run.run_id`. ConfigError (one line, naming the directory) when refused."""
     run_dir = Path(str(config.run.run_dir))
     resuming = config.run.resume is not None
-    if resuming and not _same(Path(str(config.run.resume)), run_dir):  # its trainer would find no checkpoint
+    # elsewhere its trainer would find no checkpoint
+    if resuming and Path(str(config.run.resume)).resolve() != run_dir.resolve():
         raise ConfigError(f"field 'run.run_dir': run.resume={config.run.resume} continues that run in its own directory, "
                           f"not in {str(run_dir)!r}; leave run_dir out (copy the directory to branch off a run)")
     try:
@@ -96,10 +97,6 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
         raise
     config.run.run_id = run_id
     return RunDirClaim(run_dir, fd, run_id, launch, previous)
-
-
-def _same(a: Path, b: Path) -> bool:
-    return a.resolve() == b.resolve()
 
 
 def _read(fd: int) -> dict[str, Any]:
