@@ -115,10 +115,8 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
         code = 130 if reason == "interrupted" else 0
     except RunStalled as stall:
         reason, error, code = "stalled", str(stall), 1
-    except WorkerFailed as failure:
+    except (WorkerFailed, RunHalted) as failure:  # RunHalted: raised in this process by an inline kernel (srl.faults)
         reason, error, code = "worker failed", str(failure), 1
-    except RunHalted as halt:  # raised in this process by an inline kernel (srl.faults)
-        reason, error, code = "worker failed", str(halt), 1
     except WriteFailed as failure:  # a run file (metrics, events, checkpoint) could not be written
         reason, error, code = "write failed", str(failure), 1
     except KeyboardInterrupt:
