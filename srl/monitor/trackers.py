@@ -182,8 +182,7 @@ class TensorBoardTracker(Tracker):
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
             self._writer.add_scalar(name, value, global_step=step)
-        now = time.monotonic()
-        if now - self._last_flush >= TB_FLUSH_S:
+        if time.monotonic() - self._last_flush >= TB_FLUSH_S:
             self.flush()
 
     def log_config(self, config: Mapping[str, Any]) -> None:
