@@ -37,8 +37,8 @@ RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints")
 class RunDirClaim:
     """The held lock of a run directory, and this launch's number in it."""
 
-    def __init__(self, run_dir: Path, fd: int, run_id: str, launch: int, previous: dict[str, Any]) -> None:
-        self.run_dir, self.run_id, self.launch = run_dir, run_id, launch
+    def __init__(self, fd: int, launch: int, previous: dict[str, Any]) -> None:
+        self.launch = launch
         self._fd: int | None = fd
         self._previous = previous  # the holder before this launch
 
@@ -96,7 +96,7 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
         os.close(fd)
         raise
     config.run.run_id = run_id
-    return RunDirClaim(run_dir, fd, run_id, launch, previous)
+    return RunDirClaim(fd, launch, previous)
 
 
 def _read(fd: int) -> dict[str, Any]:
