@@ -73,13 +73,12 @@ class PopulationManager:
         whose checkpoint predates it)."""
         self.tournament.restore(table)
         self.started_s -= max((e["time_s"] for e in table["entries"]), default=0.0)
-        counts: dict[int, int] = {}
         for r in table["replacements"]:
-            k = r["member"]
-            counts[k] = counts.get(k, 0) + 1
-            self.adopts[k] = self._adopt(k, counts[k], r["hparams"])
+            self.adopts[r["member"]] = self._adopt(r["member"], r["hparams"])
 
-    def _adopt(self, k: int, n: int, hparams: dict[str, float]) -> dict[str, Any]:
+    def _adopt(self, k: int, hparams: dict[str, float]) -> dict[str, Any]:
+        """Member k's next adopt command (its adoptions are numbered from 1)."""
+        n = self.adopts.get(k, {}).get("adoption", 0) + 1
         return {"type": "adopt", "adoption": n, "checkpoint": str(member_folder(self.run_dir, k) / "adopt.pt"),
                 "hparams": hparams}
 
@@ -108,7 +107,7 @@ class PopulationManager:
         if not decision.admitted:
             kept.unlink(missing_ok=True)
         if decision.replace is not None:
-            adopt = self._adopt(k, self.adopts.get(k, {}).get("adoption", 0) + 1, decision.replace.hparams)
+            adopt = self._adopt(k, decision.replace.hparams)
             # a private copy: the leaderboard may evict the source before the member loads it
             Path(adopt["checkpoint"]).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(decision.replace.source.checkpoint, adopt["checkpoint"])

@@ -17,7 +17,7 @@ from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
 from srl.launch.shell import REPORT_INTERVAL_S
 from srl.launch.signals import interrupt_on_sigterm
-from srl.monitor.timing import OTHER, REPORT_KEY, WAITING, TimeBreakdown
+from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.workers.build import make_kernel
@@ -28,9 +28,8 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     torch.set_num_threads(graph.config.threads_for(trains=True))
     transport = InlineTransport()
     kernels = [(spec, make_kernel(graph, spec, transport)) for spec in graph.workers]
-    clocks = [kernel.clock for _, kernel in kernels]
-    for clock in clocks:  # a kernel waits while the others take their turns
-        clock.switch(WAITING)
+    for _, kernel in kernels:  # a kernel waits while the others take their turns
+        kernel.clock.switch(WAITING)
     outputs.start()
     # SIGTERM stops the run as Ctrl-C does: the kernels still finish, so the trainer saves its
     # last checkpoint
@@ -39,11 +38,11 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         for _, kernel in kernels:
             kernel.start()
         try:
-            reason = _take_turns(kernels, clocks, monitor, outputs)
+            reason = _take_turns(kernels, monitor, outputs)
         except KeyboardInterrupt:
             reason = "interrupted"
-        for (spec, kernel), clock in zip(kernels, clocks):
-            monitor.on_report(spec.role, spec.index, {**kernel.finish(), REPORT_KEY: clock.take()}, final=True)
+        for spec, kernel in kernels:
+            monitor.on_report(spec.role, spec.index, {**kernel.finish(), REPORT_KEY: kernel.clock.take()}, final=True)
         return reason
     finally:
         restore_sigterm()
@@ -51,18 +50,18 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
             kernel.close()
 
 
-def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], clocks: list[TimeBreakdown], monitor: RunMonitor, outputs: RunOutputs) -> str:
+def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], monitor: RunMonitor, outputs: RunOutputs) -> str:
     """Polls every kernel in turn, reporting every REPORT_INTERVAL_S, until the monitor says stop."""
     last_report = time.monotonic()
     reason = None
     while reason is None:
-        for (_, kernel), clock in zip(kernels, clocks):
-            clock.switch(OTHER)
+        for _, kernel in kernels:
+            kernel.clock.switch(OTHER)
             kernel.poll()
-            clock.switch(WAITING)
+            kernel.clock.switch(WAITING)
         if time.monotonic() - last_report >= REPORT_INTERVAL_S:
-            for (spec, kernel), clock in zip(kernels, clocks):
-                monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: clock.take()})
+            for spec, kernel in kernels:
+                monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: kernel.clock.take()})
             _obey(kernels, monitor)
             last_report = time.monotonic()
             outputs.tick(monitor)

@@ -27,6 +27,7 @@ from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
 from srl.storage import WriteFailed
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
+from srl.streams.gradients import TrainerGroupStore
 from srl.streams.local import SharedBlocks, make_ipc_dir
 from srl.streams.tcp import WILDCARDS
 from srl.workers.wiring import incarnations
@@ -128,22 +129,15 @@ def run_workers(
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
-def _trainer_groups(graph: Graph, host: str | None) -> dict[str, Any]:
+def _trainer_groups(graph: Graph, host: str | None) -> dict[str, TrainerGroupStore]:
     """For each gradients stream (a policy's num_trainers > 1), by its name: the store where its
-    trainers form their group."""
-    return {st.name: _trainer_group(graph, host, len(st.producers)) for st in graph.of_kind("gradients")}
-
-
-def _trainer_group(graph: Graph, host: str | None, world_size: int):
-    """A store served from here on a port the OS picks, listening on `host` (this machine's IP for
-    a cluster) or else on the run's bind_host (loopback by default; trainers reach a wildcard at
-    loopback)."""
-    from srl.streams.gradients import TrainerGroupStore
-
+    trainers form their group, served from here on a port the OS picks, listening on `host` (this
+    machine's IP for a cluster) or else on the run's bind_host (loopback by default; trainers reach
+    a wildcard at loopback)."""
     bind_host = host or graph.config.dataflow.bind_host
-    if host is None:
-        host = "127.0.0.1" if bind_host in WILDCARDS else bind_host
-    return TrainerGroupStore(host, world_size, bind_host=bind_host)
+    reach = host or ("127.0.0.1" if bind_host in WILDCARDS else bind_host)
+    groups = graph.of_kind("gradients")
+    return {st.name: TrainerGroupStore(reach, len(st.producers), bind_host=bind_host) for st in groups}
 
 
 def _tcp_wire(graph: Graph):

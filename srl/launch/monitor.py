@@ -91,8 +91,11 @@ class RunMonitor:
         if REPORT_KEY in payload:
             self.time_breakdown.add(worker, payload[REPORT_KEY])
         if role in (Role.ACTOR, Role.POD):
+            played = (payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
             self.env_steps += payload["env_steps"]
-            self.episodes.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
+            self.episodes.add(*played)
+            if role == Role.POD and self.member_episodes is not None:
+                self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
             self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
             for policy, episodes in payload.get("policies", {}).items():
                 if policy in self.policy_episodes:
@@ -100,18 +103,13 @@ class RunMonitor:
                                                      episodes["episodes"])
                 if self.league is not None and policy == self.league.opponents:
                     self.league.on_results(episodes.get("results", {}))
-        if role == Role.POD and self.member_episodes is not None:
-            mine = self.member_episodes.setdefault(worker, ReturnWindow(WINDOW))
-            mine.add(payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
             self.eval_policies = payload.get("eval_policies", {})
         if role in (Role.TRAINER, Role.POD):
             self.segments_dropped += payload["segments_dropped"]
-        # several trainers take each update together: trainer 0 counts it and speaks for the group
-        # (with several policies, each policy has one trainer, which speaks for it)
-        if role == Role.POD or (role == Role.TRAINER and (index == 0 or worker in self.policies)):
+        if self._leads(worker):
             self.updates += payload["updates"]
             self.nonfinite_updates_skipped += payload.get("nonfinite_updates_skipped", 0)
             self._count_resumed(worker, payload)
@@ -273,9 +271,7 @@ class RunMonitor:
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.last_report_s[worker] = now
         last = self._last.pop(worker, None)
-        # (a policy's trainer, with several policies, leads its own)
-        leader = worker.startswith("pod:") or worker == "trainer:0" or (worker.startswith("trainer:") and worker in self.policies)
-        if leader:  # the version its parameters were counted up to
+        if self._leads(worker):  # the version its parameters were counted up to
             trainer = self.policy_trainers[self.policies[worker]] if worker in self.policies else self.trainer
             counted = last[2].get("policy_version") if last is not None else trainer.get("policy_version")
             if counted is not None or self.config.run.resume is None:
@@ -287,6 +283,12 @@ class RunMonitor:
         if report.get("env_steps") and interval_s > 0:
             unreported_s = min((ended_s if ended_s is not None else now) - report_s, interval_s)
             self.env_steps_lost += report["env_steps"] * max(unreported_s, 0.0) / interval_s
+
+    def _leads(self, worker: str) -> bool:
+        """Whether `worker` counts updates: a pod; of several trainers taking each update together,
+        trainer 0, which speaks for the group (with several policies, each policy's one trainer)."""
+        return (worker.startswith("pod:") or worker == "trainer:0"
+                or (worker.startswith("trainer:") and worker in self.policies))
 
     def _count_resumed(self, worker: str, payload: dict[str, Any]) -> None:
         """A restarted trainer's first report: the version it resumed from is its version less

@@ -22,8 +22,6 @@ class WorkerFailed(RuntimeError):
 
     def __init__(self, worker: str, detail: str) -> None:
         super().__init__(f"worker {worker} failed:\n{detail.rstrip()}")
-        self.worker = worker
-        self.detail = detail
 
 
 class RunStalled(WorkerFailed):
@@ -31,7 +29,6 @@ class RunStalled(WorkerFailed):
 
     def __init__(self, detail: str) -> None:
         RuntimeError.__init__(self, f"the run stalled: {detail.rstrip()}")
-        self.worker, self.detail = "", detail
 
 
 class RunOutputs:
@@ -102,11 +99,10 @@ class RunOutputs:
     def finish(self, monitor: RunMonitor, reason: str, error: str | None) -> dict[str, Any]:
         """Write the last metrics row and summary.json; a write that fails (the disk that ended
         the run, say) is kept in `end_faults` and the rest are still tried."""
+        run_rate = monitor.run_rate()  # after every worker's final report (see run_rate)
         if self.recorder is not None:
             # metrics.jsonl's last row: its rate is since the row before
             self._attempt(lambda: self.tick(monitor, force=True))
-        run_rate = monitor.run_rate()  # after every worker's final report (see run_rate)
-        if self.recorder is not None:
             # the table left on screen shows the rate over the whole run, not over the last tick
             self.display.update({**monitor.metrics(), **self._progress_rows, "env_steps_per_s": run_rate,
                                  "time_s": time.time() - self.started_s})

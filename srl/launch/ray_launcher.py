@@ -208,7 +208,6 @@ class RayWorkers:
             self.ray.wait(list(self.runs.values()), num_returns=len(self.runs), timeout=10)
         self.actors.clear()
 
-
     def _write_placement(self) -> None:
         """run_dir/placement.json: the Ray node and host of each worker's last actor."""
         where = {name: p.where() for name, p in self.placement.items()}
@@ -216,9 +215,9 @@ class RayWorkers:
             (self.run_dir / "placement.json").write_text(json.dumps(where, indent=2, sort_keys=True) + "\n")
 
 
-def _connect(config: ExperimentConfig, graph: Graph) -> bool:
+def _connect(graph: Graph) -> bool:
     """Join the configured cluster, or start a local instance; True if this run must shut it down."""
-    ray = _ray()
+    ray, config = _ray(), graph.config
     if ray.is_initialized():
         return False
     if config.launch.ray_address:
@@ -266,7 +265,7 @@ def _user_modules(config: ExperimentConfig) -> list[ModuleType]:
 
 def run_ray(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     ray = _ray()
-    started = _connect(graph.config, graph)
+    started = _connect(graph)
     try:
         check_fits(graph, ray)  # before any worker starts
         return run_workers(graph, outputs, monitor, RayWorkers)

@@ -21,8 +21,6 @@ from srl.machine import check_machine, raise_open_files_limit
 from srl.storage import WriteFailed
 from srl.streams.tcp_setup import check_queues
 
-LAUNCHERS = ("inline", "local", "ray")
-
 
 def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> int:
     """Train; return the process exit code (0 done, 1 a worker or a write failed, 130 interrupted)."""
@@ -117,10 +115,8 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
         code = 130 if reason == "interrupted" else 0
     except RunStalled as stall:
         reason, error, code = "stalled", str(stall), 1
-    except WorkerFailed as failure:
+    except (WorkerFailed, RunHalted) as failure:  # RunHalted: raised in this process by an inline kernel (srl.faults)
         reason, error, code = "worker failed", str(failure), 1
-    except RunHalted as halt:  # raised in this process by an inline kernel (srl.faults)
-        reason, error, code = "worker failed", str(halt), 1
     except WriteFailed as failure:  # a run file (metrics, events, checkpoint) could not be written
         reason, error, code = "write failed", str(failure), 1
     except KeyboardInterrupt:

@@ -37,8 +37,8 @@ RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints")
 class RunDirClaim:
     """The held lock of a run directory, and this launch's number in it."""
 
-    def __init__(self, run_dir: Path, fd: int, run_id: str, launch: int, previous: dict[str, Any]) -> None:
-        self.run_dir, self.run_id, self.launch = run_dir, run_id, launch
+    def __init__(self, fd: int, launch: int, previous: dict[str, Any]) -> None:
+        self.launch = launch
         self._fd: int | None = fd
         self._previous = previous  # the holder before this launch
 
@@ -63,7 +63,8 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
     sets `config.run.run_id`. ConfigError (one line, naming the directory) when refused."""
     run_dir = Path(str(config.run.run_dir))
     resuming = config.run.resume is not None
-    if resuming and not _same(Path(str(config.run.resume)), run_dir):  # its trainer would find no checkpoint
+    # elsewhere its trainer would find no checkpoint
+    if resuming and Path(str(config.run.resume)).resolve() != run_dir.resolve():
         raise ConfigError(f"field 'run.run_dir': run.resume={config.run.resume} continues that run in its own directory, "
                           f"not in {str(run_dir)!r}; leave run_dir out (copy the directory to branch off a run)")
     try:
@@ -95,11 +96,7 @@ def claim_run_dir(config: ExperimentConfig) -> RunDirClaim:
         os.close(fd)
         raise
     config.run.run_id = run_id
-    return RunDirClaim(run_dir, fd, run_id, launch, previous)
-
-
-def _same(a: Path, b: Path) -> bool:
-    return a.resolve() == b.resolve()
+    return RunDirClaim(fd, launch, previous)
 
 
 def _read(fd: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from srl.faults import RunHalted
 from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
+from srl.storage import WriteFailed
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind
 from srl.workers.kernel import Kernel
 
@@ -77,8 +78,6 @@ def error_report(error: BaseException) -> dict[str, Any]:
     the fault itself, with which the controller ends the run instead of restarting the worker: a
     RunHalted's one-line message (srl.faults), a failed write of a run file (a checkpoint on a full
     disk: srl.storage.WriteFailed)."""
-    from srl.storage import WriteFailed
-
     report: dict[str, Any] = {"traceback": traceback.format_exc()}
     if isinstance(error, RunHalted):
         report["halt"] = str(error)

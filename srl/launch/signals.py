@@ -14,15 +14,11 @@ import threading
 from collections.abc import Callable
 
 
-def interrupt_on_sigterm() -> Callable[[], None]:
+def interrupt_on_sigterm() -> Callable[[], object]:
     """From now on SIGTERM raises KeyboardInterrupt in the main thread; returns the function that
     puts the previous handler back. Off the main thread (a test driving a launcher from a thread)
     handlers cannot be set, and nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-
-    def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
-
-    return restore
+    return lambda: signal.signal(signal.SIGTERM, previous)

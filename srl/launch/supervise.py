@@ -160,11 +160,10 @@ class Supervisor:
                 ended_s = time.monotonic()
                 time.sleep(ERROR_REPORT_WAIT_S)
                 self.drain()
-                known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
-                detail = self.errors.pop(name, None) or known
-                detail = detail or f"process exited unexpectedly with code {code}"
                 if name in self.halts:  # a restart would only repeat it
                     raise WorkerFailed(name, self.halts.pop(name))
+                known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
+                detail = self.errors.pop(name, None) or known or f"process exited unexpectedly with code {code}"
                 self._failed(name, detail, ended_s)
         for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
             self.monitor.on_unplaced(name)

@@ -38,6 +38,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from srl.monitor.recorder import as_float
+
 REFRESH_PER_S = 2
 
 # (row label, metric names to try in order, how to format the value)
@@ -67,17 +69,6 @@ def _lookup(metrics: Mapping[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if hasattr(value, "item"):
-        try:
-            return _as_float(value.item())
-        except (ValueError, RuntimeError):
-            return None
-    return None
-
-
 def format_duration(seconds: float) -> str:
     """`H:MM:SS` (or `M:SS` under an hour)."""
     total = int(max(seconds, 0.0))
@@ -89,7 +80,7 @@ def format_duration(seconds: float) -> str:
 def _format(value: Any, kind: str) -> str:
     if value is None:
         return "-"
-    f = _as_float(value)
+    f = as_float(value)
     if f is None:
         return str(value)
     if not math.isfinite(f):
@@ -143,7 +134,7 @@ class LiveDisplay:
         if not self.enabled:
             return
         self._metrics = dict(metrics)
-        steps = _as_float(_lookup(self._metrics, ("env_steps",)))
+        steps = as_float(_lookup(self._metrics, ("env_steps",)))
         if steps is not None:
             now = time.monotonic()
             if self._last_steps is not None and now > self._last_steps[0] and steps >= self._last_steps[1]:
@@ -185,15 +176,11 @@ def print_summary(summary: Mapping[str, Any], console: Console | None = None, ti
                 yield name, value
 
     for name, value in rows("", summary):
-        if isinstance(value, bool) or value is None or isinstance(value, str):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             text = "-" if value is None else str(value)
-        elif isinstance(value, numbers.Real) and name.rsplit("/", 1)[-1] in ("time_s", "elapsed_s", "wall_time_s"):
+        elif name.rsplit("/", 1)[-1] in ("time_s", "elapsed_s", "wall_time_s"):
             text = f"{_format(value, 'float')} ({format_duration(float(value))})"
-        elif isinstance(value, numbers.Integral):
-            text = _format(value, "int")
-        elif isinstance(value, numbers.Real):
-            text = _format(value, "float")
         else:
-            text = str(value)
+            text = _format(value, "int" if isinstance(value, numbers.Integral) else "float")
         table.add_row(Text(name), Text(text))  # plain text: an error's "[...]" is not markup
     console.print(table)

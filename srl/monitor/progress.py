@@ -77,16 +77,11 @@ class ProgressMeter:
         ]
         candidates = [c for c in toward if c is not None]
         timed = [(name, done, eta) for name, done, eta in candidates if eta is not None]
-        limit: str | None
-        fraction: float | None
-        eta_s: float | None
         if timed:
-            limit, fraction, eta_s = min(timed, key=lambda c: c[2])
-        elif candidates:
-            limit, fraction, eta_s = max(candidates, key=lambda c: c[1])
-        else:
-            limit, fraction, eta_s = None, None, None
-        return Estimate(limit, fraction, eta_s, step_rate)
+            return Estimate(*min(timed, key=lambda c: c[2]), step_rate)
+        if candidates:
+            return Estimate(*max(candidates, key=lambda c: c[1]), step_rate)
+        return Estimate(None, None, None, step_rate)
 
     def _rates(self) -> tuple[float | None, float | None]:
         """Env steps and updates per second between the window's first and last samples."""

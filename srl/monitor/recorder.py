@@ -42,18 +42,16 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
-def _scalar(value: Any) -> float | None:
-    """The float a tracker gets for a metric, or None when the metric is not a number."""
-    if value is None or isinstance(value, str):
-        return None
+def as_float(value: Any) -> float | None:
+    """The float a tracker (or the live table) gets for a metric: numpy and torch scalars
+    included; None when the metric is not a number."""
     if isinstance(value, numbers.Real):
         return float(value)
     if hasattr(value, "item"):
         try:
-            item = value.item()
+            return as_float(value.item())
         except (ValueError, RuntimeError):
             return None
-        return _scalar(item)
     return None
 
 
@@ -85,23 +83,13 @@ class Recorder:
                 self._file.flush()
             self._writes += 1
             if self.trackers:
-                step_value = _scalar(metrics.get("env_steps"))
+                step_value = as_float(metrics.get("env_steps"))
                 step = int(step_value) if step_value is not None else self._writes
-                scalars = {name: s for name, value in row.items() if (s := _scalar(value)) is not None}
+                scalars = {name: s for name, value in row.items() if (s := as_float(value)) is not None}
                 for tracker in self.trackers:
                     # a writer thread's error (TensorBoard's) surfaces here: WriteFailed names the tracker
                     with tracker_errors(tracker.name, tracker.location):
                         tracker.log_metrics(step, scalars)
-
-    def flush(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            with failing_as(self.metrics_path):
-                self._file.flush()
-            for tracker in self.trackers:
-                with tracker_errors(tracker.name, tracker.location):
-                    tracker.flush()
 
     def close(self) -> None:
         """Flush and close metrics.jsonl (not the trackers); safe to call more than once."""

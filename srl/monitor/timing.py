@@ -69,11 +69,8 @@ class BreakdownTable:
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         """worker -> {category: seconds, ..., "wall": seconds}, workers sorted by name."""
-        out = {}
-        for worker in sorted(self.workers):
-            seconds = {k: round(v, 3) for k, v in self.workers[worker].items()}
-            out[worker] = {**seconds, "wall": round(sum(self.workers[worker].values()), 3)}
-        return out
+        return {worker: {**{k: round(v, 3) for k, v in seconds.items()}, "wall": round(sum(seconds.values()), 3)}
+                for worker, seconds in sorted(self.workers.items())}
 
     def format(self) -> str:
         """A text table: one row per worker, each category as a percentage of its wall time."""

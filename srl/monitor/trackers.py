@@ -25,6 +25,7 @@ the tracker and where it writes: the run ends as it does when metrics.jsonl cann
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -34,7 +35,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,34 +62,22 @@ class Tracker(ABC):
     def log_artifact(self, path: Path) -> None:
         """A file of the run (the learning curve, summary.json)."""
 
-    def flush(self) -> None:
-        """Make what was logged durable now (a no-op where the backend does it by itself)."""
-
     @abstractmethod
     def close(self, outcome: str = FINISHED) -> None:
         """End the tracker's run as `outcome` (FINISHED, FAILED, KILLED)."""
 
 
-@dataclass(frozen=True)
-class Backend:
-    module: str  # what must be importable
-    extra: str | None  # the pip extra that installs it (None: a dependency of srl)
-
-
-BACKENDS: dict[str, Backend] = {
-    "tensorboard": Backend("tensorboard", None),
-    "wandb": Backend("wandb", "wandb"),
-    "mlflow": Backend("mlflow", "mlflow"),
-}
+# tracker -> the pip extra that installs its package, named as the tracker (None: a dependency of srl)
+BACKENDS: dict[str, str | None] = {"tensorboard": None, "wandb": "wandb", "mlflow": "mlflow"}
 
 
 def missing_package(name: str) -> str | None:
     """Why the tracker `name` cannot run here (its package is not installed), or None."""
-    backend = BACKENDS[name]
-    if importlib.util.find_spec(backend.module) is not None:
+    if importlib.util.find_spec(name) is not None:
         return None
-    install = f"pip install 'srl[{backend.extra}]'" if backend.extra else f"pip install {backend.module}"
-    return f"tracker {name!r} needs {backend.module}, which is not installed: {install}"
+    extra = BACKENDS[name]
+    install = f"pip install 'srl[{extra}]'" if extra else f"pip install {name}"
+    return f"tracker {name!r} needs {name}, which is not installed: {install}"
 
 
 def open_trackers(config: Any, run_dir: Path) -> list[Tracker]:
@@ -164,14 +152,11 @@ def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 # ---------------------------------------------------------------- TensorBoard
 
 
+@functools.cache  # once per process
 def _quiet_tensorboard_thread() -> None:
     """TensorBoard writes event files in a thread that keeps its error for the next add_scalar
     (where TensorBoardTracker reports it, naming the directory) and then re-raises it: without this
     the thread would print the same fault again as a raw traceback. Other threads' errors still print."""
-    global _QUIETED
-    if _QUIETED:
-        return
-    _QUIETED = True
     previous = threading.excepthook
 
     def hook(args: threading.ExceptHookArgs) -> None:
@@ -180,9 +165,6 @@ def _quiet_tensorboard_thread() -> None:
         previous(args)
 
     threading.excepthook = hook
-
-
-_QUIETED = False
 
 
 class TensorBoardTracker(Tracker):
@@ -200,8 +182,7 @@ class TensorBoardTracker(Tracker):
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
             self._writer.add_scalar(name, value, global_step=step)
-        now = time.monotonic()
-        if now - self._last_flush >= TB_FLUSH_S:
+        if time.monotonic() - self._last_flush >= TB_FLUSH_S:
             self.flush()
 
     def log_config(self, config: Mapping[str, Any]) -> None:

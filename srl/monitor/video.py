@@ -65,16 +65,15 @@ def check_renders_rgb_array(env_name: str, env_kwargs: Mapping[str, Any]) -> Non
 class FrameRecorder:
     """Appends the env's current rgb_array frame to an MP4 at each `capture()`."""
 
-    def __init__(self, path: Path, env: gym.Env, env_name: str | None = None) -> None:
-        check_video_path(path)
-        import imageio.v2 as imageio
+    def __init__(self, path: Path, env: gym.Env, env_name: str) -> None:
+        import imageio.v2 as imageio  # there: evaluate_run checked for it (check_video_path) before any work
 
         # pygame draws off-screen for rgb_array; without a display or sound it would complain on stderr
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
         self.env = env
         self.path = path
-        self.env_name = env_name or (env.spec.id if env.spec else type(env).__name__)  # for errors
+        self.env_name = env_name  # for errors
         self.frames = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         fps = env.metadata.get("render_fps") or 30
