@@ -21,10 +21,10 @@ import torch
 
 from srl import checkpoint
 from srl.api.policy import Policy
-from srl.checks import build_config
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
+from srl.evaluate import saved_config, scripted_player
 from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
 from srl.models.scripted import random_legal, scripted_names
 from srl.spaces import Obs, map_obs
@@ -68,8 +68,6 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
 def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | None:
     """What plays `lane`'s agents against the policy evaluated: None (random), or a scripted
     player: `heuristic` (the game's, srl.evaluate.HEURISTICS) or a registered scripted policy."""
-    from srl.evaluate import scripted_player
-
     if against == "random":
         return None
     if against == "best" or (against[:1] == "v" and against[1:].isdigit()):  # a snapshot of a self-play league
@@ -103,10 +101,7 @@ def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str,
 
 
 def _graph(run_dir: Path) -> Graph:
-    try:
-        config = build_config(load_saved_config(run_dir))
-    except ConfigError as e:
-        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
+    config = saved_config(run_dir)
     config.run.run_dir = str(run_dir)  # the lanes' checkpoints are found under it (srl.lanes.policy_config)
     return build_graph(config)
 
