@@ -110,9 +110,7 @@ class SweepSpec(BaseModel):
     @classmethod
     def _owned(cls, value: list[str]) -> list[str]:
         for item in value:
-            key = moved_key(item.partition("=")[0])
-            if key in SWEEP_OWNED:
-                raise ValueError(f"{item!r}: the sweep sets {key} itself ({_owned_hint(key)})")
+            _refuse_owned(moved_key(item.partition("=")[0]), item)
         return value
 
     @field_validator("space")
@@ -120,8 +118,7 @@ class SweepSpec(BaseModel):
     def _space_owned(cls, value: dict[str, Param]) -> dict[str, Param]:
         value = {moved_key(key): param for key, param in value.items()}  # old flat keys read as their sections'
         for key in value:
-            if key in SWEEP_OWNED:
-                raise ValueError(f"{key!r}: the sweep sets {key} itself ({_owned_hint(key)})")
+            _refuse_owned(key, key)
         return value
 
     @property
@@ -133,8 +130,11 @@ class SweepSpec(BaseModel):
         return name, dict(args or {})
 
 
-def _owned_hint(key: str) -> str:
-    return "use trial_seed in the sweep file" if key == "run.seed" else "each trial runs in its own directory"
+def _refuse_owned(key: str, given: str) -> None:
+    """A key the sweep sets on every trial itself (SWEEP_OWNED) is not the sweep file's to give."""
+    if key in SWEEP_OWNED:
+        hint = "use trial_seed in the sweep file" if key == "run.seed" else "each trial runs in its own directory"
+        raise ValueError(f"{given!r}: the sweep sets {key} itself ({hint})")
 
 
 def load_sweep_file(path: Path) -> SweepSpec:

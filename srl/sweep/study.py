@@ -104,12 +104,9 @@ def suggest(trial: Any, spec: SweepSpec) -> dict[str, Any]:
         kind = param.kind
         if kind == "choice":
             values[key] = _choose(trial, key, param.choice or [])
-        elif kind in ("uniform", "log_uniform"):
-            low, high = getattr(param, kind)
-            values[key] = trial.suggest_float(key, low, high, log=kind == "log_uniform")
         else:
-            low, high = getattr(param, kind)
-            values[key] = trial.suggest_int(key, low, high, log=kind == "log_int")
+            draw = trial.suggest_float if kind in ("uniform", "log_uniform") else trial.suggest_int
+            values[key] = draw(key, *getattr(param, kind), log=kind.startswith("log"))
     return values
 
 
