@@ -49,9 +49,7 @@ def evaluate_run(
         check_renders_rgb_array(config.env, kwargs)
         kwargs = {**kwargs, "render_mode": "rgb_array"}
     env = _make_env(config.env, kwargs, config.env_wrappers)
-    recorder = None
-    if video is not None:
-        recorder = FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
+    recorder = None if video is None else FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
     try:
         returns = _play(env, policy, episodes, seed, deterministic, recorder)
     finally:

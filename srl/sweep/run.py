@@ -20,7 +20,6 @@ from typing import Any
 
 from srl.config import ConfigError, ExperimentConfig
 from srl.launch.signals import interrupt_on_sigterm
-from srl.load import load_config
 from srl.sweep import results
 from srl.sweep.spec import SweepSpec, check_against_config, config_value, load_sweep_file, override_text
 from srl.sweep.study import as_params, counted, fail_interrupted, intermediate, open_study, suggest
@@ -81,8 +80,7 @@ def plan_sweep(experiment: str, sweep_file: str, sweep_dir: str | None, extra: l
     except ImportError:
         raise ConfigError("srl sweep needs Optuna: pip install 'srl[sweep]'") from None
     spec = load_sweep_file(Path(sweep_file))
-    check_against_config(spec, experiment, extra)
-    config = load_config(experiment, [*spec.overrides, *extra, "run.run_dir=/nonexistent/srl-sweep-check"])
+    config = check_against_config(spec, experiment, extra)
     if spec.objective == "time_to_target_s" and config.stop.target_return is None:
         raise ConfigError(f"{sweep_file}: objective time_to_target_s needs target_return (in overrides, "
                           f"e.g. stop.target_return=475); {experiment} has none")

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from srl.config import ConfigError, moved_key
+from srl.config import ConfigError, ExperimentConfig, moved_key
 
 # summary.json fields a trial can be scored on, and which way is better
 Direction = Literal["minimize", "maximize"]
@@ -213,19 +213,21 @@ def config_value(config: Any, key: str) -> Any:
     return value
 
 
-def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> None:
-    """Every key of the space, at its range's ends (every choice), loads as a config with the
-    fixed overrides: a bad key or value is a ConfigError naming it before any trial starts."""
+def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> ExperimentConfig:
+    """The config with the fixed overrides, and every key of the space, at its range's ends (every
+    choice), loads as a config with them: a bad key or value is a ConfigError naming it before any
+    trial starts."""
     from srl.load import load_config
 
-    fixed = [*spec.overrides, *extra]
+    fixed, nowhere = [*spec.overrides, *extra], "run.run_dir=/nonexistent/srl-sweep-check"
     try:
-        load_config(experiment, [*fixed, "run.run_dir=/nonexistent/srl-sweep-check"])
+        config = load_config(experiment, [*fixed, nowhere])
     except ConfigError as e:
         raise ConfigError(f"overrides: {e}") from None
     for key, param in spec.space.items():
         for value in param.corners():
             try:
-                load_config(experiment, [*fixed, override_text(key, value), "run.run_dir=/nonexistent/srl-sweep-check"])
+                load_config(experiment, [*fixed, override_text(key, value), nowhere])
             except ConfigError as e:
                 raise ConfigError(f"space.{key}: {key}={value!r}: {e}") from None
+    return config
