@@ -185,7 +185,7 @@ def _start(plan: Plan, study: Any) -> Running:
     shown = " ".join(override_text(k, v) for k, v in values.items())
     baseline = " (the experiment's own values)" if trial.user_attrs.get("baseline") else ""
     print(f"trial {trial.number} started: {shown} run.seed={seed}{baseline}", flush=True)
-    return Running(trial, TrialProcess(trial.number, run_dir, plan.experiment, overrides), values)
+    return Running(trial, TrialProcess(run_dir, plan.experiment, overrides), values)
 
 
 def _watch(plan: Plan, item: Running) -> bool:
@@ -203,7 +203,7 @@ def _watch(plan: Plan, item: Running) -> bool:
                 item.pruned = True
                 item.process.stop()
     item.process.kill_if_stuck(plan.spec.stop_grace_s)
-    return item.process.poll() is not None
+    return item.process.proc.poll() is not None
 
 
 def _conclude(plan: Plan, study: Any, item: Running) -> None:
