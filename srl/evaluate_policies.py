@@ -42,7 +42,7 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     graph = _graph(run_dir)
-    trained = {lane.name: _load(graph, lane, run_dir) for lane in graph.lanes}
+    trained = {lane.name: _load(lane, run_dir) for lane in graph.lanes}
     versions = {name: state["version"] for name, (_, state) in trained.items()}
     policies = {name: policy for name, (policy, _) in trained.items()}
     result: dict[str, Any] = {"run_dir": str(run_dir), "episodes": episodes, "policy_versions": versions}
@@ -106,7 +106,7 @@ def _graph(run_dir: Path) -> Graph:
     return build_graph(config)
 
 
-def _load(graph: Graph, lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
+def _load(lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
     c = lane.graph.config
     policy = make_policy(c, lane.graph.observation_space, lane.graph.action_space)
     if not lane.graph.trains:  # it acted with these weights, or as it is made (a scripted policy)
