@@ -52,16 +52,13 @@ LOOP_DEFAULTS: dict[str, Any] = {"dataflow": {"envs_per_actor": 512}}
 
 def _defaults(env_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """SAMPLING_DEFAULTS plus the ones for the env's kind (Atari, natively batched)."""
-    values = dict(SAMPLING_DEFAULTS)
-    if is_atari_id(env_id):
-        values = apply_overrides(values, ATARI_DEFAULTS)
+    if is_atari_id(env_id):  # an Atari env's step dominates its call, and its actor is slow to build
+        return apply_overrides(SAMPLING_DEFAULTS, ATARI_DEFAULTS)
     try:
         backend = resolve_backend(env_id, overrides.get("env_kwargs") or {}, overrides.get("env_backend", "auto"))
     except (ValueError, ImportError):
         backend = "loop"  # build_config then reports the bad value, naming its field
-    if is_atari_id(env_id):  # an Atari env's step dominates its call, and its actor is slow to build
-        return values
-    return apply_overrides(values, NATIVE_DEFAULTS if backend in ("vector", "envpool") else LOOP_DEFAULTS)
+    return apply_overrides(SAMPLING_DEFAULTS, NATIVE_DEFAULTS if backend in ("vector", "envpool") else LOOP_DEFAULTS)
 
 
 def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | None = None) -> dict[str, Any]:

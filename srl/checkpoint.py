@@ -66,9 +66,7 @@ def save(
         print(f"srl: checkpoint of version {version} not written: {bad} is not finite "
               "(the older checkpoints are kept)", file=sys.stderr, flush=True)
         return None
-    folder = checkpoint_dir(run_dir)
-    with failing_as(folder):
-        folder.mkdir(parents=True, exist_ok=True)
+    folder = _made_dir(run_dir)
     path = folder / f"ckpt-{version:08d}.pt"
     # a failed write (full disk, I/O error) leaves no .tmp and the last good checkpoint as it was;
     # it raises storage.WriteFailed, which ends the run rather than restarting the trainer
@@ -80,11 +78,18 @@ def save(
     return path
 
 
+def _made_dir(run_dir: Path) -> Path:
+    """The run's checkpoints/, made if need be (a failure to make it is storage.WriteFailed)."""
+    folder = checkpoint_dir(run_dir)
+    with failing_as(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def point_latest(run_dir: Path, path: Path, version: int, env_steps: int, run_id: str | None) -> None:
     """latest.json names checkpoint `path` (in the run's checkpoints/), replaced atomically."""
-    folder = checkpoint_dir(run_dir)
     meta = {"path": Path(path).name, "version": version, "env_steps": env_steps, "run_id": run_id}
-    write_text_atomic(folder / LATEST, json.dumps(meta))
+    write_text_atomic(checkpoint_dir(run_dir) / LATEST, json.dumps(meta))
 
 
 def latest_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -98,19 +103,17 @@ def latest_meta(run_dir: Path) -> dict[str, Any] | None:
 
 
 def load_latest(
-    run_dir: Path, run_id: str | None = None, apply: Callable[[dict[str, Any]], None] | None = None,
-    say: Callable[[str], None] | None = None,
+    run_dir: Path, run_id: str | None = None, apply: Callable[[dict[str, Any]], None] | None = None
 ) -> dict[str, Any] | None:
     """The newest usable checkpoint: the one latest.json names, else the others, highest version
     first. Usable: a file inside checkpoints/ that torch loads (tensors only) into an srl
     checkpoint, of run `run_id` (a checkpoint or run without an id is taken as any run's), with
     finite parameters, and that `apply` (e.g. load_state_dict) takes without raising. Each one
-    passed over is named with its reason on one line (to stderr, or `say`).
+    passed over is named with its reason on one line on stderr.
 
     None when the run has no checkpoint at all; CheckpointError when it has some but none is
     usable (a run must not silently start over beside them: its first saves would rotate them away).
     """
-    say = say or _stderr
     folder = checkpoint_dir(Path(run_dir))
     skipped: list[str] = []
     for path, why in _candidates(folder):
@@ -119,7 +122,7 @@ def load_latest(
             if why is None:
                 return state
         skipped.append(f"{path.name}: {why.split(' (')[0]}")  # the details are on its own line
-        say(f"srl: skipped {path}: {why}")
+        print(f"srl: skipped {path}: {why}", file=sys.stderr, flush=True)
     if skipped:
         raise CheckpointError(f"no usable checkpoint in {folder} ({'; '.join(skipped)})")
     return None
@@ -208,17 +211,10 @@ def _one_line(error: Exception) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def save_replay(run_dir: Path, arrays: dict[str, np.ndarray]) -> Path:
     """Write the replay state atomically (uncompressed: stored observations rarely compress
     well, and the buffer worker must not stall long)."""
-    folder = checkpoint_dir(run_dir)
-    with failing_as(folder):
-        folder.mkdir(parents=True, exist_ok=True)
-    path = folder / REPLAY
+    path = _made_dir(run_dir) / REPLAY
     with atomic_file(path) as f:  # a file object: np.savez would append ".npz" to a path
         np.savez(f, **arrays)  # type: ignore[arg-type]  # the keys are array names, never allow_pickle
     return path

@@ -261,9 +261,9 @@ def _policies(config: ExperimentConfig) -> str | None:
     from srl.lanes import policy_config
 
     for name, spec in config.policies.items():
-        if spec.league is not None and (spec.league.of not in config.policies or not config.policies[spec.league.of].trains):
+        if spec.league is not None and spec.league.of not in trains:
             return (f"field 'policies.{name}.league.of': {spec.league.of!r} is no policy that trains; policies that do: "
-                    f"{sorted(n for n, s in config.policies.items() if s.trains)}")
+                    f"{trains}")
         if spec.league is not None and spec.league.scripted:
             from srl.models.scripted import scripted_names
 

@@ -49,9 +49,7 @@ def evaluate_run(
         check_renders_rgb_array(config.env, kwargs)
         kwargs = {**kwargs, "render_mode": "rgb_array"}
     env = _make_env(config.env, kwargs, config.env_wrappers)
-    recorder = None
-    if video is not None:
-        recorder = FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
+    recorder = None if video is None else FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
     try:
         returns = _play(env, policy, episodes, seed, deterministic, recorder)
     finally:
@@ -73,16 +71,21 @@ def evaluate_run(
 
 def _trained(run_dir: Path) -> tuple[ExperimentConfig, Graph, Policy, dict[str, Any]]:
     """The run's config, graph, and policy loaded from its newest usable checkpoint."""
-    try:
-        config = build_config(load_saved_config(run_dir))
-    except ConfigError as e:
-        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
+    config = saved_config(run_dir)
     graph = build_graph(config)
     policy = make_policy(config, graph.observation_space, graph.action_space)
     state = checkpoint.load_latest(run_dir, config.run.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
     if state is None:
         raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
     return config, graph, policy.eval(), state
+
+
+def saved_config(run_dir: Path) -> ExperimentConfig:
+    """The config the run in `run_dir` ran with, checked; a ConfigError names its config.yaml."""
+    try:
+        return build_config(load_saved_config(run_dir))
+    except ConfigError as e:
+        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
 
 
 # the scripted player `--against heuristic` means, per turn-based game (env_kwargs.module)

@@ -21,10 +21,10 @@ import torch
 
 from srl import checkpoint
 from srl.api.policy import Policy
-from srl.checks import build_config
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
+from srl.evaluate import saved_config, scripted_player
 from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
 from srl.models.scripted import random_legal, scripted_names
 from srl.spaces import Obs, map_obs
@@ -42,7 +42,7 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     graph = _graph(run_dir)
-    trained = {lane.name: _load(graph, lane, run_dir) for lane in graph.lanes}
+    trained = {lane.name: _load(lane, run_dir) for lane in graph.lanes}
     versions = {name: state["version"] for name, (_, state) in trained.items()}
     policies = {name: policy for name, (policy, _) in trained.items()}
     result: dict[str, Any] = {"run_dir": str(run_dir), "episodes": episodes, "policy_versions": versions}
@@ -68,8 +68,6 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
 def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | None:
     """What plays `lane`'s agents against the policy evaluated: None (random), or a scripted
     player: `heuristic` (the game's, srl.evaluate.HEURISTICS) or a registered scripted policy."""
-    from srl.evaluate import scripted_player
-
     if against == "random":
         return None
     if against == "best" or (against[:1] == "v" and against[1:].isdigit()):  # a snapshot of a self-play league
@@ -103,15 +101,12 @@ def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str,
 
 
 def _graph(run_dir: Path) -> Graph:
-    try:
-        config = build_config(load_saved_config(run_dir))
-    except ConfigError as e:
-        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
+    config = saved_config(run_dir)
     config.run.run_dir = str(run_dir)  # the lanes' checkpoints are found under it (srl.lanes.policy_config)
     return build_graph(config)
 
 
-def _load(graph: Graph, lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
+def _load(lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
     c = lane.graph.config
     policy = make_policy(c, lane.graph.observation_space, lane.graph.action_space)
     if not lane.graph.trains:  # it acted with these weights, or as it is made (a scripted policy)

@@ -40,27 +40,15 @@ def first_nonfinite(tree: Any) -> str | None:
     import torch
 
     groups: dict[Any, list[Any]] = {}
-    for t in _floating(tree, []):
+    for _, t in _named(tree, ""):
         groups.setdefault((t.device, t.dtype), []).append(t)
     if all(bool(torch.stack(torch._foreach_norm(ts)).isfinite().all()) for ts in groups.values()):
         return None
     return next((name for name, t in _named(tree, "") if not bool(torch.isfinite(t).all())), None)
 
 
-def _floating(tree: Any, out: list[Any]) -> list[Any]:
-    """The non-empty floating tensors of `tree`, detached, appended to `out`."""
-    if isinstance(tree, dict):
-        for value in tree.values():
-            _floating(value, out)
-    elif isinstance(tree, (list, tuple)):
-        for value in tree:
-            _floating(value, out)
-    elif getattr(tree, "is_floating_point", None) is not None and tree.is_floating_point() and tree.numel():
-        out.append(tree.detach())
-    return out
-
-
 def _named(tree: Any, prefix: str) -> Any:
+    """(dotted name, detached tensor) of each non-empty floating tensor of `tree`."""
     if isinstance(tree, dict):
         for key, value in tree.items():
             yield from _named(value, f"{prefix}.{key}" if prefix else str(key))

@@ -222,7 +222,8 @@ class Graph:
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
         acting = policy_name(c, self.observation_space)
         if self.lanes:
-            lines += describe_lanes(self.lanes, self.agents)
+            lines += [f"  policy {lane.name}: agents {[self.agents[i] for i in lane.rows]} -> {lane.graph.config.policy} "
+                      f"({lane.graph.config.algorithm}), workers {sorted(lane.names.values())}" for lane in self.lanes]
         elif acting != c.policy:
             lines.append(f"  policy {acting} (for {c.policy}, which reads one Box)")
         lines.append("  workers: " + " ".join(w.name + (f" ({w.kind})" if w.kind else "") for w in self.workers)
@@ -291,8 +292,12 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     graph = Graph(config, agents, observation_space, action_space, policy.rollout_fields(),
                   policy_inputs=policy.input_fields())
     _check_recurrent(graph, policy.recurrent)
-    if config.pod.enabled:
-        return _pod_graph(graph)
+    if config.pod.enabled:  # one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
+        # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
+        graph.workers = [WorkerSpec(Role.POD, k) for k in range(config.pod.ensemble.population)]
+        graph.streams = control_streams(tuple(w.name for w in graph.workers))
+        _check_batch(graph)  # the rest of its config was checked by srl.checks
+        return graph
     workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
     if config.dataflow.inference == "policy_worker":
         workers += [WorkerSpec(Role.POLICY, p) for p in range(config.launch.num_policy_workers)]
@@ -333,17 +338,6 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
         ) from None
     check_combination(config, action_space, policy)
     return policy
-
-
-def _pod_graph(graph: Graph) -> Graph:
-    """A pod: one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
-    pod:K-1, their evaluations in their reports and the manager's adopts on control.out
-    (srl.launch.ensemble). Its config was checked by srl.checks."""
-    c = graph.config
-    graph.workers = [WorkerSpec(Role.POD, k) for k in range(c.pod.ensemble.population)]
-    graph.streams = control_streams(tuple(w.name for w in graph.workers))
-    _check_batch(graph)
-    return graph
 
 
 def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:
@@ -533,15 +527,6 @@ def lane_blocks(lanes: list[Lane]) -> dict[str, Layout]:
 def lane_of(lanes: list[Lane], worker: str) -> Lane | None:
     """The lane whose worker `worker` (a run name) is; None for the shared actors and the controller."""
     return next((lane for lane in lanes if worker in lane.names.values()), None)
-
-
-def describe_lanes(lanes: list[Lane], agents: tuple[str, ...]) -> list[str]:
-    lines = []
-    for lane in lanes:
-        c = lane.graph.config
-        lines.append(f"  policy {lane.name}: agents {[agents[i] for i in lane.rows]} -> {c.policy} "
-                     f"({c.algorithm}), workers {sorted(lane.names.values())}")
-    return lines
 
 
 def _acting_only(graph: Graph, name: str, weights_file: str | None) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 from srl.config import ConfigError
 from srl.graph import Graph
 
-COLUMNS = {"actor": 0.0, "policy": 1.0, "params": 1.0, "trainer": 2.0, "controller": 2.0}
-COLUMNS["buffer"] = 1.0  # below the policy workers, between the actors and the trainer
-COLORS = {"actor": "#cfe2f3", "policy": "#d9ead3", "trainer": "#fce5cd", "params": "#fff2cc", "controller": "#eeeeee"}
-COLUMNS["eval"], COLORS["eval"] = 0.0, "#ead1dc"
-COLORS["buffer"] = "#ead1dc"
-COLUMNS["custom"], COLORS["custom"] = 2.0, "#d0e0e3"  # extra workers (srl.api.worker), below the trainers
+# the buffer sits below the policy workers, between the actors and the trainer; extra workers
+# (srl.api.worker) below the trainers
+COLUMNS = {"actor": 0.0, "eval": 0.0, "policy": 1.0, "params": 1.0, "buffer": 1.0, "trainer": 2.0, "controller": 2.0,
+           "custom": 2.0}
+COLORS = {"actor": "#cfe2f3", "policy": "#d9ead3", "trainer": "#fce5cd", "params": "#fff2cc", "controller": "#eeeeee",
+          "eval": "#ead1dc", "buffer": "#ead1dc", "custom": "#d0e0e3"}
 FORMATS = (".png", ".svg", ".pdf")
 
 
@@ -25,12 +25,10 @@ def _positions(graph: Graph) -> dict[str, tuple[float, float]]:
     for name in names:
         by_role.setdefault(name.split(":")[0], []).append(name)
     tall = max(len(v) for v in by_role.values())
+    tops = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5, "buffer": tall + 0.25, "custom": tall + 1.5}
     pos = {}
     for role, members in by_role.items():
-        top = {"params": -1.5, "controller": tall + 0.5, "eval": tall + 0.5, "buffer": tall + 0.25,
-               "custom": tall + 1.5}.get(
-            role, (tall - len(members)) / 2
-        )
+        top = tops.get(role, (tall - len(members)) / 2)
         for i, name in enumerate(members):
             pos[name] = (COLUMNS[role], top + i)
     return pos
@@ -47,8 +45,8 @@ def draw(graph: Graph, path: Path) -> None:
     except ImportError:
         raise ConfigError("drawing needs matplotlib: pip install 'srl[plot]'") from None
     pos = _positions(graph)
-    height = max(y for _, y in pos.values()) - min(y for _, y in pos.values()) + 2
-    fig, ax = plt.subplots(figsize=(9, max(3.5, 0.8 * height)))
+    low, high = min(y for _, y in pos.values()), max(y for _, y in pos.values())
+    fig, ax = plt.subplots(figsize=(9, max(3.5, 0.8 * (high - low + 2))))
     labelled = set()  # one label per kind of stream: a kind's streams run between like workers
     for stream in graph.streams:
         control = stream.kind == "control"
@@ -70,7 +68,7 @@ def draw(graph: Graph, path: Path) -> None:
         ax.text(x, y, name, ha="center", va="center", fontsize=9,
                 bbox=dict(boxstyle="round,pad=0.5", fc=COLORS[role], ec="#666666"))
     ax.set_xlim(-0.6, 2.6)
-    ax.set_ylim(min(y for _, y in pos.values()) - 1, max(y for _, y in pos.values()) + 1)
+    ax.set_ylim(low - 1, high + 1)
     ax.invert_yaxis()
     ax.axis("off")
     ax.set_title(f"{graph.config.experiment}: {graph.config.env}", fontsize=10)

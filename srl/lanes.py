@@ -87,23 +87,18 @@ def lane_column(policy: str, column: str) -> str:
 def map_agents(config: ExperimentConfig, agents: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """policy -> the indices of its agents, by the first policy_mapping entry each agent matches;
     ConfigError for an agent no entry maps, or a policy no agent is mapped to."""
-    mine: dict[str, list[int]] = {name: [] for name in config.policies}
-    for i, agent in enumerate(agents):
-        policy = next((p for pattern, p in config.policy_mapping.items() if fnmatch.fnmatchcase(agent, pattern)), None)
+    mapped = {a: next((p for pattern, p in config.policy_mapping.items() if fnmatch.fnmatchcase(a, pattern)), None)
+              for a in agents}
+    for agent, policy in mapped.items():
         if policy is None:
             raise ConfigError(f"field 'policy_mapping': agent {agent!r} of env {config.env!r} matches no entry "
                               f"({list(config.policy_mapping)}); the env's agents: {list(agents)}")
-        mine[policy].append(i)
+    mine = {p: tuple(i for i, a in enumerate(agents) if mapped[a] == p) for p in config.policies}
     unused = [p for p, rows in mine.items() if not rows]
     if unused:
         raise ConfigError(f"field 'policies': {unused} act for no agent: policy_mapping maps the env's agents "
-                          f"{list(agents)} as {_mapped(config, agents)}")
-    return {p: tuple(rows) for p, rows in mine.items()}
-
-
-def _mapped(config: ExperimentConfig, agents: tuple[str, ...]) -> dict[str, str]:
-    return {a: next(p for pattern, p in config.policy_mapping.items() if fnmatch.fnmatchcase(a, pattern))
-            for a in agents}
+                          f"{list(agents)} as {mapped}")
+    return mine
 
 
 def lane_spaces(

@@ -28,15 +28,11 @@ def entry_path(run_dir: Path, member: int, env_steps: int) -> Path:
     return Path(run_dir) / FOLDER / f"m{member}-{env_steps:010d}.pt"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    write_text_atomic(path, text)
-
-
 def write(run_dir: Path, table: dict[str, Any]) -> None:
     """leaderboard.json and leaderboard.csv from a `Tournament.table()`."""
     run_dir = Path(run_dir)
     # strict JSON: an evaluation of a NaN env scores null, not NaN (which only Python parses)
-    _atomic_write(run_dir / JSON_NAME, json.dumps(json_safe(table), indent=1, allow_nan=False) + "\n")
+    write_text_atomic(run_dir / JSON_NAME, json.dumps(json_safe(table), indent=1, allow_nan=False) + "\n")
     names = sorted({k for e in table["entries"] for k in e["hparams"]})
     out = io.StringIO()
     writer = csv.writer(out)
@@ -45,7 +41,7 @@ def write(run_dir: Path, table: dict[str, Any]) -> None:
     for rank, e in enumerate(table["entries"], 1):
         writer.writerow([rank, e["member"], e["env_steps"], e["eval_return"],
                          *[e["hparams"].get(n) for n in names], e["checkpoint"], e["time_s"], e["lineage"]])
-    _atomic_write(run_dir / CSV_NAME, out.getvalue())
+    write_text_atomic(run_dir / CSV_NAME, out.getvalue())
 
 
 def read(run_dir: Path | str) -> dict[str, Any]:
@@ -65,7 +61,7 @@ def export_best(run_dir: Path, table: dict[str, Any]) -> None:
     name = f"ckpt-best-m{best['member']}-{best['env_steps']:010d}.pt"
     shutil.copyfile(best["checkpoint"], folder / name)
     meta = {"path": name, "version": None, "env_steps": best["env_steps"], "member": best["member"]}
-    _atomic_write(folder / checkpoint.LATEST, json.dumps(meta))
+    write_text_atomic(folder / checkpoint.LATEST, json.dumps(meta))
 
 
 def render(table: dict[str, Any]) -> Any:

@@ -33,7 +33,6 @@ from srl.storage import write_text_atomic
 
 Choose = Literal["uniform", "latest", "weighted"]
 START_ELO = 1200.0
-LEARNER = "learner"
 
 
 @dataclass

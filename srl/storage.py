@@ -73,7 +73,6 @@ def atomic_file(path: Path | str) -> Iterator[BinaryIO]:
     exception too) becomes WriteFailed."""
     path = Path(path)
     tmp = tmp_path(path)
-    tracked: _Tracked | None = None
     try:
         with failing_as(path), open(tmp, "wb") as f:
             tracked = _Tracked(f)

@@ -20,7 +20,6 @@ from typing import Any
 
 from srl.config import ConfigError, ExperimentConfig
 from srl.launch.signals import interrupt_on_sigterm
-from srl.load import load_config
 from srl.sweep import results
 from srl.sweep.spec import SweepSpec, check_against_config, config_value, load_sweep_file, override_text
 from srl.sweep.study import as_params, counted, fail_interrupted, intermediate, open_study, suggest
@@ -81,8 +80,7 @@ def plan_sweep(experiment: str, sweep_file: str, sweep_dir: str | None, extra: l
     except ImportError:
         raise ConfigError("srl sweep needs Optuna: pip install 'srl[sweep]'") from None
     spec = load_sweep_file(Path(sweep_file))
-    check_against_config(spec, experiment, extra)
-    config = load_config(experiment, [*spec.overrides, *extra, "run.run_dir=/nonexistent/srl-sweep-check"])
+    config = check_against_config(spec, experiment, extra)
     if spec.objective == "time_to_target_s" and config.stop.target_return is None:
         raise ConfigError(f"{sweep_file}: objective time_to_target_s needs target_return (in overrides, "
                           f"e.g. stop.target_return=475); {experiment} has none")
@@ -187,7 +185,7 @@ def _start(plan: Plan, study: Any) -> Running:
     shown = " ".join(override_text(k, v) for k, v in values.items())
     baseline = " (the experiment's own values)" if trial.user_attrs.get("baseline") else ""
     print(f"trial {trial.number} started: {shown} run.seed={seed}{baseline}", flush=True)
-    return Running(trial, TrialProcess(trial.number, run_dir, plan.experiment, overrides), values)
+    return Running(trial, TrialProcess(run_dir, plan.experiment, overrides), values)
 
 
 def _watch(plan: Plan, item: Running) -> bool:
@@ -205,7 +203,7 @@ def _watch(plan: Plan, item: Running) -> bool:
                 item.pruned = True
                 item.process.stop()
     item.process.kill_if_stuck(plan.spec.stop_grace_s)
-    return item.process.poll() is not None
+    return item.process.proc.poll() is not None
 
 
 def _conclude(plan: Plan, study: Any, item: Running) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from srl.config import ConfigError, moved_key
+from srl.config import ConfigError, ExperimentConfig, moved_key
 
 # summary.json fields a trial can be scored on, and which way is better
 Direction = Literal["minimize", "maximize"]
@@ -110,9 +110,7 @@ class SweepSpec(BaseModel):
     @classmethod
     def _owned(cls, value: list[str]) -> list[str]:
         for item in value:
-            key = moved_key(item.partition("=")[0])
-            if key in SWEEP_OWNED:
-                raise ValueError(f"{item!r}: the sweep sets {key} itself ({_owned_hint(key)})")
+            _refuse_owned(moved_key(item.partition("=")[0]), item)
         return value
 
     @field_validator("space")
@@ -120,8 +118,7 @@ class SweepSpec(BaseModel):
     def _space_owned(cls, value: dict[str, Param]) -> dict[str, Param]:
         value = {moved_key(key): param for key, param in value.items()}  # old flat keys read as their sections'
         for key in value:
-            if key in SWEEP_OWNED:
-                raise ValueError(f"{key!r}: the sweep sets {key} itself ({_owned_hint(key)})")
+            _refuse_owned(key, key)
         return value
 
     @property
@@ -133,8 +130,11 @@ class SweepSpec(BaseModel):
         return name, dict(args or {})
 
 
-def _owned_hint(key: str) -> str:
-    return "use trial_seed in the sweep file" if key == "run.seed" else "each trial runs in its own directory"
+def _refuse_owned(key: str, given: str) -> None:
+    """A key the sweep sets on every trial itself (SWEEP_OWNED) is not the sweep file's to give."""
+    if key in SWEEP_OWNED:
+        hint = "use trial_seed in the sweep file" if key == "run.seed" else "each trial runs in its own directory"
+        raise ValueError(f"{given!r}: the sweep sets {key} itself ({hint})")
 
 
 def load_sweep_file(path: Path) -> SweepSpec:
@@ -213,19 +213,21 @@ def config_value(config: Any, key: str) -> Any:
     return value
 
 
-def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> None:
-    """Every key of the space, at its range's ends (every choice), loads as a config with the
-    fixed overrides: a bad key or value is a ConfigError naming it before any trial starts."""
+def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> ExperimentConfig:
+    """The config with the fixed overrides, and every key of the space, at its range's ends (every
+    choice), loads as a config with them: a bad key or value is a ConfigError naming it before any
+    trial starts."""
     from srl.load import load_config
 
-    fixed = [*spec.overrides, *extra]
+    fixed, nowhere = [*spec.overrides, *extra], "run.run_dir=/nonexistent/srl-sweep-check"
     try:
-        load_config(experiment, [*fixed, "run.run_dir=/nonexistent/srl-sweep-check"])
+        config = load_config(experiment, [*fixed, nowhere])
     except ConfigError as e:
         raise ConfigError(f"overrides: {e}") from None
     for key, param in spec.space.items():
         for value in param.corners():
             try:
-                load_config(experiment, [*fixed, override_text(key, value), "run.run_dir=/nonexistent/srl-sweep-check"])
+                load_config(experiment, [*fixed, override_text(key, value), nowhere])
             except ConfigError as e:
                 raise ConfigError(f"space.{key}: {key}={value!r}: {e}") from None
+    return config

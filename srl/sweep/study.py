@@ -19,7 +19,6 @@ from srl.sweep.spec import SweepSpec, pruner_class
 STUDY_FILE = "study.db"
 STUDY_NAME = "srl-sweep"
 INTERRUPTED = "interrupted"  # user attr of a trial the sweep did not see end
-_IDENTITY = ("experiment", "overrides", "objective", "direction", "space")  # what a resumed study must share
 
 
 def make_pruner(spec: SweepSpec) -> Any:
@@ -45,6 +44,7 @@ def intermediate(spec: SweepSpec, episode_return_mean: float) -> float:
 
 
 def identity(spec: SweepSpec, experiment: str, extra: list[str]) -> dict[str, Any]:
+    """What a resumed study must share with the sweep that made it."""
     return {"experiment": experiment, "overrides": [*spec.overrides, *extra], "objective": spec.objective, "direction": spec.best_direction,
             "space": {key: param.model_dump(exclude_none=True) for key, param in spec.space.items()}}
 
@@ -69,7 +69,7 @@ def open_study(sweep_dir: Path, spec: SweepSpec, experiment: str, extra: list[st
     if saved is None:
         study.set_user_attr("identity", mine)
     else:
-        for key in _IDENTITY:
+        for key in mine:
             if saved.get(key) != mine[key]:
                 raise ConfigError(f"{sweep_dir}: its study was made with {key}={saved.get(key)!r}, this sweep has "
                                   f"{mine[key]!r}; choose another sweep directory (--dir) to start a new study")
@@ -104,12 +104,9 @@ def suggest(trial: Any, spec: SweepSpec) -> dict[str, Any]:
         kind = param.kind
         if kind == "choice":
             values[key] = _choose(trial, key, param.choice or [])
-        elif kind in ("uniform", "log_uniform"):
-            low, high = getattr(param, kind)
-            values[key] = trial.suggest_float(key, low, high, log=kind == "log_uniform")
         else:
-            low, high = getattr(param, kind)
-            values[key] = trial.suggest_int(key, low, high, log=kind == "log_int")
+            draw = trial.suggest_float if kind in ("uniform", "log_uniform") else trial.suggest_int
+            values[key] = draw(key, *getattr(param, kind), log=kind.startswith("log"))
     return values
 
 

@@ -27,8 +27,8 @@ def _child_setup() -> None:
 
 
 class TrialProcess:
-    def __init__(self, number: int, run_dir: Path, experiment: str, overrides: list[str]) -> None:
-        self.number, self.run_dir = number, run_dir
+    def __init__(self, run_dir: Path, experiment: str, overrides: list[str]) -> None:
+        self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.command = [sys.executable, "-m", "srl.cli", "run", experiment, *overrides, f"run.run_dir={run_dir}"]
         (run_dir / "command.txt").write_text(" ".join(self.command) + "\n")
@@ -79,9 +79,6 @@ class TrialProcess:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
 
     def finish(self, grace_s: float) -> int:
         """Wait for the trial's end (killed `grace_s` after a stop), then kill what is left of its
