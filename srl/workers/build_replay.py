@@ -1,15 +1,10 @@
-"""Build the replay side of the dataflow (buffer worker, replay trainer, exploration) from the graph."""
+"""Build the replay side of the dataflow (buffer worker, replay trainer) from the graph."""
 
 from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
 
-import gymnasium as gym
-
-from srl.algos.colored_noise import ColoredActionNoise
-from srl.algos.exploration import EpsilonGreedy, EpsilonGreedyConfig, slot_epsilons
-from srl.algos.sac import SACConfig
 from srl.api import registry
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory
@@ -62,26 +57,3 @@ def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKern
         run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
         resume=c.run.resume is not None, max_updates=c.stop.max_updates, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
-
-
-def make_action_noise(graph: Graph) -> ColoredActionNoise | None:
-    """SAC's colored exploration noise where actions are chosen, if the config asks for it (beta > 0)."""
-    settings = graph.config.algo_config
-    if not isinstance(settings, SACConfig) or settings.action_noise_beta == 0:
-        return None
-    return ColoredActionNoise(settings.action_noise_beta, settings.action_noise_period_steps,
-                              gym.spaces.flatdim(graph.action_space), seed=graph.config.run.seed + 104729)
-
-
-def make_exploration(graph: Graph) -> EpsilonGreedy | None:
-    """Per-env epsilon-greedy (Ape-X) where actions are chosen, if the config asks for it."""
-    c, settings = graph.config, graph.config.algo_config
-    if not isinstance(settings, EpsilonGreedyConfig) or settings.epsilon is None:
-        return None
-    space = graph.action_space
-    assert isinstance(space, gym.spaces.Discrete)
-    eps = slot_epsilons(settings.epsilon, settings.epsilon_alpha, c.launch.num_actor_workers, c.dataflow.ring_splits,
-                        c.dataflow.envs_per_split, len(graph.agents))
-    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.run.seed + 7919,
-                         anneal_env_steps=settings.epsilon_anneal_env_steps, epsilon_start=settings.epsilon_start,
-                         run_envs=c.launch.num_actor_workers * c.dataflow.ring_splits * c.dataflow.envs_per_split)

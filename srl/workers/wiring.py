@@ -1,15 +1,19 @@
 """What every worker's builder reads of the graph and its transport: the workers' epochs, an
-actor's slots, the policy an actor or policy worker acts with (srl.workers.build and the builders
-beside it)."""
+actor's slots, the policy an actor or policy worker acts with and its exploration
+(srl.workers.build and the builders beside it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from srl import checkpoint
+from srl.algos.colored_noise import ColoredActionNoise
+from srl.algos.exploration import EpsilonGreedy, EpsilonGreedyConfig, slot_epsilons
+from srl.algos.sac import SACConfig
 from srl.api.policy import Policy
 from srl.devices import resolve
 from srl.graph import Graph, actor_block, initial_policy, sub_arrays
@@ -53,8 +57,6 @@ def incarnations(graph: Graph, transport: Transport) -> Incarnations:
 
 def acting(graph: Graph, transport: Transport, device: torch.device, clock: TimeBreakdown | None = None) -> Acting:
     c = graph.config
-    from srl.workers.build_replay import make_action_noise, make_exploration
-
     seed = c.run.seed if c.run.deterministic else None
     policy, params = policy_and_params(graph, transport, device)
     return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph),
@@ -88,3 +90,26 @@ def policy_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBrea
         port = InferenceClient(transport, actor, graph.policy_worker_of(actor), lives, slots=infer)
     producer = SampleProducer(transport, actor, segments, lives, trainer=graph.trainer_of(actor)) if graph.trains else None
     return port, producer, infer
+
+
+def make_action_noise(graph: Graph) -> ColoredActionNoise | None:
+    """SAC's colored exploration noise where actions are chosen, if the config asks for it (beta > 0)."""
+    settings = graph.config.algo_config
+    if not isinstance(settings, SACConfig) or settings.action_noise_beta == 0:
+        return None
+    return ColoredActionNoise(settings.action_noise_beta, settings.action_noise_period_steps,
+                              gym.spaces.flatdim(graph.action_space), seed=graph.config.run.seed + 104729)
+
+
+def make_exploration(graph: Graph) -> EpsilonGreedy | None:
+    """Per-env epsilon-greedy (Ape-X) where actions are chosen, if the config asks for it."""
+    c, settings = graph.config, graph.config.algo_config
+    if not isinstance(settings, EpsilonGreedyConfig) or settings.epsilon is None:
+        return None
+    space = graph.action_space
+    assert isinstance(space, gym.spaces.Discrete)
+    eps = slot_epsilons(settings.epsilon, settings.epsilon_alpha, c.launch.num_actor_workers, c.dataflow.ring_splits,
+                        c.dataflow.envs_per_split, len(graph.agents))
+    return EpsilonGreedy(eps, int(space.n), int(space.start), seed=c.run.seed + 7919,
+                         anneal_env_steps=settings.epsilon_anneal_env_steps, epsilon_start=settings.epsilon_start,
+                         run_envs=c.launch.num_actor_workers * c.dataflow.ring_splits * c.dataflow.envs_per_split)
