@@ -131,13 +131,17 @@ def run_workers(
 
 def _trainer_groups(graph: Graph, host: str | None) -> dict[str, TrainerGroupStore]:
     """For each gradients stream (a policy's num_trainers > 1), by its name: the store where its
-    trainers form their group, served from here on a port the OS picks, listening on `host` (this
-    machine's IP for a cluster) or else on the run's bind_host (loopback by default; trainers reach
-    a wildcard at loopback)."""
+    trainers form their group."""
+    return {st.name: _trainer_group(graph, host, len(st.producers)) for st in graph.of_kind("gradients")}
+
+
+def _trainer_group(graph: Graph, host: str | None, world_size: int) -> TrainerGroupStore:
+    """A store served from here on a port the OS picks, listening on `host` (this machine's IP for
+    a cluster) or else on the run's bind_host (loopback by default; trainers reach a wildcard at
+    loopback). Tests replace it to replay requests at the store before workers start."""
     bind_host = host or graph.config.dataflow.bind_host
     reach = host or ("127.0.0.1" if bind_host in WILDCARDS else bind_host)
-    groups = graph.of_kind("gradients")
-    return {st.name: TrainerGroupStore(reach, len(st.producers), bind_host=bind_host) for st in groups}
+    return TrainerGroupStore(reach, world_size, bind_host=bind_host)
 
 
 def _tcp_wire(graph: Graph):
