@@ -25,7 +25,14 @@ FOLDER = "leaderboard"
 
 
 def entry_path(run_dir: Path, member: int, env_steps: int) -> Path:
-    return Path(run_dir) / FOLDER / f"m{member}-{env_steps:010d}.pt"
+    """A new file for member's evaluation at env_steps. A restarted member evaluates again at the
+    env steps of its earlier life's evaluations, whose files may still be entries: each keeps its own."""
+    stem, n = f"m{member}-{env_steps:010d}", 1
+    path = Path(run_dir) / FOLDER / f"{stem}.pt"
+    while path.exists():
+        n += 1
+        path = path.with_name(f"{stem}-{n}.pt")
+    return path
 
 
 def write(run_dir: Path, table: dict[str, Any]) -> None:

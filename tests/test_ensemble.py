@@ -246,3 +246,29 @@ def test_resuming_an_ensemble_with_another_population_is_a_config_error(tmp_path
     assert run_experiment(small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=4", "stop.target_return=null")) == 0
     with pytest.raises(ConfigError, match="ensemble.population.*2 members, not 3"):
         run_experiment(load_config("cartpole-pod-ensemble", [f"run.resume={tmp_path}", "pod.ensemble.population=3"]))
+
+
+def test_a_restarted_members_second_evaluation_at_the_same_env_steps_keeps_the_first_entrys_file(tmp_path):
+    """A member restarted from its checkpoint evaluates again at the env steps of its first life's
+    evaluations. The second file must not take the first one's name: when it is not admitted, its
+    removal took the entry's file with it, and an adopt of that entry found no file."""
+    from srl.launch.ensemble import PopulationManager
+    from srl.workers.member import member_folder
+
+    config = load_config("cartpole-pod-ensemble", [f"run.run_dir={tmp_path}", "pod.ensemble.population=2",
+                                                   "pod.ensemble.leaderboard_size=1"])
+    manager = PopulationManager(config, started_s=0.0)
+    folder = member_folder(tmp_path, 0)
+    folder.mkdir(parents=True)
+
+    def evaluation(eval_return: float) -> dict:
+        path = folder / "eval-00000010.pt"
+        torch.save({"eval_return": eval_return}, path)
+        return {"member": 0, "env_steps": 4096, "eval_return": eval_return, "hparams": {"lr": 1e-3},
+                "checkpoint": str(path), "adoptions": 0}
+
+    manager.on_eval(0, evaluation(300.0))  # admitted
+    manager.on_eval(0, evaluation(100.0))  # the restarted life, same env steps: not admitted
+    (entry,) = leaderboard.read(tmp_path)["entries"]
+    assert entry["eval_return"] == 300.0
+    assert torch.load(entry["checkpoint"], weights_only=True) == {"eval_return": 300.0}
