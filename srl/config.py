@@ -261,6 +261,11 @@ class DataflowConfig(Settings):
         "as truncated, restart the env, and count the episode in nonfinite_episodes_skipped, not in the returns "
         "(actors only: not with pod.enabled=true)."
     )
+    max_skipped_fraction: float = Field(
+        0.5, gt=0, le=1, description="nonfinite_env=skip_episode: the run ends, naming the env, once more than this "
+        "fraction of the last 100 episodes an actor ended (finished or skipped) were skipped, as an env that keeps "
+        "returning NaN or inf makes them; 1 = never (every skip still counts in nonfinite_episodes_skipped)."
+    )
     transport: Literal["shm", "tcp"] = Field(
         "shm",
         description="Stream backend of launch.launcher=local or ray. shm: shared memory + ZeroMQ ipc (one machine); tcp: "

@@ -3,8 +3,8 @@ user module: modules=poisoned_env).
 
 "poisoned": episodes of `episode_length` steps, reward 1 per step, small finite observations;
 env `poison_env_id` returns `value` as its observation or reward (`field`) on its step
-`at_step` (counted from its construction), once; with `poison_resets` its every reset after that
-observes `value` too.
+`at_step` (counted from its construction), once, or with `poison_every` = k on every k-th step
+from there on (1: every step); with `poison_resets` its every reset after that observes `value` too.
 
 "nan-ppo": PPO whose loss is multiplied by NaN on the updates listed in `nan_updates` (0-based),
 as a numerical blow-up would make it.
@@ -24,9 +24,10 @@ class PoisonedEnv(Environment):
     agents = ("agent",)
 
     def __init__(self, env_id: int, poison_env_id: int = 0, at_step: int = 20, field: str = "obs",
-                 value: float = float("nan"), episode_length: int = 8, poison_resets: bool = False) -> None:
+                 value: float = float("nan"), episode_length: int = 8, poison_resets: bool = False,
+                 poison_every: int = 0) -> None:
         self.poisoned = env_id == poison_env_id
-        self.at_step, self.field, self.value = at_step, field, float(value)
+        self.at_step, self.field, self.value, self.every = at_step, field, float(value), poison_every
         self.episode_length, self.poison_resets = episode_length, poison_resets
         self.steps = self.t = 0
         self.observation_spaces = {"agent": gym.spaces.Box(-10, 10, (3,), np.float32)}
@@ -45,7 +46,8 @@ class PoisonedEnv(Environment):
     def step(self, actions):
         self.steps += 1
         self.t += 1
-        now = self.poisoned and self.steps == self.at_step
+        since = self.steps - self.at_step
+        now = self.poisoned and (since == 0 or (self.every > 0 and since > 0 and since % self.every == 0))
         reward = self.value if now and self.field == "reward" else 1.0
         done = self.t >= self.episode_length
         return EnvStep(self._obs(now and self.field == "obs"), {"agent": reward}, {"agent": done},

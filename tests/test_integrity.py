@@ -179,6 +179,76 @@ def test_an_env_that_restarts_nonfinite_ends_the_run_even_when_skipping(run_dir)
     assert "right after a reset" in summary_of(run_dir)["error"]
 
 
+@pytest.mark.parametrize("launcher", ["inline", "local"])
+def test_an_env_that_keeps_poisoning_ends_the_run_saying_so(run_dir, launcher, capfd):
+    """An env NaN on every step (env 3 of 4): before, skip_episode skipped its every episode with no
+    line and exit 0 (229,760 skips in 20 s); now the first skip gets a line, the count is on the
+    console and in summary.json, and once more than dataflow.max_skipped_fraction (0.5) of the
+    actor's last 100 episodes were skipped the run ends with one line naming the env and the
+    setting, at a few hundred env steps of its 20,000."""
+    overrides = poisoned(run_dir, "dataflow.nonfinite_env=skip_episode", f"launch.launcher={launcher}",
+                         "stop.total_env_steps=20000", at_step=1, poison_every=1)
+    assert run_experiment(load_config("cartpole-ppo", overrides)) == 1
+    err = capfd.readouterr().err
+    summary = summary_of(run_dir)
+    skipped = summary["nonfinite_episodes_skipped"]
+    assert 50 < skipped <= 110 and summary["env_steps"] < 2000, summary
+    first = [line for line in err.splitlines() if "its episode is skipped" in line]
+    assert len(first) == 1 and "env 'poisoned' returned a non-finite observation (nan) at env index 3" in first[0], err
+    assert f"nonfinite_episodes_skipped={skipped}" in err.splitlines()[-1], err  # the last line: the count
+    halt = [line for line in summary["error"].splitlines() if "dataflow.max_skipped_fraction=0.5" in line]
+    assert len(halt) == 1 and halt[0].startswith("env 'poisoned' returned a NaN or an infinity in "), summary["error"]
+    assert "of the last 100 episodes of actor 0" in halt[0] and halt[0] in err, err
+    assert summary["restarts"] == {} and "Traceback" not in summary["error"]
+
+
+def test_an_env_that_poisons_rarely_runs_on_counting(run_dir, capfd):
+    """Env 3 of 4 NaN on every 50th step (one of its ~6 episodes, ~4 % of the actor's): below the
+    limit, the run goes to its budget, counting; the first skip and the count are on the console."""
+    overrides = poisoned(run_dir, "dataflow.nonfinite_env=skip_episode", "stop.total_env_steps=3000", poison_every=50)
+    assert run_experiment(load_config("cartpole-ppo", overrides)) == 0
+    err = capfd.readouterr().err
+    summary = summary_of(run_dir)
+    skipped = summary["nonfinite_episodes_skipped"]
+    assert summary["error"] is None and summary["stop_reason"].startswith("total_env_steps"), summary
+    assert 3 <= skipped <= summary["env_steps"] // 4 // 50 + 1, summary  # env 3 steps a quarter of them
+    assert len([line for line in err.splitlines() if "its episode is skipped" in line]) == 1, err
+    assert "episode(s) skipped so far" in err and f"nonfinite_episodes_skipped={skipped}" in err.splitlines()[-1], err
+
+
+def test_the_skip_limit_holds_the_last_100_episode_ends():
+    """SkipLimit by hand: steps of (skipped, finished) episode ends; the window is the newest whole
+    steps holding 100 ends; more than max_fraction of them skipped ends the run, never before 100."""
+    from srl.faults import RunHalted
+    from srl.workers.nonfinite import SkipLimit
+
+    limit = SkipLimit("poisoned", 2, 0.5)
+    limit.on_first("env 'poisoned' returned a non-finite reward (inf) at env index 9 (actor 2)")
+    for _ in range(9):
+        limit.step(10, 0)  # 90 of 90 skipped: not judged before 100 ends
+    limit.step(0, 0)  # nothing ended: nothing kept
+    with pytest.raises(RunHalted, match=r"^env 'poisoned' returned a NaN or an infinity in 90 of the last 101 "
+                                        r"episodes of actor 2, more than dataflow.max_skipped_fraction=0.5 .*"
+                                        r"The first: env 'poisoned' returned a non-finite reward \(inf\) at env index 9"):
+        limit.step(0, 11)
+    sliding = SkipLimit("poisoned", 0, 0.5)
+    for _ in range(5):
+        sliding.step(10, 0)
+    sliding.step(0, 200)  # the skips leave the window: the 200 finished hold it
+    for _ in range(9):
+        sliding.step(10, 0)  # 90 of 290
+    with pytest.raises(RunHalted, match="in 100 of the last 100 episodes"):
+        sliding.step(10, 0)  # the 200 leave in turn
+    never = SkipLimit("poisoned", 0, 1.0)  # 1: more than all of them, never
+    for _ in range(50):
+        never.step(10, 0)
+    half = SkipLimit("poisoned", 0, 0.5)
+    for _ in range(100):
+        half.step(1, 1)  # exactly half: not more
+    with pytest.raises(ConfigError, match="max_skipped_fraction"):
+        load_config("cartpole-ppo", ["dataflow.max_skipped_fraction=0"])
+
+
 def test_a_pods_rollout_with_a_nan_ends_the_run_naming_the_env_index():
     from srl.faults import RunHalted
     from srl.workers.pod import make_pod

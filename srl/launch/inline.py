@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from srl.faults import RunHalted
 from srl.graph import Graph, WorkerSpec
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
@@ -55,9 +56,13 @@ def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], monitor: RunMonitor, o
     last_report = time.monotonic()
     reason = None
     while reason is None:
-        for _, kernel in kernels:
+        for spec, kernel in kernels:
             kernel.clock.switch(OTHER)
-            kernel.poll()
+            try:
+                kernel.poll()
+            except RunHalted:  # its counts up to the halt still count (as srl.launch.shell sends them)
+                monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: kernel.clock.take()})
+                raise
             kernel.clock.switch(WAITING)
         if time.monotonic() - last_report >= REPORT_INTERVAL_S:
             for spec, kernel in kernels:

@@ -15,6 +15,7 @@ from srl.faults import json_safe
 from srl.launch.monitor import RunMonitor
 from srl.monitor.timing import FILE_NAME as TIME_BREAKDOWN_FILE
 from srl.storage import WriteFailed, failing_as, write_text_atomic
+from srl.streams.rejections import LOG_EVERY_S
 
 
 class WorkerFailed(RuntimeError):
@@ -53,6 +54,7 @@ class RunOutputs:
         self._last_tick = 0.0
         self._progress_rows: dict[str, str] = {}
         self.end_faults: list[str] = []  # writes that failed while the run ended (finish)
+        self._skips_shown = (0, 0.0)  # nonfinite_episodes_skipped last shown on the console, and when
 
     def start(self) -> None:
         """Open the writers. Called after workers are forked: these own threads (and W&B a process)."""
@@ -81,6 +83,17 @@ class RunOutputs:
             metrics = {**monitor.metrics(), "launch": self.launch}
             self.recorder.write(metrics)
             self._show(monitor, metrics)
+            self._note_skips(monitor.nonfinite_episodes_skipped)
+
+    def _note_skips(self, skipped: int) -> None:
+        """Episodes skipped for NaN / inf (dataflow.nonfinite_env=skip_episode) on the console, whatever
+        the display: a line once the first is counted, then one every LOG_EVERY_S while the count grows."""
+        shown, shown_s = self._skips_shown
+        now = time.monotonic()
+        if skipped > shown and (not shown or now - shown_s >= LOG_EVERY_S):
+            self._skips_shown = (skipped, now)
+            print(f"srl: {skipped} episode(s) skipped so far for a NaN or an infinity from the env "
+                  "(nonfinite_episodes_skipped; dataflow.nonfinite_env=skip_episode)", file=sys.stderr, flush=True)
 
     def _show(self, monitor: RunMonitor, metrics: dict[str, Any]) -> None:
         """The live table's rows, or a plain line, with the progress toward the stop rules."""

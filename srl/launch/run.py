@@ -137,9 +137,11 @@ def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
             console.print(f"srl: {fault}", markup=False, highlight=False, soft_wrap=True)
     if error:
         console.print(f"[bold red]run failed[/]: {escape(error)}", soft_wrap=True)
+    skipped = summary["nonfinite_episodes_skipped"]  # (dataflow.nonfinite_env=skip_episode)
     console.print(
         f"stopped: {reason}; env_steps={summary['env_steps']} env_steps/s={summary['env_steps_per_s']} "
-        f"return(last 100)={summary['episode_return_mean']} wall={summary['wall_time_s']} s",
+        f"return(last 100)={summary['episode_return_mean']} wall={summary['wall_time_s']} s"
+        + (f" nonfinite_episodes_skipped={skipped}" if skipped else ""),
         markup=False, soft_wrap=True,
     )
     return code

@@ -59,11 +59,16 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
             clock.switch(OTHER)
             next_stop_check = now  # woken: perhaps by the stop
         if now - last_report >= REPORT_INTERVAL_S:
-            link.send(Kind.REPORT, {**kernel.report(), REPORT_KEY: clock.take(), **_rejected(transport)})
+            link.send(Kind.REPORT, report_of(kernel, transport))
             last_report = now
             if parent_pid is not None and os.getppid() != parent_pid:
                 raise RuntimeError("the controller process is gone")
     link.send(Kind.FINAL, {**kernel.finish(), REPORT_KEY: clock.take(), **_rejected(transport)})
+
+
+def report_of(kernel: Kernel, transport: Any) -> dict[str, Any]:
+    """A report: the kernel's counts since the last one, its time breakdown, the messages dropped."""
+    return {**kernel.report(), REPORT_KEY: kernel.clock.take(), **_rejected(transport)}
 
 
 def _rejected(transport: Any) -> dict[str, Any]:
@@ -84,6 +89,17 @@ def error_report(error: BaseException) -> dict[str, Any]:
     if isinstance(error, WriteFailed):
         report["write_failed"] = [error.errno, error.strerror, error.filename]
     return report
+
+
+def _last_counts(kernel: Kernel, link: Any, transport: Any) -> None:
+    """A halted kernel's counts up to the halt, before its error report: the episodes an actor
+    skipped until its env's skips ended the run are in summary.json. A kernel that cannot say
+    them (it halted while starting) sends none: the halt's own message goes next all the same."""
+    try:
+        payload = report_of(kernel, transport)
+    except Exception:  # noqa: BLE001  (the halt is what must reach the controller)
+        return
+    link.send(Kind.REPORT, payload)
 
 
 def make_link(graph: Any, spec: Any, transport: Any) -> Any:
@@ -128,6 +144,8 @@ def serve(graph: Any, spec: Any, transport: Any, parent_pid: int | None = None) 
         kernel = make_kernel(graph, spec, transport)
         run_kernel_loop(kernel, link, transport, parent_pid)
     except BaseException as e:
+        if isinstance(e, RunHalted) and kernel is not None:
+            _last_counts(kernel, link, transport)
         link.send(Kind.ERROR, error_report(e))
         raise
     finally:

@@ -9,7 +9,8 @@ Row T of a full segment is also row 0 of the next one (the bootstrap observation
 segment is sent as soon as row T is recorded and the next one starts from the same slot data.
 
 Each step's rewards and observations are checked for NaN / inf before they are recorded
-(srl.workers.nonfinite): the run ends, or the step is mended and that env restarted.
+(srl.workers.nonfinite): the run ends, or the step is mended and that env restarted (and the run
+ends once skips are more than dataflow.max_skipped_fraction of the actor's last 100 episodes).
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ class ActorKernel(KernelDefaults):
         self.env_time_s = 0.0
         self.guards = guards  # per group: NaN / inf checks of each step (srl.workers.nonfinite)
         self.nonfinite_episodes = 0  # episodes dropped for a non-finite value, since the last report
+        # skip_episode: the actor's one tally of skips, shared by its groups' guards (srl.workers.nonfinite)
+        self.skips = guards[0].skips if guards else None
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -177,9 +180,12 @@ class ActorKernel(KernelDefaults):
         truncated[:] = out.truncated
         obs = self.obs[s]
         assign(obs, out.obs)
+        skipped_before = self.nonfinite_episodes
         dropped = self._mend_nonfinite(s, env, reward, terminated, truncated, obs)
         done = terminated | truncated
-        self._count_episodes(s, reward, done, dropped)
+        finished = self._count_episodes(s, reward, done, dropped)
+        if self.skips is not None and (dropped is not None or self.skips.watching):  # RunHalted past its limit
+            self.skips.step(self.nonfinite_episodes - skipped_before, finished)
         if C.FIRST in slot:  # an ended episode's env has reset: its next obs starts one
             slot[C.FIRST][:] = done
         self.t[s] = t + 1
@@ -211,14 +217,15 @@ class ActorKernel(KernelDefaults):
 
     def _count_episodes(
         self, s: int, reward: np.ndarray, done: np.ndarray, dropped: np.ndarray | None = None
-    ) -> None:
+    ) -> int:
         """One episode per agent once all agents of its env are done (srl.monitor.episodes);
-        a dropped episode's return is not one of them."""
+        a dropped episode's return is not one of them. Returns how many finished."""
         returns, lengths = self.tallies[s].step(reward, done if dropped is None else done & ~dropped)
         if dropped is not None:
             self.tallies[s].drop(dropped)
         self.finished_returns += returns
         self.finished_lengths += lengths
+        return len(returns)
 
     def report(self) -> dict:
         out = {

@@ -20,7 +20,7 @@ from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel, InferencePort, SampleSink
 from srl.workers.kernel import Kernel
-from srl.workers.nonfinite import EnvGuard
+from srl.workers.nonfinite import SKIP_EPISODE, EnvGuard, SkipLimit
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
@@ -47,7 +47,9 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     assert samples is not None  # the run's one policy trains
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.run.seed * 1_000_003 + g * flow.envs_per_split + epoch * 1_000_000_007 for g in groups]
-    guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor) for g in groups]
+    skips = SkipLimit(c.env, actor, flow.max_skipped_fraction) if flow.nonfinite_env == SKIP_EPISODE else None
+    guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor, skips)
+              for g in groups]
     return ActorKernel(envs, port, samples, infer, flow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
                        guards=guards)
 

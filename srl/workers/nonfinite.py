@@ -6,7 +6,10 @@ later action and checkpoint is NaN. So values are checked where they enter:
 * `EnvGuard` (actors): each step's observations and rewards, by one sum over each of the group's
   batch arrays per step (a NaN or an infinity makes its sum one; only then are the values looked at). On a bad value, `dataflow.nonfinite_env=error` ends the run naming
   the env, env index and field; `skip_episode` mends the step before anything records it
-  (below), restarts that env, and drops its episode from the returns.
+  (below), restarts that env, and drops its episode from the returns. The actor's first skip gets
+  a line on the console, every one is counted (`nonfinite_episodes_skipped`), and an env that
+  keeps poisoning ends the run (`SkipLimit`): skipping is for a rare bad value, not for an env
+  whose every episode is dropped while the run seems to train.
 * `UpdateGuard` (trainers, pods): an update that leaves a NaN or an infinity in the policy or the
   algorithm's state (a non-finite loss or gradient puts it there through the optimizer) is
   undone (state as before it, no new version) and counted; more than `max_nonfinite_updates` in
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -31,18 +35,70 @@ import torch
 from srl.api.algorithm import Algorithm
 from srl.api.env import VectorEnv
 from srl.faults import RunHalted, first_nonfinite
+from srl.monitor.episodes import WINDOW
 from srl.spaces import Obs, assign, num_rows
 
 ERROR, SKIP_EPISODE = "error", "skip_episode"
 
 
-class EnvGuard:
-    """Checks one ring group's steps: env indices `first_env_index` + 0 .. num_envs - 1."""
+class SkipLimit:
+    """An actor's skipped episodes (`dataflow.nonfinite_env=skip_episode`), shared by its ring groups'
+    guards: the first skip gets a line on the console, and the run ends once more than
+    `max_fraction` (`dataflow.max_skipped_fraction`) of the last `window` episodes the actor ended,
+    finished or skipped, were skipped.
 
-    def __init__(self, mode: str, env_name: str, first_env_index: int, agents: int, actor: int) -> None:
+    Found with an env whose every step is NaN: before, 229,760 episodes were skipped in 20 s, the
+    run ended with exit 0 and not one line said so. Such an env now ends the run within its first
+    `window` episode ends (tests/test_integrity.py). Nothing is kept before the first skip, so a
+    healthy run pays one attribute test per step; after it, one tuple per step that ends episodes."""
+
+    def __init__(self, env_name: str, actor: int, max_fraction: float, window: int = WINDOW) -> None:
+        self.env_name, self.actor, self.max_fraction, self.window = env_name, actor, max_fraction, window
+        self.first: str | None = None  # what the first skip was ('env NAME returned ... (actor A)')
+        self._steps: deque[tuple[int, int]] = deque()  # (skipped, finished) of each step that ended some
+        self._skipped = self._ended = 0  # their sums
+
+    @property
+    def watching(self) -> bool:
+        """Whether an episode was skipped yet (before that, no window is kept)."""
+        return self.first is not None
+
+    def on_first(self, description: str) -> None:
+        if self.first is None:
+            self.first = description
+            print(f"srl: {description}: its episode is skipped (dataflow.nonfinite_env=skip_episode); every skip "
+                  "is counted in nonfinite_episodes_skipped", file=sys.stderr, flush=True)
+
+    def step(self, skipped: int, finished: int) -> None:
+        """One step's episode ends; RunHalted once the window holds too many skips. The window is
+        whole steps: the oldest goes once the rest still hold `window` ends."""
+        if not skipped and not finished:
+            return
+        self._steps.append((skipped, finished))
+        self._skipped += skipped
+        self._ended += skipped + finished
+        while self._ended - sum(self._steps[0]) >= self.window:
+            old_skipped, old_finished = self._steps.popleft()
+            self._skipped -= old_skipped
+            self._ended -= old_skipped + old_finished
+        if self._ended >= self.window and self._skipped > self.max_fraction * self._ended:
+            raise RunHalted(
+                f"env {self.env_name!r} returned a NaN or an infinity in {self._skipped} of the last {self._ended} "
+                f"episodes of actor {self.actor}, more than dataflow.max_skipped_fraction={self.max_fraction:g} of "
+                f"them (each skipped: dataflow.nonfinite_env=skip_episode): the run ends. The first: {self.first}"
+            )
+
+
+class EnvGuard:
+    """Checks one ring group's steps: env indices `first_env_index` + 0 .. num_envs - 1. With
+    skip_episode, `skips` is its actor's SkipLimit (every group's guard holds the same one; the
+    actor feeds it each step's episode ends)."""
+
+    def __init__(self, mode: str, env_name: str, first_env_index: int, agents: int, actor: int,
+                 skips: SkipLimit | None = None) -> None:
         assert mode in (ERROR, SKIP_EPISODE), mode
         self.mode, self.env_name, self.first_env_index = mode, env_name, first_env_index
-        self.agents, self.actor = agents, actor
+        self.agents, self.actor, self.skips = agents, actor, skips
         self._obs: Obs | None = None  # the observation arrays last checked (an actor's slot: always the same)
         self._floats: list[np.ndarray] = []  # and their floating leaves
 
@@ -74,6 +130,8 @@ class EnvGuard:
         if self.mode == ERROR:
             raise RunHalted(self._describe(rows, reward, obs) + ": the run ends (nonfinite_env=error); "
                             "dataflow.nonfinite_env=skip_episode drops such episodes and goes on")
+        if self.skips is not None and not self.skips.watching:  # (described before the step is mended)
+            self.skips.on_first(self._describe(rows, reward, obs))
         done = terminated | truncated
         bad_reward = ~np.isfinite(reward)
         # an episode that ended with a finite reward is whole: only its successor's first obs was bad
