@@ -772,3 +772,109 @@ def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stre
     assert summary["rejected_messages"] >= sum(sent.values()), (summary["rejected_messages_by_stream"], sent)
     by_stream = summary["rejected_messages_by_stream"]
     assert all(by_stream.get(name, 0) >= n for name, n in sent.items()), (by_stream, sent)
+
+
+# ------------------------------------------------------------------------ counts a worker can have made
+
+
+def test_report_bounds_hold_each_workers_sums_to_what_it_can_have_done():
+    """ReportBounds fed by hand, on a clock of the test's: each worker's sum of a count stays within
+    its rate x its units x (seconds since the launch + slack); a report past it is refused whole
+    (nothing of it charged), and the budget grows with the time."""
+    from srl.launch.reports import ENV_STEPS_PER_ENV_S, EVENTS_PER_WORKER_S, SLACK_S, ReportBounds
+
+    now = [100.0]
+    actor, trainer, pod, custom = (Role.ACTOR, 0), (Role.TRAINER, 0), (Role.POD, 0), (Role.CUSTOM, 0)
+    units = {(int(r), i): {"envs": e, "rows": 2 * e, "worker": 1} for (r, i), e in
+             [(actor, 16), (trainer, 0), (pod, 4), (custom, 0)]}  # fmt: skip
+    bounds = ReportBounds(units, started_s=100.0, clock=lambda: now[0])
+    steps = int(16 * ENV_STEPS_PER_ENV_S * SLACK_S)  # all an actor of 16 envs may report at once at the start
+    assert bounds.problem(*actor, actor_report(steps // 2, [])) is None
+    assert bounds.problem(*actor, actor_report(steps // 2, [])) is None
+    problem = bounds.problem(*actor, {**actor_report(1, [1.0]), "episodes": 1})
+    assert problem is not None and problem.startswith("a report of actor:0 past what it can have done: env_steps 1 "), problem
+    assert bounds.used[(int(Role.ACTOR), 0)] == {"env_steps": steps}  # the refused report: nothing charged
+    now[0] += 1.0  # one more second: 16 million more steps, 32 million episodes (2 agents)
+    assert bounds.problem(*actor, {**actor_report(16_000_000, [1.0]), "episodes": 32_000_000}) is None
+    assert bounds.problem(*actor, {**actor_report(0, []), "nonfinite_episodes_skipped": 352_000_001}) is not None
+    # the two forged reports of issue 38: each a valid count, their sum past int64
+    forged = actor_report(2**63 - 1, [])
+    assert bounds.problem(*actor, forged) is not None and bounds.problem(*actor, forged) is not None
+    # updates, per worker; the trainer reports no env steps, and a custom worker's are not summed
+    updates = int(EVENTS_PER_WORKER_S * (SLACK_S + 1))
+    assert bounds.problem(*trainer, {"updates": updates + 1, "segments_dropped": 0}) is not None
+    assert bounds.problem(*trainer, {"updates": updates, "segments_dropped": 0}) is None
+    assert bounds.problem(*custom, {"env_steps": 10**15}) is None
+    # seconds: a worker's time is at most the run's (11 s here)
+    assert bounds.problem(*trainer, {"updates": 0, "segments_dropped": 0, "train_time_s": 11.5}) is not None
+    assert bounds.problem(*custom, {"time_breakdown": {"waiting": 6.0, "other": 5.0}}) is None
+    assert bounds.problem(*custom, {"time_breakdown": {"waiting": 0.5}}) is not None
+    assert bounds.problem(*custom, {"rejected_messages": {"samples.0": 10**12}}) is not None
+    # a pod: refused whole when one count is past its bound (its env steps are fine)
+    assert bounds.problem(*pod, {**actor_report(1000, []), "updates": 10**12, "segments_dropped": 0}) is not None
+    assert bounds.used[(int(Role.POD), 0)] == {}
+
+
+def test_the_controller_drops_and_counts_reports_past_their_bound(tmp_path):
+    """Through the controller's inbox (Supervisor over a tcp loopback, a worker's WorkerLink): two
+    signed reports with env_steps 2^63 - 1 each are dropped and counted on controller.in; the
+    honest reports around them are summed."""
+    h = Reports(loopback_wire(), tmp_path)
+    try:
+        monitor = h.supervisor.monitor
+        for steps in (10, 2**63 - 1, 2**63 - 1, 20):
+            h.link.send(Kind.REPORT, actor_report(steps, []))
+        until(lambda: monitor.env_steps == 30 and h.rejected() == 2, lambda: (h.wait(), h.supervisor.drain()),
+              "the honest reports and both drops")
+        assert monitor.env_steps == 30 and h.rejected() == 2
+    finally:
+        h.close()
+
+
+def _forge(wire, stop: threading.Event, sent: list, metrics: Path) -> None:
+    """A sender with the run's key: two reports of actor 0 with env_steps 2^63 - 1, once the run steps."""
+    while not stop.is_set() and not _stepping(metrics):
+        time.sleep(0.05)
+    transport = TcpTransport(wire)
+    try:
+        sender = transport.sender(CONTROLLER_IN)
+        for _ in range(2):
+            sender.send((Kind.REPORT, Role.ACTOR, 0), [json.dumps(actor_report(2**63 - 1, [])).encode()])
+            sent.append(1)
+            time.sleep(0.01)
+        stop.wait(60)
+    finally:
+        transport.close()
+
+
+def test_a_run_over_tcp_drops_two_forged_reports_past_int64(run_dir, monkeypatch):
+    """Issue 38: a holder of the run's secret sent two reports of env_steps 2^63 - 1; summary.json's
+    env_steps went past the int64 range (and the run stopped at once, its budget "reached"). Now
+    both are dropped and counted, and the run goes on to its time limit on its own steps."""
+    from srl.cli import main
+    from srl.launch import local as local_launcher
+
+    sent: list = []
+    stop, threads = threading.Event(), []
+    make = local_launcher._tcp_wire
+
+    def wire_and_forge(graph):
+        wire = make(graph)
+        threads.append(threading.Thread(target=_forge, args=(wire, stop, sent, run_dir / "metrics.jsonl"), daemon=True))
+        threads[0].start()
+        return wire
+
+    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_forge)
+    overrides = ["dataflow.transport=tcp", "stop.total_env_steps=1000000000", "stop.time_limit_s=6", "stop.target_return=null",
+                 f"run.run_dir={run_dir}", "monitor.display=off", "monitor.log_interval_s=0.5", "monitor.learning_curve=false"]  # fmt: skip
+    try:
+        assert main(["run", "cartpole-ppo", *overrides]) == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+    assert len(sent) == 2
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("time_limit_s"), summary["stop_reason"]
+    assert 0 < summary["env_steps"] < 10**8, summary["env_steps"]  # the actor's own (it does ~10^4 a second)
+    assert summary["rejected_messages_by_stream"] == {CONTROLLER_IN: 2}, summary["rejected_messages_by_stream"]

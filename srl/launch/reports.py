@@ -7,20 +7,31 @@ where a count goes, a negative or huge count, returns and lengths that do not pa
 raise in the controller and end the run. It is dropped and counted instead, as every malformed
 message is (srl.streams.schema). Fields the controller only copies into metrics are not checked:
 any JSON value is written as it is.
+
+Counts that are well formed must also be possible: what a worker's reports add to a count the
+controller sums (env steps, episodes, updates, drops, seconds) is bounded by what that worker can
+have done since the run's workers were launched (`ReportBounds`). A report past it is dropped and
+counted the same way: a holder of the run's secret (docs/security.md) could otherwise push
+summary.json's env_steps past the int64 range with two reports.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from srl.launch.monitor import PER_WORKER_TIMES
 from srl.monitor.episodes import WINDOW
 from srl.monitor.timing import REPORT_KEY
-from srl.streams.control import REJECTED_KEY, Kind, Role
+from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
+
+if TYPE_CHECKING:
+    from srl.graph import Graph
 
 INT64 = range(-(1 << 63), 1 << 63)
 MAX_SECONDS = 1e9  # a report covers a fraction of a second; a run, at most years
@@ -107,6 +118,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "adoptions": _count,
     REPORT_KEY: _map_of(_seconds),
     REJECTED_KEY: _map_of(_count),
+    DROPPED_KEY: _map_of(_count),
     **{key: _seconds for key in PER_WORKER_TIMES},
     "traceback": _text,
     "halt": _text,
@@ -139,9 +151,128 @@ def payload_problem(kind: Kind, role: Role, payload: dict[str, Any]) -> str | No
     return None
 
 
-def report_check(workers: Iterable[tuple[Role, int]]) -> Callable[[Message], None]:
+# What one worker can add to a count per second, per unit of it: generous on purpose. A report
+# past its bound is lost to the run's counts (and its worker's heartbeat with it), so each rate is
+# ten times or more what any worker was seen to do, and the bound only keeps a forged count within
+# what the run's workers could have done.
+# - env steps and episodes, per env of an actor or pod: one a microsecond. Each step of an env is
+#   at least one pass of its worker's Python loop (step call, row copies, a request): one env
+#   stepped alone tops out near 130,000 steps/s for CartPole with no srl around it
+#   (docs/benchmarks.md, `limit`), a vectorised ring far lower per env. An env step ends at most
+#   one episode per agent: episodes and skipped episodes get the same rate per agent row.
+ENV_STEPS_PER_ENV_S = 1e6
+# - updates, segments and messages, per worker: one a microsecond. An update is at least an
+#   optimizer step and its UpdateGuard copy (~0.1 ms for a CartPole network); a segment or a
+#   dropped message is at least one receive through a stream (a few us at best).
+EVENTS_PER_WORKER_S = 1e6
+# - seconds (busy times, the time breakdown): one a second; a worker's clock runs in one category
+#   at a time (srl.monitor.timing), and it started after the controller's.
+SECONDS_PER_S = 1.0
+# Added to every worker's elapsed time: reports counted on hosts whose clocks run a little apart,
+# and a rate that a worker reaches for a moment.
+SLACK_S = 10.0
+_PLAYERS, _LEARNERS = (Role.ACTOR, Role.POD), (Role.TRAINER, Role.POD)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """How much one worker may add to one count: `per_s` per second per unit of the worker (its
+    envs, its env rows: envs x agents, or the worker itself), from the reports of `roles` (those
+    the controller adds it from: srl.launch.monitor.RunMonitor.on_report; None: every role)."""
+
+    per_s: float
+    unit: str  # "envs", "rows" or "worker"
+    roles: tuple[Role, ...] | None = None
+
+
+def _episodes_of_policies(policies: dict[str, Any]) -> int:
+    """The episodes of every policy of an actor's report, and its league games (one per episode)."""
+    return sum(p["episodes"] + sum(map(sum, p.get("results", {}).values())) for p in policies.values())
+
+
+RATES: dict[str, Rate] = {
+    "env_steps": Rate(ENV_STEPS_PER_ENV_S, "envs", _PLAYERS),
+    "episodes": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
+    "nonfinite_episodes_skipped": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
+    "policies": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
+    "updates": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
+    "nonfinite_updates_skipped": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
+    "segments_dropped": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
+    "segments_lost": Rate(EVENTS_PER_WORKER_S, "worker"),
+    # a gauge, not a count (the controller adds it to segments_lost when its trainer dies): charged
+    # as one all the same, a few per report
+    "segments_pending": Rate(EVENTS_PER_WORKER_S, "worker"),
+    REJECTED_KEY: Rate(EVENTS_PER_WORKER_S, "worker"),
+    DROPPED_KEY: Rate(EVENTS_PER_WORKER_S, "worker"),
+    REPORT_KEY: Rate(SECONDS_PER_S, "worker"),
+    **{key: Rate(SECONDS_PER_S, "worker") for key in PER_WORKER_TIMES},
+}
+
+
+def _amount(key: str, payload: dict[str, Any]) -> float:
+    """What `payload` adds to count `key` (0 where it has none); its fields are checked already."""
+    if key == "episodes":  # absent: the returns it carries (srl.monitor.episodes)
+        return payload.get("episodes", len(payload.get("episode_returns", ())))
+    value = payload.get(key, 0)
+    if key == "policies":
+        return _episodes_of_policies(value) if value else 0
+    return sum(value.values()) if isinstance(value, dict) else value
+
+
+class ReportBounds:
+    """What each worker's reports may add up to, count by count (see RATES): its rate x its units
+    x (the seconds since `started_s` + SLACK_S). The controller's workers are launched after
+    `started_s` (its monitor's start), a restarted worker's lives one after another, so no honest
+    sum of a worker's reports can pass it.
+
+    One budget from the start, not one per report interval: reports that come in a burst (a
+    controller busy for a moment drains several of a worker's at once) fit as long as their sum
+    does, and the slack is given once per worker, not once per report (a forger sending many small
+    reports gets no more than one large one). `clock` is time.monotonic, or a test's."""
+
+    def __init__(self, units: dict[tuple[int, int], dict[str, int]], started_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.units, self.started_s, self.clock = units, started_s, clock
+        self.used: dict[tuple[int, int], dict[str, float]] = {worker: {} for worker in units}
+
+    @classmethod
+    def of_graph(cls, graph: Graph, started_s: float) -> ReportBounds:
+        """Each worker's units: an actor or a pod steps dataflow.envs_per_actor envs of the graph's agents."""
+        envs, agents = graph.config.dataflow.envs_per_actor, max(len(graph.agents), 1)
+        units = {}
+        for spec in graph.workers:
+            plays = envs if spec.role in _PLAYERS else 0
+            units[(int(spec.role), spec.index)] = {"envs": plays, "rows": plays * agents, "worker": 1}
+        return cls(units, started_s)
+
+    def problem(self, role: Role, index: int, payload: dict[str, Any]) -> str | None:
+        """Why the report would take a count past its bound (nothing is charged then), or None:
+        it is charged to the worker's budget."""
+        worker = (int(role), index)
+        used, units = self.used[worker], self.units[worker]
+        elapsed_s = max(self.clock() - self.started_s, 0.0) + SLACK_S
+        charges = {}
+        for key, rate in RATES.items():
+            if rate.roles is not None and role not in rate.roles:
+                continue
+            amount = _amount(key, payload)
+            if not amount:
+                continue
+            allowed = rate.per_s * units[rate.unit] * elapsed_s
+            if used.get(key, 0) + amount > allowed:
+                return (f"a report of {role.title}:{index} past what it can have done: {key} {amount} after "
+                        f"{used.get(key, 0)} > {allowed:.6g} ({units[rate.unit]} {rate.unit} x {rate.per_s:g}/s x "
+                        f"{elapsed_s:.1f} s, {SLACK_S:g} s of it slack)")
+            charges[key] = amount
+        for key, amount in charges.items():
+            used[key] = used.get(key, 0) + amount
+        return None
+
+
+def report_check(workers: Iterable[tuple[Role, int]], bounds: ReportBounds | None = None) -> Callable[[Message], None]:
     """The content check of the controller's inbox (srl.streams.control.report_schema): a report
-    of one of `workers` (role, index), whose payload the controller can read."""
+    of one of `workers` (role, index), whose payload the controller can read, and (given
+    `bounds`) whose counts its worker can have made."""
     known = {(int(role), index) for role, index in workers}
 
     def check(message: Message) -> None:
@@ -155,6 +286,8 @@ def report_check(workers: Iterable[tuple[Role, int]]) -> Callable[[Message], Non
         if type(payload) is not dict:
             raise Malformed("a report payload that is not a JSON object")
         problem = payload_problem(Kind(kind), Role(role), payload)
+        if not problem and bounds is not None and kind != Kind.ERROR:  # (an error report's counts are not read)
+            problem = bounds.problem(Role(role), index, payload)
         if problem:
             raise Malformed(problem)
 

@@ -23,7 +23,7 @@ from srl.graph import Graph, WorkerSpec
 from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
-from srl.launch.reports import report_check
+from srl.launch.reports import ReportBounds, report_check
 from srl.launch.restarts import CrashLoop, RestartPolicy
 from srl.storage import WriteFailed
 from srl.streams.control import (
@@ -97,7 +97,9 @@ class Supervisor:
     ) -> None:  # fmt: skip
         self.graph, self.monitor, self.transport = graph, monitor, transport
         # only reports of this run's workers that hold what the monitor reads (srl.launch.reports)
-        schema = report_schema(report_check((w.role, w.index) for w in graph.workers))
+        # ... and whose counts their worker can have made since the workers' launch (ReportBounds)
+        bounds = ReportBounds.of_graph(graph, monitor.started_s)
+        schema = report_schema(report_check(((w.role, w.index) for w in graph.workers), bounds))
         self.inbox = checked(transport, inbox, CONTROLLER_IN, schema)
         # other services of the controller that drop and count messages (`take_rejected`): the
         # trainers' rendezvous (srl.streams.rendezvous)
