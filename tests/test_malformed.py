@@ -550,6 +550,7 @@ WRONG = {  # values of the wrong type, or out of bounds, for a field the control
     "env_time_s": [-1.0, "x", 1e300],
     "time_breakdown": [5, {"env": "x"}, [1.0]],
     "rejected_messages": [{"q": -1}, {"q": "x"}, ["q"]],
+    "dropped_messages": [{"q": -1}, {"q": 2**64}, ["q"], "x"],  # a list or text: .items() raised in the controller
 }
 NOT_JSON = [b"", b"\xff\xfe", b"{", b"[1, 2]", b'"report"', b"null", b"[" * 50_000, b'{"a": ' * 50_000]
 
