@@ -778,6 +778,16 @@ def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stre
 # ------------------------------------------------------------------------ counts a worker can have made
 
 
+def test_dropped_messages_of_the_wrong_type_are_refused():
+    """The controller reads dropped_messages as {stream: count} (RunMonitor.on_dropped): text or a
+    list there raised AttributeError in the controller, as the checks passed it through."""
+    from srl.launch.reports import payload_problem
+
+    for wrong in WRONG["dropped_messages"]:
+        problem = payload_problem(Kind.REPORT, Role.ACTOR, {**actor_report(1, []), "dropped_messages": wrong})
+        assert problem is not None and "dropped_messages" in problem, wrong
+
+
 def test_report_bounds_hold_each_workers_sums_to_what_it_can_have_done():
     """ReportBounds fed by hand, on a clock of the test's: each worker's sum of a count stays within
     its rate x its units x (seconds since the launch + slack); a report past it is refused whole
