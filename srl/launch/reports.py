@@ -168,8 +168,8 @@ EVENTS_PER_WORKER_S = 1e6
 # - seconds (busy times, the time breakdown): one a second; a worker's clock runs in one category
 #   at a time (srl.monitor.timing), and it started after the controller's.
 SECONDS_PER_S = 1.0
-# Added to every worker's elapsed time: reports counted on hosts whose clocks run a little apart,
-# and a rate that a worker reaches for a moment.
+# Added to every worker's elapsed time, once: for a worker on another host whose clock runs a
+# little fast, the rounding of reported seconds, and a worker that reaches a rate for a moment.
 SLACK_S = 10.0
 _PLAYERS, _LEARNERS = (Role.ACTOR, Role.POD), (Role.TRAINER, Role.POD)
 
@@ -194,7 +194,7 @@ RATES: dict[str, Rate] = {
     "env_steps": Rate(ENV_STEPS_PER_ENV_S, "envs", _PLAYERS),
     "episodes": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
     "nonfinite_episodes_skipped": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
-    "policies": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
+    "policies": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),  # each policy's episodes and league games
     "updates": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
     "nonfinite_updates_skipped": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
     "segments_dropped": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
