@@ -128,6 +128,14 @@ def load_latest(
     return None
 
 
+def nothing_to_load(run_dir: Path) -> str:
+    """Where `load_latest` found no checkpoint at all, as what it looked for and what it found:
+    the part of a one-line refusal that lets the user see which directory and files were meant."""
+    folder = checkpoint_dir(Path(run_dir))
+    found = "it holds neither" if folder.is_dir() else "it is missing"
+    return f"no checkpoint in {folder} (looked for {LATEST} and ckpt-<version>.pt there; {found})"
+
+
 def load_file(path: Path, apply: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """One named checkpoint (a league snapshot, `srl eval --against FILE`), of any run;
     CheckpointError naming the file and why it cannot be used."""

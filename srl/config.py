@@ -777,10 +777,14 @@ def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, l
     return "; ".join(lines)
 
 
-def load_saved_config(run_dir: Path) -> dict[str, Any]:
+def load_saved_config(run_dir: Path, named_by: str = "field 'run.resume'") -> dict[str, Any]:
+    """The config.yaml of the run in `run_dir`, as saved; a ConfigError begins with `named_by` (what
+    named the directory: run.resume=, or `srl eval RUN_DIR`) where the directory holds none."""
     path = run_dir / "config.yaml"
     if not path.is_file():
-        raise ConfigError(f"field 'run.resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
+        found = "has no config.yaml (not a run directory)" if run_dir.is_dir() else (
+            "is not a directory" if run_dir.exists() else "does not exist")
+        raise ConfigError(f"{named_by}: {str(run_dir)!r} {found}")
     try:  # a damaged file is named on one line, not shown as a parser's traceback
         values = yaml.safe_load(path.read_text())
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:

@@ -438,6 +438,14 @@ def test_garbage_latest_json_is_named_and_passed_over(run_dir):
     one_line_error(srl("eval", str(run_dir)), "latest.json: not JSON")
 
 
+def test_srl_eval_of_a_missing_directory_names_it(tmp_path):
+    """It blamed run.resume (a field `srl eval` has not), the loader of run directories being shared."""
+    missing = tmp_path / "no such run"
+    line = one_line_error(srl("eval", str(missing)), f"eval RUN_DIR: {str(missing)!r} does not exist")
+    assert "run.resume" not in line, line
+    one_line_error(srl("eval", str(tmp_path)), f"{str(tmp_path)!r} has no config.yaml (not a run directory)")
+
+
 def test_garbage_config_yaml_is_one_line(run_dir):
     short_run(run_dir)
     config = run_dir / "config.yaml"
