@@ -128,6 +128,31 @@ def load_latest(
     return None
 
 
+def nothing_to_load(run_dir: Path) -> str:
+    """Where `load_latest` found no checkpoint at all, as what it looked for and what it found:
+    the part of a one-line refusal that lets the user see which directory and files were meant."""
+    folder = checkpoint_dir(Path(run_dir))
+    found = "it holds neither" if folder.is_dir() else "it is missing"
+    return f"no checkpoint in {folder} (looked for {LATEST} and ckpt-<version>.pt there; {found})"
+
+
+def set_aside(run_dir: Path, launch: int) -> Path:
+    """Move the checkpoint files of `run_dir` (latest.json and ckpt-*.pt, none of which loads) into
+    checkpoints/unusable-launch<launch>/: out of reach of loading and of rotation, which would delete
+    the newest fresh ones in their favour (their versions are higher), and kept for a look."""
+    folder = checkpoint_dir(Path(run_dir))
+    aside, n = folder / f"unusable-launch{launch}", 1
+    while aside.exists():  # a launch refused after it moved them keeps its number (srl.launch.rundir)
+        n += 1
+        aside = folder / f"unusable-launch{launch}-{n}"
+    with failing_as(aside):
+        aside.mkdir()
+        for path in [folder / LATEST, *folder.glob("ckpt-*.pt")]:
+            if path.is_file() or path.is_symlink():  # a link is moved as it is, never followed
+                path.rename(aside / path.name)
+    return aside
+
+
 def load_file(path: Path, apply: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """One named checkpoint (a league snapshot, `srl eval --against FILE`), of any run;
     CheckpointError naming the file and why it cannot be used."""

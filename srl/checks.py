@@ -160,6 +160,14 @@ def _lock_step(config: ExperimentConfig) -> str | None:
     return None
 
 
+def _resume(config: ExperimentConfig) -> str | None:
+    """start_fresh is what a resume does without a checkpoint: asked for without one, it names nothing."""
+    if config.run.if_no_checkpoint == "start_fresh" and config.run.resume is None:
+        return ("field 'run.if_no_checkpoint': start_fresh applies to run.resume=RUN_DIR (a run to continue), which "
+                "is not set; a launch without it starts from scratch anyway")
+    return None
+
+
 def _eval_target(config: ExperimentConfig) -> str | None:
     """stop.target_on=eval reads the evaluator worker's rounds."""
     if config.stop.target_on == "eval" and not config.eval.episodes:
@@ -301,5 +309,5 @@ def _action_noise(config: ExperimentConfig) -> str | None:
 
 
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (
-    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _eval_target, _pod, _devices, _policies, _action_noise,
+    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _resume, _eval_target, _pod, _devices, _policies, _action_noise,
 )

@@ -137,7 +137,16 @@ class RunConfig(Settings):
                       "gets its own. 0 to 2^32 - 1: what numpy's and EnvPool's seeding take.")
     run_dir: str | None = Field(None, description="Output directory; default runs/<experiment>-<timestamp> "
                                 "(runs/<experiment>-<env>-<timestamp> where an override changed the env).")
-    resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint.")
+    resume: str | None = Field(None, description="A run directory to continue from its latest checkpoint. A launch "
+                               "that finds none that loads (checkpoints/ gone, every file damaged or of other sizes; "
+                               "any policy's or ensemble member's) is refused before anything starts, naming what it "
+                               "looked for, unless if_no_checkpoint=start_fresh.")
+    if_no_checkpoint: Literal["refuse", "start_fresh"] = Field(
+        "refuse", description="What run.resume= does where the run (a policy of it, a member of its ensemble) has no "
+        "checkpoint that loads: refuse the launch, or start_fresh: train that one from scratch in the run's directory "
+        "(its config, run id and metrics go on), its unusable files first moved to checkpoints/unusable-launch<N>/. "
+        "For one launch: a later run.resume= does not inherit it."
+    )
     run_id: str | None = Field(
         None, description="Set by srl at a run's first launch and kept by run.resume=; every checkpoint carries it "
         "and a trainer loads only its own run's (none: a new one)."
@@ -782,10 +791,14 @@ def unknown_fields(unknown: dict[type[BaseModel], list[str]], extra: dict[Any, l
     return "; ".join(lines)
 
 
-def load_saved_config(run_dir: Path) -> dict[str, Any]:
+def load_saved_config(run_dir: Path, named_by: str = "field 'run.resume'") -> dict[str, Any]:
+    """The config.yaml of the run in `run_dir`, as saved; a ConfigError begins with `named_by` (what
+    named the directory: run.resume=, or `srl eval RUN_DIR`) where the directory holds none."""
     path = run_dir / "config.yaml"
     if not path.is_file():
-        raise ConfigError(f"field 'run.resume': {str(run_dir)!r} has no config.yaml (not a run directory)")
+        found = "has no config.yaml (not a run directory)" if run_dir.is_dir() else (
+            "is not a directory" if run_dir.exists() else "does not exist")
+        raise ConfigError(f"{named_by}: {str(run_dir)!r} {found}")
     try:  # a damaged file is named on one line, not shown as a parser's traceback
         values = yaml.safe_load(path.read_text())
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:

@@ -76,14 +76,19 @@ def _trained(run_dir: Path) -> tuple[ExperimentConfig, Graph, Policy, dict[str, 
     policy = make_policy(config, graph.observation_space, graph.action_space)
     state = checkpoint.load_latest(run_dir, config.run.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
     if state is None:
-        raise ConfigError(f"{str(run_dir)!r} has no checkpoint to evaluate")
+        raise ConfigError(f"{str(run_dir)!r}: {checkpoint.nothing_to_load(run_dir)}: nothing to evaluate")
     return config, graph, policy.eval(), state
 
 
+EVAL_RUN_DIR = "eval RUN_DIR"  # what names the directory in its errors (not run.resume=, whose function it shares)
+
+
 def saved_config(run_dir: Path) -> ExperimentConfig:
-    """The config the run in `run_dir` ran with, checked; a ConfigError names its config.yaml."""
+    """The config the run in `run_dir` ran with, checked; a ConfigError names the directory where it
+    holds none, its config.yaml where that does not hold a valid config."""
+    values = load_saved_config(run_dir, named_by=EVAL_RUN_DIR)
     try:
-        return build_config(load_saved_config(run_dir))
+        return build_config(values)
     except ConfigError as e:
         raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
 

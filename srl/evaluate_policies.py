@@ -24,14 +24,14 @@ from srl.api.policy import Policy
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
-from srl.evaluate import saved_config, scripted_player
+from srl.evaluate import EVAL_RUN_DIR, saved_config, scripted_player
 from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
 from srl.models.scripted import random_legal, scripted_names
 from srl.spaces import Obs, map_obs
 
 
 def is_multi_policy(run_dir: str | Path) -> bool:
-    return bool(load_saved_config(Path(run_dir)).get("policies"))
+    return bool(load_saved_config(Path(run_dir), named_by=EVAL_RUN_DIR).get("policies"))
 
 
 def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True,
@@ -117,7 +117,8 @@ def _load(lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
     state = checkpoint.load_latest(Path(str(c.run.run_dir)), c.run.run_id,
                                    apply=lambda s: policy.load_state_dict(s["policy"]))
     if state is None:
-        raise ConfigError(f"{str(run_dir)!r} has no checkpoint of policy {lane.name!r} to evaluate")
+        raise ConfigError(f"policy {lane.name!r} of {str(run_dir)!r}: "
+                          f"{checkpoint.nothing_to_load(Path(str(c.run.run_dir)))}: nothing to evaluate")
     return policy.eval(), state
 
 

@@ -16,8 +16,8 @@ booleans (`display: off` is the string "off"). Overrides on the command line app
 
 A run's own config.yaml is an experiment file too (`srl run runs/<dir>/config.yaml` runs it again,
 as a new run). A file holding a `run.run_id` is such a saved config, every field of it: each value is
-taken as it is (set whole; a null is None), except `run_id`, `run_dir` and `resume`, which are left
-out. The run is named after the file's `experiment` key, else after the file (its stem).
+taken as it is (set whole; a null is None), except `run_id`, `run_dir`, `resume` and
+`if_no_checkpoint`, which are left out. The run is named after the file's `experiment` key, else after the file (its stem).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from srl.experiments import experiment_values
 SUFFIXES = (".yaml", ".yml")
 BASE = "base"
 REPLACE_TAG = "!replace"
-_SAVED_ONLY = ("run_id", "run_dir", "resume")  # where and as what a saved run ran: not the experiment
+_SAVED_ONLY = ("run_id", "run_dir", "resume", "if_no_checkpoint")  # where and as what a saved run ran: not the experiment
 
 
 def is_experiment_file(name: str) -> bool:

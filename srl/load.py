@@ -40,7 +40,8 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     run = given.get("run")
     if resume := run.get("resume") if isinstance(run, dict) else None:
         base = load_saved_config(Path(str(resume)))
-        base["run"] = {**base.get("run", {}), "run_dir": str(resume)}  # a resumed run goes on writing where it was
+        # a resumed run goes on writing where it was; a start_fresh of an earlier launch is not this one's
+        base["run"] = {**base.get("run", {}), "run_dir": str(resume), "if_no_checkpoint": "refuse"}
     else:
         base = _experiment_values(experiment)
     base = drop_stale_settings(base, top)

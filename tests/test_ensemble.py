@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -246,6 +247,25 @@ def test_resuming_an_ensemble_with_another_population_is_a_config_error(tmp_path
     assert run_experiment(small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=4", "stop.target_return=null")) == 0
     with pytest.raises(ConfigError, match="ensemble.population.*2 members, not 3"):
         run_experiment(load_config("cartpole-pod-ensemble", [f"run.resume={tmp_path}", "pod.ensemble.population=3"]))
+
+
+def test_resuming_an_ensemble_whose_member_lost_its_checkpoints_is_refused_unless_start_fresh(tmp_path, capsys):
+    """A member without checkpoints started over beside the others without a word. Now the launch is
+    refused naming that member's directory; with start_fresh it alone trains from scratch."""
+    assert run_experiment(small_config(tmp_path, "launch.launcher=inline", "stop.max_updates=4", "stop.target_return=null")) == 0
+    kept, lost_version = (checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] for k in range(2))
+    lost = tmp_path / "members" / "m1" / "checkpoints"
+    shutil.rmtree(lost)
+    with pytest.raises(ConfigError, match=f"field 'run.resume': no checkpoint in {lost} .*it is missing") as refused:
+        run_experiment(load_config("cartpole-pod-ensemble", [f"run.resume={tmp_path}"]))
+    assert "members/m0" not in str(refused.value) and not lost.exists()
+    capsys.readouterr()
+    fresh = load_config("cartpole-pod-ensemble", [f"run.resume={tmp_path}", "run.if_no_checkpoint=start_fresh",
+                                                  "stop.max_updates=4"])
+    assert run_experiment(fresh) == 0
+    assert f"srl: run.if_no_checkpoint=start_fresh: no checkpoint in {lost}" in capsys.readouterr().err
+    versions = [checkpoint.latest_meta(tmp_path / "members" / f"m{k}")["version"] for k in range(2)]
+    assert versions[0] > kept and 0 < versions[1] < lost_version, (kept, lost_version, versions)  # m1 from 0
 
 
 def test_a_restarted_members_second_evaluation_at_the_same_env_steps_keeps_the_first_entrys_file(tmp_path):

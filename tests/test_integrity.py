@@ -368,6 +368,60 @@ def test_a_used_run_dir_is_refused_unless_resumed(run_dir):
     one_line_error(srl("run", "cartpole-ppo", f"run.resume={run_dir}", f"run.run_dir={elsewhere}"), "continues that run")
 
 
+def test_a_resume_without_checkpoints_is_refused_unless_asked_to_start_fresh(run_dir, capsys):
+    """checkpoints/ gone: the resume trained from scratch without a word. Now refused on one line
+    naming what it looked for, before anything starts; run.if_no_checkpoint=start_fresh trains from
+    scratch in the run's directory, as the run's next launch, and a later resume does not inherit it."""
+    first = short_run(run_dir)
+    shutil.rmtree(checkpoint.checkpoint_dir(run_dir))
+    rows = len(metrics_of(run_dir))
+    line = one_line_error(srl("run", "cartpole-ppo", f"run.resume={run_dir}", "launch.launcher=inline"),
+                          "field 'run.resume'", f"no checkpoint in {run_dir / 'checkpoints'}", "latest.json",
+                          "ckpt-<version>.pt", "it is missing", "run.if_no_checkpoint=start_fresh")
+    assert line.count(str(run_dir)) == 1, line
+    assert len(metrics_of(run_dir)) == rows and not checkpoint.checkpoint_dir(run_dir).exists(), "nothing started"
+    assert json.loads((run_dir / "run.lock").read_text())["launch"] == 1  # a refused launch is not one
+
+    capsys.readouterr()
+    fresh = load_config("cartpole-ppo", [f"run.resume={run_dir}", "run.if_no_checkpoint=start_fresh",
+                                         "stop.total_env_steps=3000"])
+    assert run_experiment(fresh) == 0
+    err = capsys.readouterr().err
+    assert f"srl: run.if_no_checkpoint=start_fresh: no checkpoint in {run_dir / 'checkpoints'}" in err, err
+    assert "training from scratch" in err and "trainer starts from scratch" in err
+    second = summary_of(run_dir)
+    assert (second["run_id"], second["launch"]) == (first["run_id"], 2)
+    launched = [r["env_steps"] for r in metrics_of(run_dir) if r["launch"] == 2]
+    assert launched and min(launched) < first["env_steps"], "counted from 0, not from the lost checkpoint"
+    assert checkpoint.load_latest(run_dir)["run_id"] == first["run_id"]
+    again = load_config("cartpole-ppo", [f"run.resume={run_dir}"])  # its config.yaml says start_fresh
+    assert again.run.if_no_checkpoint == "refuse"
+    with pytest.raises(ConfigError, match="field 'run.if_no_checkpoint': start_fresh applies to run.resume="):
+        load_config("cartpole-ppo", ["run.if_no_checkpoint=start_fresh"])
+
+
+def test_start_fresh_sets_unusable_checkpoints_aside(run_dir, capsys):
+    """Every checkpoint damaged: refused as before (a restarted trainer's first saves would rotate them
+    away); start_fresh moves them to checkpoints/unusable-launch2/, where they are kept and no
+    loading or rotation reaches them, and trains from scratch."""
+    short_run(run_dir)
+    folder = checkpoint.checkpoint_dir(run_dir)
+    damaged = sorted(p.name for p in folder.glob("ckpt-*.pt"))
+    for name in damaged:
+        (folder / name).write_bytes(b"PK\x03\x04 truncated")
+    one_line_error(srl("run", "cartpole-ppo", f"run.resume={run_dir}", "launch.launcher=inline"),
+                   f"no usable checkpoint in {folder}", "unreadable", "run.if_no_checkpoint=start_fresh",
+                   "checkpoints/unusable-launch2/")
+    assert sorted(p.name for p in folder.glob("ckpt-*.pt")) == damaged, "a refusal touches nothing"
+    capsys.readouterr()
+    fresh = load_config("cartpole-ppo", [f"run.resume={run_dir}", "run.if_no_checkpoint=start_fresh"])
+    assert run_experiment(fresh) == 0
+    aside = folder / "unusable-launch2"
+    assert f"moved them to {aside}; training from scratch" in capsys.readouterr().err
+    assert sorted(p.name for p in aside.glob("ckpt-*.pt")) == damaged and (aside / checkpoint.LATEST).is_file()
+    assert checkpoint.load_latest(run_dir)["version"] > 0 and summary_of(run_dir)["launch"] == 2
+
+
 def test_a_second_run_on_a_locked_dir_is_refused(run_dir):
     holder = load_config("cartpole-ppo", [f"run.run_dir={run_dir}"])
     claim = claim_run_dir(holder)
@@ -506,6 +560,14 @@ def test_garbage_latest_json_is_named_and_passed_over(run_dir):
     for path in checkpoint.checkpoint_dir(run_dir).glob("ckpt-*.pt"):
         path.unlink()
     one_line_error(srl("eval", str(run_dir)), "latest.json: not JSON")
+
+
+def test_srl_eval_of_a_missing_directory_names_it(tmp_path):
+    """It blamed run.resume (a field `srl eval` has not), the loader of run directories being shared."""
+    missing = tmp_path / "no such run"
+    line = one_line_error(srl("eval", str(missing)), f"eval RUN_DIR: {str(missing)!r} does not exist")
+    assert "run.resume" not in line, line
+    one_line_error(srl("eval", str(tmp_path)), f"{str(tmp_path)!r} has no config.yaml (not a run directory)")
 
 
 def test_garbage_config_yaml_is_one_line(run_dir):

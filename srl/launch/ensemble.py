@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srl import checkpoint, leaderboard
+from srl import leaderboard
 from srl.config import ConfigError, ExperimentConfig
 from srl.workers.member import member_folder
 from srl.workers.tournament import Entry, Tournament
@@ -40,17 +40,15 @@ def make_tournament(config: ExperimentConfig) -> Tournament:
     )
 
 
-def resume_point(config: ExperimentConfig) -> int:
-    """run.resume= of an ensemble: the env steps its members' checkpoints hold; ConfigError now if its
-    leaderboard is of another population."""
+def check_population(config: ExperimentConfig) -> None:
+    """run.resume= of an ensemble: ConfigError now if its leaderboard is of another population (the
+    members' checkpoints are checked with every other trainer's: srl.launch.run)."""
     run_dir = Path(str(config.run.run_dir))
     if (run_dir / leaderboard.JSON_NAME).is_file():
         population = leaderboard.read(run_dir)["population"]
         if population != config.pod.ensemble.population:
             raise ConfigError(f"field 'pod.ensemble.population': the run resumed from {str(run_dir)!r} has "
                               f"{population} members, not {config.pod.ensemble.population}")
-    metas = [checkpoint.latest_meta(member_folder(run_dir, k)) for k in range(config.pod.ensemble.population)]
-    return sum(meta["env_steps"] for meta in metas if meta)
 
 
 class PopulationManager:

@@ -3,7 +3,9 @@ chosen launcher."""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -11,7 +13,7 @@ from rich.markup import escape
 
 from srl import checkpoint
 from srl.api import registry
-from srl.config import ExperimentConfig
+from srl.config import ConfigError, ExperimentConfig
 from srl.faults import RunHalted
 from srl.graph import Graph, build_graph, make_policy
 from srl.launch.monitor import RunMonitor
@@ -34,8 +36,8 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
     outputs = None
     try:
-        resumed_env_steps = _resume_point(graph)
         try:
+            resumed_env_steps = _resume_point(graph, claim.launch)
             outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
         except WriteFailed as e:  # nothing started yet, nothing to clean
             Console(stderr=True).print(f"srl: {e}", markup=False, highlight=False, soft_wrap=True)
@@ -45,22 +47,76 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
         claim.release(launched=outputs is not None)
 
 
-def _resume_point(graph: Graph) -> int:
-    """run.resume=: the env steps of the checkpoint its trainer will continue from, the newest of this
+def _resume_point(graph: Graph, launch: int) -> int:
+    """run.resume=: the env steps the run continues from (an ensemble's: its members' together; a run
+    of several policies: the least of its training policies'). Each checkpoint is the newest of this
     run that loads into the configured policy and algorithm (each one passed over gets a line, and
-    latest.json is pointed at the one chosen); a CheckpointError (ConfigError) now, before anything
-    starts, if the run has some and none loads."""
-    import torch
-
+    latest.json is pointed at the one chosen). Where a trainer (of a policy, of an ensemble member)
+    has none, or none that loads, the launch is refused now, before anything starts: a ConfigError
+    naming each such directory and what it looked for there. Unless run.if_no_checkpoint=start_fresh:
+    then each of those trains from scratch, said on a line (its unusable files set aside first).
+    Before this refusal, a resume whose checkpoints/ was gone trained from scratch without a word."""
     c = graph.config
     if c.run.resume is None:
         return 0
-    if c.pod.ensemble.population > 1:  # each member continues from its own checkpoint
-        from srl.launch.ensemble import resume_point
+    states: dict[Path, dict | None] = {}
+    missing: dict[Path, str] = {}  # run dir -> what was looked for there, or why none of its checkpoints loads
+    unusable: set[Path] = set()  # those of `missing` whose files do not load
+    for inner, run_dirs in _trainer_dirs(graph):
+        apply = _loader(inner)
+        for run_dir in run_dirs:
+            try:
+                states[run_dir] = checkpoint.load_latest(run_dir, c.run.run_id, apply=apply)
+            except checkpoint.CheckpointError as e:
+                states[run_dir], missing[run_dir] = None, str(e)
+                unusable.add(run_dir)
+            if states[run_dir] is None:
+                missing.setdefault(run_dir, checkpoint.nothing_to_load(run_dir))
+    if missing:
+        _start_fresh_or_refuse(c, missing, unusable, launch)
+    for run_dir, state in states.items():
+        # the trainer (and a restart of it) goes straight to the checkpoint chosen here
+        if state is not None and Path(state["path"]).name != (checkpoint.latest_meta(run_dir) or {}).get("path"):
+            checkpoint.point_latest(run_dir, Path(state["path"]), state["version"], state["env_steps"], c.run.run_id)
+    steps = [0 if state is None else state["env_steps"] for state in states.values()]  # 0: it starts fresh
+    return sum(steps) if c.pod.ensemble.population > 1 else min(steps, default=0)
 
-        return resume_point(c)
-    if graph.lanes:  # each policy continues from its own (srl.lanes: run_dir/policies/<name>)
-        return min(_resume_point(lane.graph) for lane in graph.lanes if lane.graph.trains)
+
+def _trainer_dirs(graph: Graph) -> list[tuple[Graph, list[Path]]]:
+    """(the graph of a trained policy, the run dirs its trainers keep checkpoints in): the run's own;
+    each member's (srl.workers.member); each training policy's (srl.lanes: run_dir/policies/<name>)."""
+    c = graph.config
+    if c.pod.ensemble.population > 1:
+        from srl.launch.ensemble import check_population
+        from srl.workers.member import member_folder
+
+        check_population(c)
+        return [(graph, [member_folder(str(c.run.run_dir), k) for k in range(c.pod.ensemble.population)])]
+    if graph.lanes:
+        return [(lane.graph, [Path(str(lane.graph.config.run.run_dir))]) for lane in graph.lanes if lane.graph.trains]
+    return [(graph, [Path(str(c.run.run_dir))])]
+
+
+def _start_fresh_or_refuse(config: ExperimentConfig, missing: dict[Path, str], unusable: set[Path], launch: int) -> None:
+    """run.if_no_checkpoint: refuse (a ConfigError naming each of `missing` and what was looked for
+    there; nothing touched), or start_fresh (a line for each, its `unusable` files set aside)."""
+    if config.run.if_no_checkpoint == "refuse":
+        aside = f" (moving the unusable files to checkpoints/unusable-launch{launch}/)" if unusable else ""
+        raise ConfigError(f"field 'run.resume': {'; '.join(missing.values())}: nothing to continue from; "
+                          f"run.if_no_checkpoint=start_fresh trains {'them' if len(missing) > 1 else 'it'} from "
+                          f"scratch{aside}, or resume a run directory that has its checkpoints")
+    for run_dir, why in missing.items():
+        moved = f"; moved them to {checkpoint.set_aside(run_dir, launch)}" if run_dir in unusable else ""
+        print(f"srl: run.if_no_checkpoint=start_fresh: {why}{moved}; training from scratch", file=sys.stderr,
+              flush=True)
+
+
+def _loader(graph: Graph) -> Callable[[dict], None]:
+    """What loads a checkpoint into a policy and algorithm as `graph` configures them (raising where
+    it does not fit); one for all members of an ensemble."""
+    import torch
+
+    c = graph.config
     with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
         policy = make_policy(c, graph.observation_space, graph.action_space)
         algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
@@ -69,14 +125,7 @@ def _resume_point(graph: Graph) -> int:
         policy.load_state_dict(state["policy"])
         algorithm.load_state_dict(state["algorithm"])
 
-    run_dir = Path(str(c.run.run_dir))
-    state = checkpoint.load_latest(run_dir, c.run.run_id, apply=apply)
-    if state is None:
-        return 0
-    if Path(state["path"]).name != (checkpoint.latest_meta(run_dir) or {}).get("path"):
-        # the trainer (and a restart of it) goes straight to the checkpoint chosen here
-        checkpoint.point_latest(run_dir, Path(state["path"]), state["version"], state["env_steps"], c.run.run_id)
-    return state["env_steps"]
+    return apply
 
 
 def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:

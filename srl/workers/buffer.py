@@ -18,6 +18,7 @@ the actors' slots, which a new run's actors own again.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -70,6 +71,9 @@ class BufferKernel(KernelDefaults):
         if saved is not None:
             restore_memory(self.memory, saved)
             self.sampled = int(saved["buffer.sampled"])
+        elif resume and run_dir is not None:  # a restart before the first save, or a replay.npz gone
+            print(f"srl: buffer starts with an empty replay memory: no {checkpoint.checkpoint_dir(run_dir) / checkpoint.REPLAY}",
+                  file=sys.stderr, flush=True)
 
     def _reset_stats(self) -> None:
         self.segments, self.batches_sent, self.priority_updates, self.busy_s = 0, 0, 0, 0.0

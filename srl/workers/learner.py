@@ -84,8 +84,13 @@ class Learner(KernelDefaults):
 def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str
                   ) -> dict[str, Any] | None:
     """The newest usable checkpoint of run `run_id`, loaded (srl.checkpoint.load_latest); None when
-    there is none; RunHalted naming `who` when there are some and none loads."""
+    there is none (a restart before its first life saved one, or run.if_no_checkpoint=start_fresh:
+    at launch the controller refuses a resume without one), said on a line; RunHalted naming `who`
+    when there are some and none loads."""
     try:
-        return checkpoint.load_latest(run_dir, run_id, apply=partial(load_state, policy, algorithm))
+        state = checkpoint.load_latest(run_dir, run_id, apply=partial(load_state, policy, algorithm))
     except checkpoint.CheckpointError as e:
         raise RunHalted(f"{who} cannot resume: {e}") from None
+    if state is None:
+        print(f"srl: {who} starts from scratch: {checkpoint.nothing_to_load(run_dir)}", file=sys.stderr, flush=True)
+    return state
