@@ -410,11 +410,13 @@ def test_killed_trainer_and_actor_losses_are_in_the_summary(run_dir):
 # ------------------------------------------------------------------ the socket directory
 
 
-def test_a_killed_controller_leaves_no_socket_directory(run_dir, monkeypatch):
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_a_killed_controller_leaves_no_socket_directory(run_dir, monkeypatch, transport):
     base = Path(tempfile.mkdtemp(prefix="srl-ipc-", dir="/tmp"))  # short: socket paths have 107 bytes
     monkeypatch.setenv("SRL_IPC_DIR", str(base))
     try:
-        proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.total_env_steps=10000000", *QUICK))
+        proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.total_env_steps=10000000",
+                                 f"dataflow.transport={transport}", *QUICK))
         wait_for_metrics(run_dir, proc)
         assert [p.name.startswith(IPC_PREFIX) for p in base.iterdir()] == [True]
         proc.send_signal(signal.SIGKILL)
