@@ -128,11 +128,15 @@ class ConnectionCap:
         """Bind `sock` to listen on host:port (0: any) through a descriptor of our own, its events
         watched from the first connection on; its descriptor and port."""
         fd, port = listen(host, port)
+        events = None
         try:
             events = self._watch(sock, fd)
             sock.setsockopt(zmq.USE_FD, fd)
             sock.bind(bind_endpoint(host, port))  # takes over the descriptor
         except BaseException:
+            if events is not None:  # an open socket would hang its context's end
+                sock.disable_monitor()
+                events.close(linger=0)
             forget(fd)
             os.close(fd)
             raise

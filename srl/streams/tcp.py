@@ -16,6 +16,10 @@ each stream's largest message: a receiver refuses a larger one (ZeroMQ drops the
 it), and every queue holds at most `max_queued_bytes` per peer (srl.streams.queues). A receiver
 counts the messages a sender's sequence skipped (dropped on the way, at a publisher's bound, say)
 as dropped, but on NEWEST_ONLY streams, where skipping old versions is the point.
+
+Each stream's owner listens through srl.streams.listeners: a peer that does not complete ZeroMQ's
+handshake within seconds is dropped, a listener keeps at most `Wire.connection_cap` connections
+at once, and no process forked later holds the listener.
 """
 
 from __future__ import annotations
