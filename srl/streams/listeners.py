@@ -12,7 +12,12 @@ dataflow.transport=tcp (srl.streams.tcp) and the trainers' rendezvous (srl.strea
   so a thread reads each listener's socket events (`ConnectionCap`): it counts the connections
   accepted and ended, and shuts down each one accepted past the cap at once (its peer's ZeroMQ
   connects again later; a stranger's connection is gone). Refused connections are counted and
-  logged, one line per stream every LOG_EVERY_S.
+  logged, one line per stream every LOG_EVERY_S. Measured (tests/test_listeners.py, cartpole-ppo
+  over tcp, 3 workers): 2,000 silent connections raised the controller's open files by 1,366 on
+  31d188e, by 70 now (its two listeners' room), each refused a moment after ZeroMQ accepts it.
+
+The descriptors are close-on-exec too (Python's default), so a program a worker executes
+(subprocess) holds none either.
 """
 
 from __future__ import annotations
