@@ -9,8 +9,9 @@ generous multiples, so that only a typo or a runaway value trips them:
 - worker processes: at most WORKERS_PER_CPU per CPU this process may run on;
 - torch threads of one process: at most THREADS_PER_CPU per CPU;
 - open files: each process holds about FILES_PER_WORKER per worker of the run (sockets, shared
-  blocks, inherited descriptors; measured on a local run), which must fit under the hard
-  RLIMIT_NOFILE (`raise_open_files_limit` lifts the soft one to it when needed);
+  blocks, inherited descriptors; measured on a local run), and strangers' connections up to its
+  tcp listeners' caps (`listener_room`), which must fit under the hard RLIMIT_NOFILE
+  (`raise_open_files_limit` lifts the soft one to it when needed);
 - shared memory: the actors' (and buffer's) blocks must fit in /dev/shm's free space;
 - memory: those blocks, the trainer's batch and the replay memory must fit in the memory
   available now (psutil), with MEMORY_HEADROOM to spare for the processes themselves.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ import psutil
 
 from srl.config import ConfigError
 from srl.graph import Graph
+from srl.streams.listeners import connection_cap
 
 WORKERS_PER_CPU = 32
 THREADS_PER_CPU = 4
@@ -90,7 +93,20 @@ def _check_processes(graph: Graph, cpus: int) -> None:
 
 
 def files_needed(graph: Graph) -> int:
-    return FILES_BASE + FILES_PER_WORKER * len(graph.workers)
+    return FILES_BASE + FILES_PER_WORKER * len(graph.workers) + listener_room(graph)
+
+
+def listener_room(graph: Graph) -> int:
+    """The most connections that strangers can hold open in one process: the room its tcp
+    listeners' caps leave past the workers that connect to them (srl.streams.listeners). Every
+    stream listens on tcp with dataflow.transport=tcp, and the trainers' rendezvous on any."""
+    tcp = graph.config.dataflow.transport == "tcp"
+    room: Counter[str] = Counter()
+    for stream in graph.streams:
+        if (tcp and stream.via == "transport") or stream.kind == "gradients":
+            connecting = len(stream.workers) - 1  # all but its owner
+            room[stream.owner] += connection_cap(connecting) - connecting
+    return max(room.values(), default=0)
 
 
 def _check_open_files(graph: Graph) -> None:

@@ -25,6 +25,7 @@ from test_shutdown import spawn, srl_command, wait_for_metrics
 
 from srl import checkpoint, cli, machine, storage
 from srl.config import ConfigError
+from srl.graph import build_graph
 from srl.launch import memory as memory_module
 from srl.launch import monitor as monitor_module
 from srl.launch.memory import MemoryWatch
@@ -34,6 +35,7 @@ from srl.load import load_config
 from srl.streams.control import Role
 from srl.streams.incarnations import Incarnations
 from srl.streams.inline import InlineTransport
+from srl.streams.listeners import connection_cap
 from srl.streams.local import IPC_PREFIX, make_ipc_dir, remove_dead_ipc_dirs
 from srl.streams.samples import SampleConsumer, SampleProducer
 
@@ -106,13 +108,26 @@ def test_workers_past_the_open_files_limit_are_refused_naming_it(capsys, run_dir
 
 
 def test_the_soft_open_files_limit_is_raised_to_what_the_run_needs(monkeypatch):
-    graph = machine.Graph.__new__(machine.Graph)  # only its worker count matters here
-    graph.workers = [None] * 40  # type: ignore[list-item]
+    graph = machine.Graph.__new__(machine.Graph)  # only its workers and streams matter here
+    graph.workers, graph.streams = [None] * 40, []  # type: ignore[list-item]
+    graph.config = load_config("cartpole-ppo")
     set_to = []
     monkeypatch.setattr(machine.resource, "getrlimit", lambda _: (256, 4096))
     monkeypatch.setattr(machine.resource, "setrlimit", lambda _, limits: set_to.append(limits))
     machine.raise_open_files_limit(graph)
     assert set_to == [(machine.files_needed(graph), 4096)] and machine.files_needed(graph) > 256
+
+
+def test_the_open_files_a_run_needs_hold_what_strangers_can_connect_to_its_listeners():
+    """tcp: the controller's two listeners (controller.in, control.out) each let strangers hold
+    their cap past the workers' own connections; on shm only the trainers' rendezvous listens."""
+    shm = build_graph(load_config("cartpole-ppo"))
+    tcp = build_graph(load_config("cartpole-ppo", ["dataflow.transport=tcp"]))
+    workers = len(tcp.workers)
+    assert machine.files_needed(shm) == machine.FILES_BASE + machine.FILES_PER_WORKER * workers
+    assert machine.files_needed(tcp) - machine.files_needed(shm) == 2 * (connection_cap(workers) - workers)
+    two = build_graph(load_config("cartpole-ppo", ["launch.num_trainers=2", "launch.num_actor_workers=2"]))
+    assert machine.listener_room(two) == connection_cap(2) - 2
 
 
 def test_slots_past_the_free_shared_memory_are_refused(capsys, run_dir, monkeypatch):
@@ -410,11 +425,13 @@ def test_killed_trainer_and_actor_losses_are_in_the_summary(run_dir):
 # ------------------------------------------------------------------ the socket directory
 
 
-def test_a_killed_controller_leaves_no_socket_directory(run_dir, monkeypatch):
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_a_killed_controller_leaves_no_socket_directory(run_dir, monkeypatch, transport):
     base = Path(tempfile.mkdtemp(prefix="srl-ipc-", dir="/tmp"))  # short: socket paths have 107 bytes
     monkeypatch.setenv("SRL_IPC_DIR", str(base))
     try:
-        proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.total_env_steps=10000000", *QUICK))
+        proc = spawn(srl_command("run", "cartpole-ppo", f"run.run_dir={run_dir}", "stop.total_env_steps=10000000",
+                                 f"dataflow.transport={transport}", *QUICK))
         wait_for_metrics(run_dir, proc)
         assert [p.name.startswith(IPC_PREFIX) for p in base.iterdir()] == [True]
         proc.send_signal(signal.SIGKILL)

@@ -222,7 +222,7 @@ def test_a_forked_process_does_not_hold_the_listening_socket(store):
         plain.close()
 
 
-class _Watch:
+class ListenerWatch:
     """During a run in this process: every worker's sockets against the controller's listening ones."""
 
     def __init__(self) -> None:
@@ -279,7 +279,7 @@ def test_a_run_with_two_trainers_keeps_its_rendezvous_to_itself(transport, run_d
         "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=8", f"dataflow.transport={transport}",
         f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
-    watch = _Watch()
+    watch = ListenerWatch()
     try:
         assert run_experiment(config) == 0
     finally:
@@ -310,7 +310,7 @@ def test_trainers_restarted_while_the_store_serves_do_not_hold_it(run_dir):
             time.sleep(0.2)
         killed.append(kill_now(os.getpid(), ("trainer",), random.Random(1)))
 
-    watch = _Watch()
+    watch = ListenerWatch()
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
     try:

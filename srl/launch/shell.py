@@ -174,6 +174,6 @@ def worker_main(graph: Any, spec: Any, run_id: str, ipc_dir: Path, parent_pid: i
     except BaseException:  # noqa: BLE001  (reported to the controller already)
         code = 1
     finally:
-        if wire is None and os.getppid() != parent_pid:  # the controller was killed: no one else
-            shutil.rmtree(ipc_dir, ignore_errors=True)  # will remove its sockets' directory
+        if os.getppid() != parent_pid:  # the controller was killed: no one else will remove its
+            shutil.rmtree(ipc_dir, ignore_errors=True)  # sockets' directory (made on tcp too: srl.streams.local)
         os._exit(code)  # skip atexit handlers inherited from the controller through fork

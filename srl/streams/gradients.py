@@ -52,7 +52,7 @@ class TrainerGroupStore(RendezvousServer):
     listening on `bind_host` (default `host`, what trainers connect to), under a fresh secret."""
 
     def __init__(self, host: str, world_size: int, bind_host: str | None = None) -> None:
-        super().__init__(bind_host or host, secrets.token_bytes(SECRET_BYTES))
+        super().__init__(bind_host or host, secrets.token_bytes(SECRET_BYTES), world_size)
         self.address = GroupAddress(host, self.port, world_size, self.secret)
 
 

@@ -92,8 +92,8 @@ class SharedBlocks:
 class ZmqTransport(Transport):
     """What the ZeroMQ backends share: a socket per endpoint, bounded before it binds or connects
     (srl.streams.queues), one publisher per name, every socket closed at once. A backend says how
-    a stream's socket is bounded (`_bound`), where it binds or connects (`_address`), and how its
-    messages are read and written (`_receiving`, `_sending`)."""
+    a stream's socket is bounded (`_bound`), where it binds or connects (`_address`; a backend may
+    bind its own way, `_bind`), and how its messages are read and written (`_receiving`, `_sending`)."""
 
     def __init__(self) -> None:
         self.context = zmq.Context()
@@ -123,8 +123,14 @@ class ZmqTransport(Transport):
         if kind == zmq.SUB:
             socket.setsockopt(zmq.SUBSCRIBE, b"")
         self._sockets.append(socket)
-        (socket.bind if bind else socket.connect)(self._address(name, bind))
+        if bind:
+            self._bind(socket, name)
+        else:
+            socket.connect(self._address(name, bind))
         return socket
+
+    def _bind(self, socket: zmq.Socket, name: str) -> None:
+        socket.bind(self._address(name, True))
 
     def receiver(self, name: str) -> Receiver:
         return self._receiving(self._socket(zmq.PULL, name), name)

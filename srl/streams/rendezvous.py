@@ -15,9 +15,9 @@ takes requests from anyone, and holds a listening socket that every worker forke
   the run's `rejected_messages`);
 - every reply is signed too (stream `REPLIES`) and carries the MAC of the request it answers, so
   a trainer takes no reply recorded earlier or meant for another request;
-- the server creates the listening socket itself and hands its descriptor to ZeroMQ (`USE_FD`),
-  so it can close that descriptor in every process forked from the controller
-  (`os.register_at_fork`): no worker holds it.
+- its listening socket is made as every tcp stream's (srl.streams.listeners): closed in every
+  process forked from the controller (no worker holds it), a silent peer's connection closed after
+  a few seconds, and its connections capped.
 
 A blocking call (`get`, `wait`) is answered once its keys exist; a trainer that gives up (its
 timeout) leaves the pending answer to expire on the server.
@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -38,8 +36,8 @@ import torch.distributed as dist
 import zmq
 
 from srl.streams.framing import FramingError, pack, unpack
+from srl.streams.listeners import HANDSHAKE_IVL_MS, ConnectionCap, bind_endpoint, connection_cap, forget
 from srl.streams.rejections import Rejections
-from srl.streams.tcp import WILDCARDS, bind_endpoint
 from srl.streams.wire import Freshness, Limits, Sealed, Sealer, WireError, decode, encode
 
 log = logging.getLogger(__name__)
@@ -52,22 +50,6 @@ _KEY_FRAMES = {SET: (2, 2), GET: (1, 1), ADD: (1, 1), COMPARE_SET: (3, 3), WAIT:
                CHECK: (1, LIMITS.max_frames), DELETE: (1, 1), NUM_KEYS: (0, 0)}  # op -> fewest, most frames
 MAX_WAIT_S = 3600.0  # a pending answer never outlives this, whatever the request asked
 POLL_MS = 100  # how often the serving thread looks at its stop flag and expired waits
-
-_LISTENING: set[int] = set()  # descriptors of this process's listening sockets
-
-
-def _close_listening_in_child() -> None:
-    """In a forked child: the serving thread is not there, and the socket must not be either."""
-    for fd in _LISTENING:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _LISTENING.clear()
-
-
-os.register_at_fork(after_in_child=_close_listening_in_child)
-
 
 @dataclass(frozen=True)
 class Request:
@@ -140,15 +122,16 @@ class _Pending:
 class RendezvousServer:
     """The controller's side: a thread answering signed requests on `host` (a port the OS picks)."""
 
-    def __init__(self, host: str, secret: bytes) -> None:
+    def __init__(self, host: str, secret: bytes, world_size: int = 1) -> None:
         self.secret = secret
-        self.fd, self.port = _listen(host)
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, LIMITS.max_message_bytes)
-        self.socket.setsockopt(zmq.USE_FD, self.fd)
-        self.socket.bind(bind_endpoint(host, self.port))  # takes over the descriptor
+        self.socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
+        # its connections capped: the group's trainers connect (srl.streams.listeners)
+        self.connections = ConnectionCap(self.context)
+        self.fd, self.port = self.connections.bind(self.socket, REQUESTS, host, 0, connection_cap(world_size))
         self.store = KeyValues()
         self.pending: list[_Pending] = []  # blocking calls whose keys are missing
         self.freshness, self.sealer = Freshness(LIMITS.max_age_s), Sealer()
@@ -164,9 +147,10 @@ class RendezvousServer:
             return self.rejections.take()
 
     def close(self) -> None:
-        _LISTENING.discard(self.fd)
+        forget(self.fd)
         self._stop.set()
         self._thread.join(timeout=5)
+        self.connections.close()
         self.socket.close()
         self.context.term()
 
@@ -217,22 +201,6 @@ class RendezvousServer:
     def _reject(self, error: Exception) -> None:
         with self._lock:
             self.rejections.reject(REQUESTS, error)
-
-
-def _listen(host: str) -> tuple[int, int]:
-    """A socket listening on `host` (only), port from the OS: its descriptor, closed in forked children."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listener.bind(("" if host in WILDCARDS else host, 0))
-        listener.listen(64)
-        port = listener.getsockname()[1]
-    except OSError:
-        listener.close()
-        raise
-    fd = listener.detach()  # ZeroMQ owns it from here, and closes it with its socket
-    _LISTENING.add(fd)
-    return fd, port
 
 
 class RendezvousClient(dist.Store):

@@ -16,6 +16,10 @@ each stream's largest message: a receiver refuses a larger one (ZeroMQ drops the
 it), and every queue holds at most `max_queued_bytes` per peer (srl.streams.queues). A receiver
 counts the messages a sender's sequence skipped (dropped on the way, at a publisher's bound, say)
 as dropped, but on NEWEST_ONLY streams, where skipping old versions is the point.
+
+Each stream's owner listens through srl.streams.listeners: a peer that does not complete ZeroMQ's
+handshake within seconds is dropped, a listener keeps at most `Wire.connection_cap` connections
+at once, and no process forked later holds the listener.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ import zmq
 
 from srl.streams.framing import FramingError, pack, unpack
 from srl.streams.layout import Layout
+from srl.streams.listeners import (
+    HANDSHAKE_IVL_MS,
+    WILDCARDS,
+    ConnectionCap,
+    bind_endpoint,
+    bracket,
+    connection_cap,
+    forget,
+)
 from srl.streams.local import ZmqTransport
 from srl.streams.queues import (
     DEFAULT_MAX_QUEUED_BYTES,
@@ -41,8 +54,6 @@ from srl.streams.queues import (
 from srl.streams.rejections import Rejections
 from srl.streams.transport import Message, Receiver, Sender
 from srl.streams.wire import Freshness, Limits, Sealer, WireError, decode, encode
-
-WILDCARDS = ("0.0.0.0", "::", "*")
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,12 @@ class Wire:
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per peer of a stream (srl.streams.queues)
     # stream name -> its largest packed message (srl.streams.tcp_setup); others: limits.max_message_bytes
     message_bytes: Mapping[str, int] = field(default_factory=dict)
+    # stream name -> the most connections its listener keeps at once (srl.streams.listeners);
+    # others: connection_cap(0)
+    connection_caps: Mapping[str, int] = field(default_factory=dict)
+
+    def connection_cap(self, name: str) -> int:
+        return self.connection_caps.get(name, connection_cap(0))
 
     def largest_message(self, name: str) -> int:
         return self.message_bytes.get(name, self.limits.max_message_bytes)
@@ -74,16 +91,7 @@ class Wire:
 
     def connect_address(self, name: str) -> str:
         default = "127.0.0.1" if self.bind_host in WILDCARDS else self.bind_host
-        return f"tcp://{_bracket(self.hosts.get(name, default))}:{self.port(name)}"
-
-
-def _bracket(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-def bind_endpoint(host: str, port: int) -> str:
-    """Where a socket binds to listen on `host` only (every interface for a wildcard)."""
-    return f"tcp://{_bracket('*' if host in WILDCARDS else host)}:{port}"
+        return f"tcp://{bracket(self.hosts.get(name, default))}:{self.port(name)}"
 
 
 class _SignedReceiver(Receiver):
@@ -156,11 +164,14 @@ class TcpTransport(ZmqTransport):
         super().__init__()
         self.wire, self.restarted_ns = wire, restarted_ns
         self._blocks: dict[str, bytearray] = {}
+        self.connections = ConnectionCap(self.context)  # each listener's cap (srl.streams.listeners)
+        self._listening: list[int] = []  # its listeners' descriptors
 
     def _bound(self, socket: zmq.Socket, kind: int, name: str) -> None:
         largest = self.wire.largest_message(name)
         # zmq drops the connection of a peer that sends a bigger message, before buffering it
         socket.setsockopt(zmq.MAXMSGSIZE, largest)
+        socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)  # a silent peer's connection ends
         budget = self.wire.max_queued_bytes
         newest_only = name in NEWEST_ONLY and kind in (zmq.PUB, zmq.PUSH)  # see srl.streams.queues
         messages = None if newest_only else messages_within(budget, largest)
@@ -169,11 +180,24 @@ class TcpTransport(ZmqTransport):
     def _address(self, name: str, bind: bool) -> str:
         return self.wire.bind_address(name) if bind else self.wire.connect_address(name)
 
+    def _bind(self, socket: zmq.Socket, name: str) -> None:
+        """On a descriptor of its own that forked children close, its connections capped."""
+        cap = self.wire.connection_cap(name)
+        fd, _ = self.connections.bind(socket, name, self.wire.bind_host, self.wire.port(name), cap)
+        self._listening.append(fd)
+
     def _receiving(self, socket: zmq.Socket, name: str) -> Receiver:
         return _SignedReceiver(socket, self.wire, name, self.rejections, self._drops, self.restarted_ns)
 
     def _sending(self, socket: zmq.Socket, name: str) -> Sender:
         return _SignedSender(socket, self.wire, name, self._drops)
+
+    def close(self) -> None:
+        self.connections.close()
+        for fd in self._listening:
+            forget(fd)
+        self._listening.clear()
+        super().close()
 
     def arrays(self, name: str, layout: Layout) -> dict[str, np.ndarray]:
         """This process's own copy of block `name`: filled by the messages that carry it."""

@@ -1,5 +1,6 @@
 """The launcher's side of the tcp backend: a port for every stream the graph declares (srl.graph),
-a secret, the limits, and each stream's largest message, which sizes its queues (srl.streams.queues).
+a secret, the limits, each stream's largest message, which sizes its queues (srl.streams.queues),
+and the most connections its listener keeps (srl.streams.listeners).
 
 The secret is made here, in the launcher's memory, and reaches workers only as an argument
 (fork, or a cluster engine's task arguments): it is never written to the run directory.
@@ -12,6 +13,7 @@ import socket
 from typing import Any
 
 from srl.config import ConfigError
+from srl.streams.listeners import connection_cap
 from srl.streams.queues import messages_within
 from srl.streams.tcp import WILDCARDS, Wire
 from srl.streams.wire import Limits
@@ -64,10 +66,11 @@ def check_queues(graph: Any) -> None:
 
 def make_wire(graph: Any) -> Wire:
     host = graph.config.dataflow.bind_host
-    names = [s.name for s in graph.streams if s.via == "transport"]
-    ports = dict(zip(names, free_ports(host, len(names))))
+    streams = [s for s in graph.streams if s.via == "transport"]
+    ports = dict(zip([s.name for s in streams], free_ports(host, len(streams))))
     return Wire(
         secrets.token_bytes(SECRET_BYTES), ports, host, limits=run_limits(graph),
         max_queued_bytes=graph.config.dataflow.max_queued_bytes_per_peer,
         message_bytes=graph.message_bytes(shares_memory=False),
+        connection_caps={s.name: connection_cap(len(s.workers) - 1) for s in streams},  # all but its owner connect
     )
