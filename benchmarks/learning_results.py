@@ -6,12 +6,15 @@
 Each seed is one `srl run EXPERIMENT run.seed=N` child process (timed from its launch, imports
 included) in a temporary run dir; `--keep DIR` keeps the run dirs (learning_curve.png,
 metrics.jsonl). Progress goes to stderr; standard output gets ONE JSON line with the medians.
+A seed that misses the target counts as slower than every seed that reached it, so a median that
+lands on a miss is null (a median of the hits alone would hide the misses).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -39,9 +42,23 @@ def run_seed(experiment: str, seed: int, run_dir: Path, overrides: list[str], ti
         "reached": summary["stop_reason"].startswith("target_return"),
         "env_steps": summary["env_steps"],
         "wall_time_s": round(time.time() - started, 2),
+        "time_to_target_s": summary.get("time_to_target_s"),  # the run's own clock, from its start
         "return_mean": summary["episode_return_mean"],
         "stop_reason": summary["stop_reason"],
     }
+
+
+def median_counting_misses(runs: list[dict], key: str) -> float | None:
+    """Median of `key` over all runs, a run that missed the target being slower than any hit;
+    None when the median lands on a miss."""
+    values = [r[key] if r["reached"] else math.inf for r in runs]
+    median = statistics.median(values) if values else math.inf
+    return None if math.isinf(median) else median
+
+
+def git_commit() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None
 
 
 def main() -> None:
@@ -53,6 +70,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep each run dir as DIR/EXPERIMENT-sN")
     args = parser.parse_args()
 
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
@@ -60,16 +78,17 @@ def main() -> None:
             result = run_seed(args.experiment, seed, base / f"{args.experiment}-s{seed}", args.overrides, args.timeout_s)
             print(json.dumps(result), file=sys.stderr)
             runs.append(result)
-    reached = [r for r in runs if r["reached"]]
     print(json.dumps({
         "experiment": args.experiment,
         "overrides": args.overrides,
         "seeds": args.seeds,
-        "reached": len(reached),
-        "median_env_steps": statistics.median(r["env_steps"] for r in reached) if reached else None,
-        "median_wall_time_s": statistics.median(r["wall_time_s"] for r in reached) if reached else None,
+        "srl_commit": git_commit(),
+        "reached": sum(r["reached"] for r in runs),
+        "median_env_steps": median_counting_misses(runs, "env_steps"),
+        "median_wall_time_s": median_counting_misses(runs, "wall_time_s"),
         "runs": runs,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_at_start": load_at_start, "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
     }))
 
 

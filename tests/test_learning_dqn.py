@@ -1,8 +1,11 @@
 """DQN / Ape-X through the real dataflow (actor -> buffer -> trainer): a learning test with a real
 threshold on a fixed env-step budget, and an inline-launcher smoke run.
 
-Reaching the 475 target takes ~80k-120k env steps (results in docs/results.md), longer than a CI
-test should run; 40k steps must already lift the mean-100 return from ~22 (random) past 100."""
+Reaching the 475 target takes 75k-103k env steps (seeds 1-5, docs/results.md), longer than a CI
+test should run; 40k steps must already lift the mean-100 return from ~22 (random) past 150: 13
+runs of these settings measured 203-319 there (seed 1: 270-319). This proves learning, not the
+annealed epsilon's gain: the settings before it scored 116-312 at 40k too, and their trouble came
+later, a stall at 110-400 that kept some runs from 475 within the 300k budget."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ def test_cartpole_dqn_learns_through_the_buffer_worker(run_dir):
     )
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["episode_return_mean"] >= 100, summary
+    assert summary["episode_return_mean"] >= 150, summary
     replay = config.replay
     # the replay ratio is held: updates x batch ~ ratio x (transitions stored after warmup)
     expected = replay.replay_ratio * (summary["env_steps"] - replay.warmup) / replay.batch_size
