@@ -268,8 +268,9 @@ class DataflowConfig(Settings):
         "with launch.launcher=ray each stream listens on its owner's node, found through Ray).",
     )
     bind_host: str = Field(
-        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
-        "launch.launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
+        "127.0.0.1", description="IP address that tcp stream listeners bind: one of this machine's, checked before "
+        "launch (0.0.0.0: every interface, said in a warning line). With launch.launcher=ray each worker binds its "
+        "own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
     max_queued_bytes_per_peer: int = Field(
         64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
