@@ -50,9 +50,9 @@ def config_reference() -> str:
     lines += ["## `policies.<name>.league.*` (a self-play league)", "", *table(LeagueSpec), ""]
     lines += ["## Keys before sections", "", (
         "Read as the new key, with a one-line note. An old key and its new name in one input (one experiment "
-        "file, the overrides of one command, a sweep's space) are refused before launch, naming both: "
-        "`target_return=475 stop.target_return=300` would otherwise leave one of the two silently unused, "
-        "whichever was read last. Across inputs the later one wins, as for any key: an override "
+        "file; the overrides of one command, a sweep file's included; a sweep's space) are refused before launch, naming both: "
+        "in `target_return=475 stop.target_return=300` one of the two would otherwise go unused without a word "
+        "(srl before this took the old one, in either order). Across inputs the later one wins, as for any key: an override "
         "`stop.target_return=300` over an experiment file's `target_return: 475` gives 300."), "",
               "| old key | new key |", "| --- | --- |", *(f"| `{old}` | `{new}` |" for old, new in MOVED.items()), ""]
     for name in registry.algorithms.names():
