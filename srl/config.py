@@ -282,8 +282,9 @@ class DataflowConfig(Settings):
         "with launch.launcher=ray each stream listens on its owner's node, found through Ray).",
     )
     bind_host: str = Field(
-        "127.0.0.1", description="IP address that tcp stream listeners bind (0.0.0.0: every interface). With "
-        "launch.launcher=ray each worker binds its own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
+        "127.0.0.1", description="IP address that tcp stream listeners bind: one of this machine's, checked before "
+        "launch (0.0.0.0: every interface, said in a warning line). With launch.launcher=ray each worker binds its "
+        "own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
     max_queued_bytes_per_peer: int = Field(
         64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "
@@ -609,7 +610,9 @@ class Replace:
 
 # The one table of moved keys: each flat key of the config before it had sections, and its place now.
 # Input with an old key (an experiment, an experiment file, an override, a saved config.yaml, a
-# sweep) is read as the new one, with a one-line note naming it (once per key and process).
+# sweep) is read as the new one, with a one-line note naming it (once per key and process). An old
+# key and its new name both given in one input are refused (refuse_moved_twice): either would
+# silently undo the other.
 MOVED = {
     **{k: f"run.{k}" for k in ("seed", "run_dir", "resume", "run_id", "deterministic", "checkpoint_interval_s")},
     **{k: f"launch.{k}" for k in (
@@ -631,20 +634,71 @@ _noted: set[str] = set()
 
 def translate_moved(values: dict[str, Any]) -> dict[str, Any]:
     """`values` (plain, or an override tree with RESET and Replace) with every old flat key moved to
-    its section (MOVED), each noted once on stderr. A section given by its own name (`pod: {...}`) stays."""
+    its section (MOVED), each noted once on stderr. A section given by its own name (`pod: {...}`)
+    stays. ConfigError where an old key and its new name are both given (refuse_moved_twice)."""
+    refuse_moved_twice(leaves(values))
     out = dict(values)
     for old, new in MOVED.items():
         if old not in out or (new.startswith(old + ".") and isinstance(_unwrapped(out[old]), dict)):
             continue
+        value = out.pop(old)
         section, leaf = new.split(".")
-        holder = out.get(section)
-        inner = _unwrapped(holder)
-        merged = {**(inner if isinstance(inner, dict) else {}), leaf: out.pop(old)}
-        out[section] = Replace(merged) if isinstance(holder, Replace) else merged
-        if old not in _noted:
-            _noted.add(old)
-            print(f"note: config key {old!r} is now {new!r}; the old name still works", file=sys.stderr)
+        # the section is absent or a plain mapping that lacks `leaf` (refuse_moved_twice refused the rest),
+        # except `pod: true` itself, which was the section's key
+        inner = out.get(section)
+        inner = dict(inner) if isinstance(inner, dict) else {}
+        inner[leaf] = _joined(inner.get(leaf), value)  # ensemble.population beside pod.ensemble.eval_episodes
+        out[section] = inner
+        _note_moved(old)
     return out
+
+
+def _note_moved(old: str) -> None:
+    if old not in _noted:
+        _noted.add(old)
+        print(f"note: config key {old!r} is now {MOVED[old]!r}; the old name still works", file=sys.stderr)
+
+
+def _joined(new: Any, old: Any) -> Any:
+    """Two mappings of one section, with no key in common (refuse_moved_twice), as one."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {**new, **{key: _joined(new.get(key), value) for key, value in old.items()}}
+    return old
+
+
+def leaves(values: dict[Any, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted key, value) of every value a nested mapping sets: a plain mapping merges key by key
+    (apply_overrides), so its own keys are what it sets; anything else (a Replace, RESET, a list) is one."""
+    out: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            out += leaves(value, f"{prefix}{key}.")
+        elif not isinstance(value, dict):
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def refuse_moved_twice(given: list[tuple[str, Any]], where: str = "") -> None:
+    """ConfigError naming both keys where one input sets a field by its old name (MOVED) and by its
+    new one: whichever was read last would silently undo the other (a script's `target_return=475`
+    and the user's `stop.target_return=300`). Dotted keys: ensemble.population and
+    pod.ensemble.population clash; stop=null clashes with target_return (it drops what the other sets)."""
+    seen: list[tuple[str, str, bool]] = []  # key as given, its place now, given by its old name
+    for key, _ in given:
+        place = moved_key(key)
+        old = place != key
+        for other, other_place, other_old in seen:
+            if old != other_old and _overlap(place, other_place):
+                old_key, new_key = (key, other) if old else (other, key)
+                now = moved_key(old_key)
+                raise ConfigError(f"{where}config keys {old_key!r} and {new_key!r} both set {now!r} ({old_key!r} is "
+                                  f"its old name): give it once, as {now!r}")
+        seen.append((key, place, old))
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Dotted keys a and b name the same field, or one a part of the other."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def moved_key(key: str) -> str:
@@ -663,8 +717,9 @@ def _unwrapped(value: Any) -> Any:
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """["a=1", "algo.lr=3e-4", "b=null", "c=!{x: 1}"] -> {"a": 1, "algo": {"lr": 0.0003}, "b": RESET,
-    "c": Replace({"x": 1})}; values parsed as YAML (`!null` is None itself, `null` the default)."""
-    tree: dict[str, Any] = {}
+    "c": Replace({"x": 1})}; values parsed as YAML (`!null` is None itself, `null` the default).
+    ConfigError where an old key and its new name are both given (refuse_moved_twice)."""
+    given: list[tuple[str, Any, str]] = []
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
@@ -675,8 +730,11 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
             value = text if text.lower() in _WORDS else (yaml.safe_load(text) if text else None)
         except yaml.YAMLError as e:
             raise ConfigError(f"override {item!r}: not a YAML value ({e.__class__.__name__})") from None
-        value = Replace(value) if replace else (RESET if value is None else value)
-        *parents, leaf = key.split(".")
+        given.append((key, Replace(value) if replace else (RESET if value is None else value), item))
+    refuse_moved_twice([leaf for key, value, _ in given for leaf in leaves({key: value})])
+    tree: dict[str, Any] = {}
+    for key, value, item in given:
+        *parents, leaf = moved_leaf(key, value).split(".")
         node = tree
         for part in parents:
             node = node.setdefault(part, {})
@@ -684,6 +742,16 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
                 raise ConfigError(f"override {item!r}: {part!r} is not a section")
         node[leaf] = value
     return tree
+
+
+def moved_leaf(key: str, value: Any) -> str:
+    """`pod=true` is pod.enabled=true where it is read into a tree: as `pod` it would overwrite, or be
+    overwritten by, the section that pod.device=... makes (the old key named what is now its section)."""
+    new = MOVED.get(key, "")
+    if not new.startswith(key + ".") or isinstance(_unwrapped(value), dict):
+        return key
+    _note_moved(key)
+    return new
 
 
 def apply_overrides(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

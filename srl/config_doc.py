@@ -48,7 +48,12 @@ def config_reference() -> str:
     lines += ["## `pod.ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
     lines += ["## `policies.<name>.*` (several policies in one run, docs/multiagent.md)", "", *table(PolicySpec), ""]
     lines += ["## `policies.<name>.league.*` (a self-play league)", "", *table(LeagueSpec), ""]
-    lines += ["## Keys before sections", "", "Read as the new key, with a one-line note.", "",
+    lines += ["## Keys before sections", "", (
+        "Read as the new key, with a one-line note. An old key and its new name in one input (one experiment "
+        "file; the overrides of one command, a sweep file's included; a sweep's space) are refused before launch, naming both: "
+        "in `target_return=475 stop.target_return=300` one of the two would otherwise go unused without a word "
+        "(srl before this took the old one, in either order). Across inputs the later one wins, as for any key: an override "
+        "`stop.target_return=300` over an experiment file's `target_return: 475` gives 300."), "",
               "| old key | new key |", "| --- | --- |", *(f"| `{old}` | `{new}` |" for old, new in MOVED.items()), ""]
     for name in registry.algorithms.names():
         if not registry.algorithms.get(name).config_cls.__module__.startswith("srl."):

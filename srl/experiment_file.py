@@ -39,7 +39,9 @@ from srl.config import (
     apply_overrides,
     drop_stale_settings,
     import_modules,
+    leaves,
     models_in,
+    refuse_moved_twice,
     translate_moved,
     unknown_fields,
 )
@@ -84,7 +86,9 @@ _Loader.add_constructor(REPLACE_TAG, _construct_replace)
 
 def load_experiment_file(path: Path) -> dict[str, Any]:
     """The config values of experiment file `path`: its base experiment's, with the file's over them."""
-    raw = translate_moved(_read(path))
+    raw = _read(path)
+    refuse_moved_twice(leaves(raw), f"{path}: ")  # target_return and stop.target_return: one would mask the other
+    raw = translate_moved(raw)
     run = raw.get("run")
     if isinstance(run, dict) and run.get("run_id") is not None:  # a run's saved config.yaml: run it again, anew
         raw["run"] = {key: value for key, value in run.items() if key not in _SAVED_ONLY}

@@ -14,7 +14,11 @@ generous multiples, so that only a typo or a runaway value trips them:
   (`raise_open_files_limit` lifts the soft one to it when needed);
 - shared memory: the actors' (and buffer's) blocks must fit in /dev/shm's free space;
 - memory: those blocks, the trainer's batch and the replay memory must fit in the memory
-  available now (psutil), with MEMORY_HEADROOM to spare for the processes themselves.
+  available now (psutil), with MEMORY_HEADROOM to spare for the processes themselves;
+- dataflow.bind_host, where this machine's listeners bind it (tcp streams, the trainers'
+  rendezvous): an address of this machine (else the first bind raised Errno 99 from the launcher,
+  after its socket directory was made); a wildcard (0.0.0.0, ::) gets a one-line warning, as every
+  interface then listens.
 
 The launcher that places workers on other machines (ray with a cluster address) is checked for
 threads only: this machine's limits are not the cluster's.
@@ -22,9 +26,12 @@ threads only: this machine's limits are not the cluster's.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import resource
 import shutil
+import socket
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -34,6 +41,7 @@ import psutil
 from srl.config import ConfigError
 from srl.graph import Graph
 from srl.streams.listeners import connection_cap
+from srl.streams.tcp import WILDCARDS
 
 WORKERS_PER_CPU = 32
 THREADS_PER_CPU = 4
@@ -62,6 +70,7 @@ def check_machine(graph: Graph) -> None:
     _check_threads(c.launch.torch_threads, "launch.torch_threads", cpus)
     if c.launch.trainer_torch_threads is not None:
         _check_threads(c.launch.trainer_torch_threads, "launch.trainer_torch_threads", cpus)
+    _check_bind_host(graph)
     if c.launch.launcher == "ray" and c.launch.ray_address is not None:
         return
     if c.launch.launcher != "inline":
@@ -74,6 +83,42 @@ def check_machine(graph: Graph) -> None:
             raise ConfigError(f"shared memory: {_blocks_needed(graph, shm)}, but {SHM_DIR} has {gib(free)} "
                               f"free; {LOWER_SIZES}")
     _check_memory(graph)
+
+
+def _check_bind_host(graph: Graph) -> None:
+    """dataflow.bind_host, where a listener binds it: one of this machine's addresses (tried by binding
+    it, as a stream will), or a wildcard, said once. Under Ray a listener binds its own node's IP,
+    unless bind_host is a wildcard."""
+    c = graph.config
+    host, launcher = c.dataflow.bind_host, c.launch.launcher
+    if launcher == "inline" or (c.dataflow.transport != "tcp" and not graph.of_kind("gradients")):
+        return  # nothing listens on tcp
+    if host in WILDCARDS:
+        where = "of every node" if launcher == "ray" else "of this machine"
+        listeners = ["streams"] * (c.dataflow.transport == "tcp") + ["the trainers' rendezvous"] * bool(graph.of_kind("gradients"))
+        print(f"srl: warning: dataflow.bind_host={host}: the run's tcp listeners ({' and '.join(listeners)}) "
+              f"take connections on every interface {where}; every message must be signed with "
+              "the run's secret (HMAC-SHA256) and sealed against replay, so none from outside the run is "
+              "taken, but none is encrypted: whoever sees the traffic can read it (docs/security.md)",
+              file=sys.stderr)
+        return
+    if launcher == "ray":
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+    except OSError as e:
+        raise ConfigError(f"field 'dataflow.bind_host': {host} is no address of this machine ({e.strerror}); "
+                          f"its addresses: {', '.join(host_addresses())}; 0.0.0.0 listens on every interface") from None
+
+
+def host_addresses() -> list[str]:
+    """This machine's IPv4 and IPv6 addresses (psutil), loopback first."""
+    found = {a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs
+             if a.family in (socket.AF_INET, socket.AF_INET6)}
+    found = {a for a in found if not ipaddress.ip_address(a).is_link_local}  # fe80::: bound only with its interface
+    return sorted(found, key=lambda a: (not ipaddress.ip_address(a).is_loopback, ":" in a, a))
 
 
 def _check_threads(threads: int, field: str, cpus: int) -> None:

@@ -43,6 +43,56 @@ def test_old_flat_keys_are_read_as_their_sections_with_one_note(capsys, monkeypa
     assert (resumed.run.seed, resumed.stop.total_env_steps, resumed.run.run_id) == (6, 777, "r1")
 
 
+def _both_names_refused(message: str, old: str, new: str) -> None:
+    assert f"config keys {old!r} and {new!r} both set {new!r}" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("old, new", sorted(config_module.MOVED.items()))
+def test_an_old_key_beside_its_new_name_in_the_overrides_is_refused_naming_both(old, new):
+    """Either order: the old key used to win both ways, masking the user's new one with no word."""
+    _both_names_refused(error_of(f"{old}=1", f"{new}=2"), old, new)
+    _both_names_refused(error_of(f"{new}=2", f"{old}=1"), old, new)
+    _both_names_refused(error_of(f"{old}=1", f"{new}=null"), old, new)  # a reset of the new one too
+
+
+@pytest.mark.parametrize("old, new", sorted(config_module.MOVED.items()))
+def test_an_old_key_beside_its_new_name_in_an_experiment_file_is_refused_naming_both(old, new, tmp_path):
+    section, leaf = new.split(".")
+    files = [{new: 2, old: 1}, {old: 1, new: 2}]  # a dotted key, and a mapping (not for pod: one YAML key)
+    files += [{old: 1, section: {leaf: 2}}, {section: {leaf: 2}, old: 1}] if section != old else []
+    for n, file in enumerate(files):
+        path = tmp_path / f"e{n}.yaml"
+        path.write_text(yaml.safe_dump({"base": "cartpole-ppo", **file}, sort_keys=False))
+        message = error_of(experiment=str(path))
+        assert message.startswith(f"{path}: "), message
+        _both_names_refused(message, old, new)
+    with pytest.raises(ConfigError, match=re.escape(f"config keys {old!r} and {new!r}")):  # a Python experiment's dict
+        config_module.translate_moved({old: 1, new: 2} if section == old else {old: 1, section: {leaf: 2}})
+
+
+def test_old_keys_that_touch_their_new_names_only_in_part_are_refused_or_joined(tmp_path):
+    """A section reset (stop=null) beside an old key of it is refused; a dict under an old name
+    joins the new name's other keys (ensemble.* beside pod.ensemble.*: the old one dropped the new)."""
+    assert "config keys 'target_return' and 'stop' both set 'stop.target_return'" in error_of("stop=null", "target_return=5")
+    message = error_of("ensemble.population=3", "pod.ensemble.population=2")
+    assert "config keys 'ensemble.population' and 'pod.ensemble.population'" in message, message
+    pod = ["pod.enabled=true", "env=batched-cartpole"]
+    joined = load_config("cartpole-ppo", [*pod, "ensemble.eval_episodes=3", "pod.ensemble.population=2"])
+    assert (joined.pod.ensemble.population, joined.pod.ensemble.eval_episodes) == (2, 3)
+    for order in (["pod.device=cuda:7", "pod=true"], ["pod=true", "pod.device=cuda:7"]):  # pod itself was a key
+        values = config_module.apply_overrides({}, config_module.translate_moved(parse_overrides(order)))
+        assert values == {"pod": {"enabled": True, "device": "cuda:7"}}, order
+
+
+def test_a_later_input_s_new_key_wins_over_an_earlier_input_s_old_one(tmp_path):
+    """One input per layer: the experiment file's old key, then the command line's new one."""
+    path = tmp_path / "old.yaml"
+    path.write_text("base: cartpole-ppo\ntarget_return: 475\nnum_actor_workers: 2\n")
+    config = load_config(str(path), ["stop.target_return=300", "launch.num_actor_workers=3"])
+    assert (config.stop.target_return, config.launch.num_actor_workers) == (300, 3)
+    assert load_config(str(path), ["stop.target_return=null"]).stop.target_return is None
+
+
 def test_wrong_type_names_the_field_and_the_value():
     message = error_of("launch.num_actor_workers=two")
     assert "'launch.num_actor_workers'" in message and "'two'" in message

@@ -313,13 +313,68 @@ def test_a_config_that_cannot_be_written_stops_the_run_before_it_starts(run_dir,
     assert run_experiment(config) == 1
     err = capsys.readouterr().err
     assert err.count(f"srl: cannot write {run_dir / 'config.yaml'}: ENOSPC") == 1, err
-    # run.lock (srl.launch.rundir) marks no run: the directory can take a new one
-    assert sorted(p.name for p in run_dir.iterdir()) == ["run.lock"], "no config.yaml, whole or torn, and no .tmp"
+    # the launch made the directory, and leaves none: no config.yaml, whole or torn, no .tmp, no run.lock
+    assert not run_dir.exists(), sorted(p.name for p in run_dir.iterdir())
     with pytest.raises(ConfigError, match="has no config.yaml"):
         load_config("cartpole-ppo", [f"run.resume={run_dir}"])
+    run_dir.mkdir()
     (run_dir / "config.yaml").write_text("")  # what an srl before atomic writes left on a full disk
     with pytest.raises(ConfigError, match="not a config"):
         load_config("cartpole-ppo", [f"run.resume={run_dir}"])
+
+
+class FullDiskOs:
+    """The os module as srl.launch.rundir sees it on a full disk: making a file works (an inode),
+    writing data into it does not."""
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    @staticmethod
+    def write(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    @staticmethod
+    def pwrite(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("found", ["nothing", "an empty directory", "a run to resume"])
+def test_a_disk_full_at_start_is_one_line_exit_1_and_leaves_the_directory_as_it_was(run_dir, capsys, monkeypatch, found):
+    """It was a traceback (OSError from run.lock's write) and an empty run.lock left behind."""
+    import srl.launch.rundir as rundir
+
+    record = '{"run_id": "r1", "launch": 1, "pid": 1, "host": "h", "started_unix_s": 1.0}\n'
+    resume = []
+    if found != "nothing":
+        run_dir.mkdir()
+    if found == "a run to resume":
+        load_config("cartpole-ppo", [f"run.run_dir={run_dir}"]).dump_yaml(run_dir / "config.yaml")
+        (run_dir / "run.lock").write_text(record)
+        resume = [f"run.resume={run_dir}"]
+    monkeypatch.setattr(rundir, "os", FullDiskOs())
+    code = cli.main(["run", "cartpole-ppo", f"run.run_dir={run_dir}", *resume, *QUICK])
+    assert code == 1
+    assert capsys.readouterr().err == f"srl: cannot write {run_dir / 'run.lock'}: ENOSPC, errno 28: No space left on device\n"
+    if found == "nothing":
+        assert not run_dir.exists(), "a directory the launch made is gone"
+    elif found == "an empty directory":
+        assert list(run_dir.iterdir()) == [], "no run.lock, empty or not"
+    else:
+        assert (run_dir / "run.lock").read_text() == record, "the last launch's record stays whole"
+
+
+def test_an_ensemble_s_first_leaderboard_that_cannot_be_written_is_one_line_exit_1(run_dir, capsys, monkeypatch):
+    """The controller's own files at start (the tournament's leaderboard, a league's table) as config.yaml."""
+    from srl import leaderboard
+
+    def full(path, text):
+        raise storage.WriteFailed(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(leaderboard, "write_text_atomic", full)
+    config = load_config("cartpole-pod-ensemble", [f"run.run_dir={run_dir}", "pod.ensemble.population=2", *QUICK])
+    assert run_experiment(config) == 1
+    assert capsys.readouterr().err == f"srl: cannot write {run_dir / leaderboard.JSON_NAME}: ENOSPC, errno 28: No space left on device\n"
 
 
 def test_a_summary_that_cannot_be_written_is_said_once(run_dir, capsys, monkeypatch):

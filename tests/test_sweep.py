@@ -53,6 +53,8 @@ def load_study(sweep_dir: Path) -> optuna.Study:
     ({"pruner": {"median": {"warmup": 3}}}, "'pruner.median': unknown argument 'warmup'"),
     ({"overrides": ["run.seed=3"]}, "the sweep sets run.seed itself (use trial_seed"),
     ({"space": {"run_dir": {"choice": ["a"]}}}, "the sweep sets run.run_dir itself"),
+    ({"space": {"target_return": {"choice": [1]}, "stop.target_return": {"choice": [2]}}},
+     "config keys 'target_return' and 'stop.target_return' both set 'stop.target_return'"),
 ])
 def test_sweep_file_errors_name_the_field(fields, named):
     values = {"objective": "episode_return_mean", "space": SPACE, **fields}

@@ -292,3 +292,53 @@ def test_a_replay_run_over_tcp_trains(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["error"] is None and summary["updates"] > 50, summary
     assert summary["stop_reason"].startswith("total_env_steps"), summary
+
+
+@pytest.mark.parametrize("listener", [["dataflow.transport=tcp"], ["launch.num_trainers=2", "launch.num_actor_workers=2"]],
+                         ids=["streams", "trainers-rendezvous"])
+def test_a_bind_host_that_is_no_address_of_this_machine_is_one_line_before_anything_is_made(run_dir, capsys, listener):
+    """It was Errno 99 from the first bind, as a traceback, after the socket directory was made (and left)."""
+    import os
+    from pathlib import Path
+
+    from srl import cli
+    from srl.streams.local import IPC_PREFIX
+
+    code = cli.main(["run", "cartpole-ppo", *listener, "dataflow.bind_host=8.8.8.8", f"run.run_dir={run_dir}", "monitor.display=off"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("srl: field 'dataflow.bind_host': 8.8.8.8 is no address of this machine"), err
+    assert "127.0.0.1" in err and err.count("\n") == 1, "one line, with the machine's addresses"
+    assert not run_dir.exists(), "nothing made: no run directory"
+    assert list(Path(os.environ["SRL_IPC_DIR"]).glob(f"{IPC_PREFIX}{os.getpid()}-*")) == [], "no socket directory"
+
+
+def test_a_wildcard_bind_host_is_said_in_one_line_with_what_guards_the_streams(capsys):
+    from srl.graph import build_graph
+    from srl.load import load_config
+    from srl.machine import check_machine
+
+    check_machine(build_graph(load_config("cartpole-ppo", ["dataflow.transport=tcp"])))
+    assert capsys.readouterr().err == "", "loopback: nothing to say"
+    check_machine(build_graph(load_config("cartpole-ppo", ["dataflow.transport=tcp", "dataflow.bind_host=0.0.0.0"])))
+    err = capsys.readouterr().err
+    assert err.startswith("srl: warning: dataflow.bind_host=0.0.0.0: the run's tcp listeners (streams) take "
+                          "connections on every interface of this machine") and err.count("\n") == 1, err
+    assert "signed with the run's secret (HMAC-SHA256)" in err and "none is encrypted" in err and "docs/security.md" in err
+
+
+def test_a_launcher_that_fails_before_its_workers_start_leaves_no_socket_directory(run_dir, monkeypatch):
+    import errno
+    import os
+    from pathlib import Path
+
+    from srl.launch.run import run_experiment
+    from srl.load import load_config
+    from srl.streams.local import IPC_PREFIX
+
+    def refused(graph):
+        raise OSError(errno.EADDRINUSE, "Address already in use")
+
+    monkeypatch.setattr(local_launcher, "_tcp_wire", refused)
+    with pytest.raises(OSError, match="Address already in use"):
+        run_experiment(load_config("cartpole-ppo", ["dataflow.transport=tcp", f"run.run_dir={run_dir}", "monitor.display=off"]))
+    assert list(Path(os.environ["SRL_IPC_DIR"]).glob(f"{IPC_PREFIX}{os.getpid()}-*")) == []

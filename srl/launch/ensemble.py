@@ -25,6 +25,7 @@ from typing import Any
 
 from srl import leaderboard
 from srl.config import ConfigError, ExperimentConfig
+from srl.storage import failing_as
 from srl.workers.member import member_folder
 from srl.workers.tournament import Entry, Tournament
 
@@ -56,7 +57,8 @@ class PopulationManager:
 
     def __init__(self, config: ExperimentConfig, started_s: float) -> None:
         self.run_dir = Path(str(config.run.run_dir))
-        (self.run_dir / leaderboard.FOLDER).mkdir(parents=True, exist_ok=True)
+        with failing_as(self.run_dir / leaderboard.FOLDER):  # a full disk at start: one line (srl.launch.run)
+            (self.run_dir / leaderboard.FOLDER).mkdir(parents=True, exist_ok=True)
         self.tournament = make_tournament(config)
         self.started_s = started_s  # entries' time_s: a resumed run counts on from its latest entry
         self.adopts: dict[int, dict[str, Any]] = {}  # member -> its latest adopt command

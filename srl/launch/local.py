@@ -86,11 +86,11 @@ def run_workers(
     # The prefix lets a test session tell its own shared memory from other runs on the machine.
     run_id = os.environ.get("SRL_RUN_ID_PREFIX", "") + secrets.token_hex(4)
     ipc_dir = make_ipc_dir(run_id)
-    wire = _tcp_wire(graph)  # None: shared memory and ipc
-    blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
-    workers, transport, group_stores = None, None, {}
+    workers, transport, group_stores, blocks = None, None, {}, None
     restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does
-    try:
+    try:  # from here on the socket directory and shared blocks are removed whatever happens
+        wire = _tcp_wire(graph)  # None: shared memory and ipc
+        blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
         workers = make_workers(graph, run_id, ipc_dir, wire)
         wire = getattr(workers, "wire", wire)  # a cluster launcher places the streams on its nodes
         group_stores = _trainer_groups(graph, getattr(workers, "host", None))  # held until the run ends
@@ -125,7 +125,8 @@ def run_workers(
             transport.close()
         for store in group_stores.values():
             store.close()
-        blocks.unlink()
+        if blocks is not None:
+            blocks.unlink()
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 

@@ -33,18 +33,26 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     check_machine(graph)  # ... and what this machine cannot hold: CPUs, open files, shared memory, memory
     check_queues(graph)  # ... and the messages in flight that the queues' byte budget cannot hold
     raise_open_files_limit(graph)
-    claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
+    try:
+        claim = claim_run_dir(config)  # this run's alone until it ends (srl.launch.rundir)
+    except WriteFailed as e:  # a disk full at start, say: the directory is left as it was found
+        return _not_started(e)
     outputs = None
     try:
-        try:
+        try:  # every write before the workers start; a failed one is one line, and nothing has started
             resumed_env_steps = _resume_point(graph, claim.launch)
             outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
-        except WriteFailed as e:  # nothing started yet, nothing to clean
-            Console(stderr=True).print(f"srl: {e}", markup=False, highlight=False, soft_wrap=True)
-            return 1
-        return _launch(graph, outputs, resumed_env_steps)
+            monitor = _monitor(graph, outputs, resumed_env_steps)
+        except WriteFailed as e:
+            return _not_started(e)
+        return _launch(graph, outputs, monitor)
     finally:
         claim.release(launched=outputs is not None)
+
+
+def _not_started(error: WriteFailed) -> int:
+    Console(stderr=True).print(f"srl: {error}", markup=False, highlight=False, soft_wrap=True)
+    return 1
 
 
 def _resume_point(graph: Graph, launch: int) -> int:
@@ -128,26 +136,33 @@ def _loader(graph: Graph) -> Callable[[dict], None]:
     return apply
 
 
-def _launch(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> int:
-    config, started_s = graph.config, outputs.started_s
-    console = Console(stderr=True)
+def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMonitor:
+    """The controller's view of the run, with an ensemble's tournament or a league's table, whose
+    first files are written now (WriteFailed where they cannot be)."""
+    config = graph.config
     policies = {worker: lane.name for lane in graph.lanes for worker in lane.names.values()}
-    monitor = RunMonitor(config, resumed_env_steps, launched_s=started_s, policies=policies,
+    monitor = RunMonitor(config, resumed_env_steps, launched_s=outputs.started_s, policies=policies,
                          policy_names=tuple(lane.name for lane in graph.lanes))
-    # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
-    # escaped: rich would take any "[...]" in it for a style tag and drop it
-    console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
-                  f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
     if config.pod.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
         from srl.launch.ensemble import PopulationManager
 
-        monitor.population = PopulationManager(config, started_s)
+        monitor.population = PopulationManager(config, outputs.started_s)
     leagues = [(name, spec.league) for name, spec in config.policies.items() if spec.league is not None]
     if leagues:  # a self-play league: its snapshots and table are kept here (srl.launch.league)
         from srl.launch.league import LeagueKeeper
 
         monitor.league = LeagueKeeper(config, *leagues[0])
         monitor.league.save()
+    return monitor
+
+
+def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
+    config = graph.config
+    console = Console(stderr=True)
+    # user text (names, paths, errors, install hints like 'srl[plot]') goes out with markup=False or
+    # escaped: rich would take any "[...]" in it for a style tag and drop it
+    console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
+                  f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
     if config.launch.launcher == "inline":
         from srl.launch.inline import run_inline as launch
     elif config.launch.launcher == "ray":

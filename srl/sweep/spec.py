@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from srl.config import ConfigError, ExperimentConfig, moved_key
+from srl.config import ConfigError, ExperimentConfig, moved_key, refuse_moved_twice
 
 # summary.json fields a trial can be scored on, and which way is better
 Direction = Literal["minimize", "maximize"]
@@ -116,6 +116,7 @@ class SweepSpec(BaseModel):
     @field_validator("space")
     @classmethod
     def _space_owned(cls, value: dict[str, Param]) -> dict[str, Param]:
+        refuse_moved_twice(list(value.items()))  # target_return and stop.target_return: one would be lost
         value = {moved_key(key): param for key, param in value.items()}  # old flat keys read as their sections'
         for key in value:
             _refuse_owned(key, key)
