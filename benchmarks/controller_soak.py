@@ -12,10 +12,13 @@ For each size it measures, over `--steady-s` seconds of steady reporting:
 - `us_per_report`: the controller thread's CPU time in `drain` (verify, check, feed the monitor) per report;
 - `controller_cores`: the controller process's CPU (its ZeroMQ thread included) over wall time;
 - `loop_ms_p50`, `loop_ms_p99`: the supervisor loop's period (it waits up to 50 ms for a report);
+  measured once warm: every worker heard from and the backlog of the start (the workers report
+  before the controller's first loop, as in a run) read;
 - `false_timeouts`: workers restarted that had not ended (a heartbeat missed while they reported): must be 0;
 then `exits` workers (256, or all actors of a smaller run) end at once, as on a lost node:
 - `absorb_exits_s`: from their end to the last of them started again (one wait of 0.2 s for
-  their error reports, one broadcast of their epochs);
+  their error reports, one broadcast of their epochs); `absorb_check_s`: the supervisor's `check`
+  call that restarted them, alone;
 - `control_bytes_per_s_after_restart` (and `_per_worker`): bytes the controller sends on control.out
   (each message's wire size times its N subscribers) over `--after-s` seconds after the restarts:
   the epochs resent in turn, a bounded number of pairs a second; with srl's old whole-vector resend
@@ -60,15 +63,16 @@ from srl.workers.wiring import incarnations  # noqa: E402
 
 SIZES = (64, 256, 1024, 4096)
 EXITS = 256
+WARM_LIMIT_S = 120.0  # a run not warm by then (every worker heard, loops short) is reported, not measured
 LINK_POLL_S = 0.05  # how often a synthetic worker reads control.out (a real one: each ms while busy)
 
 
 def soak_graph(workers: int, run_dir: str):
     """A tcp run of `workers` workers in all: actors, a trainer and the parameter service."""
     def config(actors: int):
-        return build_config({"experiment": "soak", "run_dir": run_dir, "num_actor_workers": actors,
-                             "transport": "tcp", "total_env_steps": 2**53, "max_restarts": 1_000_000,
-                             "restart_window_s": 1.0})  # fmt: skip
+        return build_config({"experiment": "soak", "run": {"run_dir": run_dir}, "dataflow": {"transport": "tcp"},
+                             "launch": {"num_actor_workers": actors, "max_restarts": 1_000_000, "restart_window_s": 1.0},
+                             "stop": {"total_env_steps": 2**53}})  # fmt: skip
 
     others = len(build_graph(config(1)).workers) - 1
     return build_graph(config(max(1, workers - others)))
@@ -130,7 +134,8 @@ class SyntheticWorkers:
         self.owner, self.keys, self.queues = owner, keys, queues
         self.exited: dict[str, int] = {}  # ended, as the soak says
         self.killed_alive: list[str] = []  # restarted although they had not ended: a false timeout
-        self.starts: dict[str, float] = {}
+        self.starts: dict[str, float] = {}  # worker -> when it was last started
+        self.started = 0  # starts in all
 
     def end(self, names: list[str]) -> None:
         for name in names:
@@ -148,6 +153,7 @@ class SyntheticWorkers:
     def start(self, spec, graph) -> None:
         self.exited.pop(spec.name, None)
         self.starts[spec.name] = time.monotonic()
+        self.started += 1
         self.queues[self.owner[spec.name]].put(("start", self.keys[spec.name]))
 
     def running(self) -> bool:
@@ -184,8 +190,8 @@ class Soak:
         self.supervisor, self.workers, self.counting = supervisor, workers, counting
         self.exits, self.reports, self.drain_cpu_s = exits, 0, 0.0
         self.loop_s: list[float] = []
-        t0 = time.monotonic()
-        self.steady_at, self.exits_at = t0 + warmup_s, t0 + warmup_s + steady_s
+        self.warm_at, self.steady_s, self.last_tick_s = time.monotonic() + warmup_s, steady_s, time.monotonic()
+        self.steady_at = self.exits_at = math.inf  # once warm: every worker heard, the backlog of the start read
         self.after_s, self.ended_s, self.absorbed_s, self.after_at = after_s, None, None, None
         self.figures: dict = {}
         drain, on_report = supervisor.drain, supervisor.monitor.on_report
@@ -199,11 +205,27 @@ class Soak:
             self.reports += 1
             on_report(*args, **kwargs)
 
+        check = supervisor.check
+        self.check_s: list[float] = []  # each check that restarted workers: how long it took
+
+        def timed_check() -> None:
+            start, started = time.monotonic(), self.workers.started
+            check()
+            if self.workers.started > started:
+                self.check_s.append(time.monotonic() - start)
+
         supervisor.drain, supervisor.monitor.on_report = timed_drain, counted  # type: ignore[method-assign]
+        supervisor.check = timed_check  # type: ignore[method-assign]
 
     def tick(self, monitor) -> None:
-        now = time.monotonic()
-        if now < self.steady_at:
+        now, period_s, self.last_tick_s = time.monotonic(), time.monotonic() - self.last_tick_s, time.monotonic()
+        if self.steady_at == math.inf:
+            heard = len(monitor.last_report_s) >= len(self.supervisor.specs)
+            if now >= self.warm_at and heard and period_s < 0.2:
+                self.steady_at, self.exits_at = now, now + self.steady_s
+            elif now > self.warm_at + WARM_LIMIT_S:
+                raise RuntimeError(f"not warm {WARM_LIMIT_S:g} s after the warm-up: {len(monitor.last_report_s)} of "
+                                   f"{len(self.supervisor.specs)} workers heard, the last loop took {period_s:.2f} s")
             return
         if not self.loop_s:  # the steady window opens
             self.reports, self.drain_cpu_s, self.cpu0, self.bytes0 = 0, 0.0, time.process_time(), self.counting.bytes
@@ -285,6 +307,7 @@ def soak(workers: int, processes: int, warmup_s: float, steady_s: float, after_s
     return {
         "workers": count, **outputs.figures, "false_timeouts": len(fake.killed_alive),
         "exits": len(exits), "absorb_exits_s": round(outputs.absorbed_s or math.nan, 3),
+        "absorb_check_s": round(max(outputs.check_s, default=math.nan), 3),
         "control_bytes_per_s_after_restart": round(outputs.bytes_after * count, 1),
         "control_bytes_per_worker_per_s_after_restart": round(outputs.bytes_after, 1),
         "epochs_mismatched": mismatched, "heartbeat_timeout_s": graph.config.launch.heartbeat_timeout_s,

@@ -79,8 +79,8 @@ def clock(monkeypatch):
 
 
 def supervised(actors: int):
-    config = build_config({"experiment": "s", "run_dir": "/tmp/s", "num_actor_workers": actors,
-                           "max_restarts": 3, "transport": "tcp"})  # fmt: skip
+    config = build_config({"experiment": "s", "run": {"run_dir": "/tmp/s"}, "dataflow": {"transport": "tcp"},
+                           "launch": {"num_actor_workers": actors, "max_restarts": 3}})  # fmt: skip
     graph = build_graph(config)
     transport, lives = TcpLikeTransport(), Incarnations([w.name for w in graph.workers])
     workers = FakeWorkers(lives)
@@ -191,8 +191,8 @@ def test_under_ray_every_worker_s_ports_are_asked_for_at_once():
     from srl.launch.ray_streams import place_streams
     from srl.streams.tcp import Wire
 
-    graph = build_graph(build_config({"experiment": "s", "run_dir": "/tmp/s", "num_actor_workers": 50,
-                                      "transport": "tcp"}))  # fmt: skip
+    graph = build_graph(build_config({"experiment": "s", "run": {"run_dir": "/tmp/s"}, "dataflow": {"transport": "tcp"},
+                                      "launch": {"num_actor_workers": 50}}))  # fmt: skip
     ray = FakeRay()
 
     class Actor:
@@ -213,8 +213,9 @@ def test_a_policy_worker_and_a_trainer_of_2000_actors_open_their_sockets(tmp_pat
     from srl.streams.samples import released_name
 
     actors = 2000
-    graph = build_graph(build_config({"experiment": "s", "run_dir": str(tmp_path), "num_actor_workers": actors,
-                                      "inference": "policy_worker"}))  # fmt: skip
+    graph = build_graph(build_config({"experiment": "s", "run": {"run_dir": str(tmp_path)},
+                                      "launch": {"num_actor_workers": actors},
+                                      "dataflow": {"inference": "policy_worker"}}))  # fmt: skip
     transport = open_transport(graph, "sockets", tmp_path)
     try:
         InferenceServer(transport, 0, list(range(actors)))  # 2,001 sockets: past ZeroMQ's default 1,023
@@ -240,7 +241,7 @@ def test_a_process_past_its_declared_sockets_gets_a_clear_error(tmp_path):
 def test_a_run_whose_process_would_open_more_sockets_than_zeromq_allows_is_refused(monkeypatch):
     from srl.machine import check_machine
 
-    graph = build_graph(build_config({"experiment": "s", "run_dir": "/tmp/s"}))
+    graph = build_graph(build_config({"experiment": "s", "run": {"run_dir": "/tmp/s"}}))
     monkeypatch.setattr(type(graph), "sockets_per_process", lambda self: 70_000)
     with pytest.raises(ConfigError, match=r"num_actor_workers=1.*70064 sockets.*zmq.SOCKET_LIMIT"):
         check_machine(graph)

@@ -116,6 +116,9 @@ class Supervisor:
         self._restarted: dict[str, None] = {}  # over tcp: every worker restarted, in order (their pairs are resent)
         self._resend_next = 0  # ... the position in it of the next pair to resend
         self.specs = {spec.name: spec for spec in graph.workers}
+        # trainer -> every trainer of its torch.distributed group (num_trainers > 1), found once:
+        # looked up per failure, a search of every stream cost a lost node's K workers K x N
+        self._groups = {member: st.producers for st in graph.of_kind("gradients") for member in st.producers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
         self.halts: dict[str, str] = {}  # worker -> why it ended the run (srl.faults.RunHalted): no restart
         self.write_fault: WriteFailed | None = None  # a worker could not write a run file: the end
@@ -228,8 +231,7 @@ class Supervisor:
 
     def _restart_group(self, name: str) -> list[str]:
         """The workers that restart with `name`: every trainer of its group, else itself."""
-        group = next((st.producers for st in self.graph.of_kind("gradients") if name in st.producers), (name,))
-        return list(group)
+        return list(self._groups.get(name, (name,)))
 
     def _failed(self, failures: list[tuple[str, str, float | None]]) -> None:
         """Restart the workers of `failures` ((name, why, when its end was seen)) and their groups,
