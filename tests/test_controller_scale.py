@@ -19,7 +19,7 @@ from srl.config import ConfigError
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.supervise import EPOCHS_RESEND_PAIRS, EPOCHS_RESEND_S, ERROR_REPORT_WAIT_S, POLL_S, Supervisor
-from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Role, WorkerLink
+from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Kind, Role, WorkerLink
 from srl.streams.incarnations import Incarnations
 from srl.streams.inline import InlineTransport
 
@@ -260,3 +260,17 @@ def test_epoch_pairs_naming_no_worker_of_the_run_are_dropped():
     link.poll_stop()
     assert mine.tolist() == [0, 4, 2]
     assert sum(transport.take_rejected().values()) == 3
+
+
+def test_one_drain_reads_a_bounded_number_of_reports(monkeypatch):
+    """A controller whose workers report faster than it reads still goes round its loop (its
+    heartbeat checks, restarts, stop rules): one drain takes at most DRAIN_LIMIT reports."""
+    monkeypatch.setattr("srl.launch.supervise.DRAIN_LIMIT", 5, raising=False)
+    supervisor, _, transport, _ = supervised(4)
+    link = WorkerLink(transport, Role.ACTOR, 0)
+    for _ in range(12):
+        link.send(Kind.REPORT, {"env_steps": 1, "episode_returns": [], "episode_lengths": []})
+    supervisor.drain()
+    assert supervisor.monitor.env_steps == 5
+    supervisor.drain(), supervisor.drain()
+    assert supervisor.monitor.env_steps == 12

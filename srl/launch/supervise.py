@@ -47,6 +47,10 @@ POLL_S = 0.05
 # run's size; a peer that missed one catches up within (restarted workers / 16) seconds.
 EPOCHS_RESEND_S = 1.0
 EPOCHS_RESEND_PAIRS = 16
+# reports read per drain: a controller short of CPU whose workers report faster than it reads
+# (4,096 workers on a loaded 2-CPU machine) read on and on in one drain, never reaching its checks;
+# bounded, the loop goes round and the backlog waits in the workers' queues (srl.streams.queues)
+DRAIN_LIMIT = 4096
 # after exits, the time their error reports may still take to arrive: waited once for all the
 # workers found ended together (a lost node's), not once each
 ERROR_REPORT_WAIT_S = 0.2
@@ -143,10 +147,10 @@ class Supervisor:
                 return reason
 
     def drain(self) -> None:
-        """Feed every waiting report to the monitor; keep error reports for the failure's detail.
-        The inbox passes only reports the monitor can read; the rest is counted with every other
-        message this process dropped."""
-        messages = self.inbox.recv_all()
+        """Feed the waiting reports (at most DRAIN_LIMIT) to the monitor; keep error reports for
+        the failure's detail. The inbox passes only reports the monitor can read; the rest is
+        counted with every other message this process dropped."""
+        messages = self.inbox.recv_all(DRAIN_LIMIT)
         self.monitor.on_rejected(self.transport.take_rejected())
         self.monitor.on_dropped(self.transport.take_dropped())
         for service in self.also_rejecting:
