@@ -161,9 +161,9 @@ class LaunchConfig(Settings):
         description="inline: every worker in this process (debugging); local: one process per worker; "
         "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
-    num_actor_workers: int = Field(1, ge=1, le=8192, description="Actor worker processes, each stepping a ring of "
-                                   "envs (and at most 32 worker processes per CPU in all: srl.machine). 8,192: what "
-                                   "one controller core holds, reports every 0.5 s (docs/scaling.md).")
+    num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
+                                   "envs (and at most 32 worker processes per CPU in all: srl.machine). 4,096: about "
+                                   "what one controller core reads the reports of (docs/scaling.md).")
     num_policy_workers: int = Field(
         1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
     )

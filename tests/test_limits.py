@@ -52,7 +52,7 @@ def tmp_files(run_dir: Path) -> list[Path]:
     [
         ("run.seed=4294967296", "run.seed", "4294967295"),
         ("run.seed=-1", "run.seed", "greater than or equal to 0"),
-        ("launch.num_actor_workers=100000", "launch.num_actor_workers", "8192"),
+        ("launch.num_actor_workers=100000", "launch.num_actor_workers", "4096"),
         ("dataflow.segment_slots=1000000", "dataflow.segment_slots", "64"),
         ("dataflow.sample_length=100000000", "dataflow.sample_length", "100000"),
         ("dataflow.envs_per_actor=1000000", "dataflow.envs_per_actor", "65536"),
