@@ -171,7 +171,8 @@ class LaunchConfig(Settings):
         "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
     num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
-                                   "envs (and at most 32 worker processes per CPU in all: srl.machine).")
+                                   "envs (and at most 32 worker processes per CPU in all: srl.machine). 4,096: about "
+                                   "what one controller core reads the reports of (docs/scaling.md).")
     num_policy_workers: int = Field(
         1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
     )

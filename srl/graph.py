@@ -249,6 +249,17 @@ class Graph:
                 if s.via == "transport" and not (shares_memory and s.in_flight)}
 
 
+    def sockets_per_process(self) -> int:
+        """The most sockets one process of the run opens: one per stream it takes part in, so a
+        policy worker one per actor it serves (their replies) and a trainer one per actor it
+        takes segments from (their releases). Every process's ZeroMQ context is sized by it
+        (srl.streams.local.ZmqTransport): ZeroMQ's default of 1,023 stopped a run of 1,024 actors."""
+        from collections import Counter
+
+        counts = Counter(w for s in self.streams if s.via == "transport" for w in s.workers)
+        return max(counts.values(), default=0)
+
+
 def actor_block(actor: int) -> str:
     return f"actor{actor}"
 

@@ -7,6 +7,8 @@ not minutes later with "Too many open files", a bus error or the OOM killer. The
 generous multiples, so that only a typo or a runaway value trips them:
 
 - worker processes: at most WORKERS_PER_CPU per CPU this process may run on;
+- sockets of one process (a policy worker's, one per actor it serves): within ZeroMQ's limit for
+  a context, on any machine (each process sizes its context by the graph: srl.streams.local);
 - torch threads of one process: at most THREADS_PER_CPU per CPU;
 - open files: each process holds about FILES_PER_WORKER per worker of the run (sockets, shared
   blocks, inherited descriptors; measured on a local run), and strangers' connections up to its
@@ -71,6 +73,8 @@ def check_machine(graph: Graph) -> None:
     if c.launch.trainer_torch_threads is not None:
         _check_threads(c.launch.trainer_torch_threads, "launch.trainer_torch_threads", cpus)
     _check_bind_host(graph)
+    if c.launch.launcher != "inline":
+        _check_sockets(graph)
     if c.launch.launcher == "ray" and c.launch.ray_address is not None:
         return
     if c.launch.launcher != "inline":
@@ -134,6 +138,27 @@ def _check_processes(graph: Graph, cpus: int) -> None:
         raise ConfigError(
             f"{_worker_counts(graph)}: {len(graph.workers)} worker processes exceed {limit} "
             f"({WORKERS_PER_CPU} per CPU, this machine gives the run {cpus} CPUs)"
+        )
+
+
+def _check_sockets(graph: Graph) -> None:
+    """One process's sockets (a policy worker's: one per actor it serves) within what ZeroMQ allows
+    one context (zmq.SOCKET_LIMIT), on any machine: each process sizes its context so."""
+    import zmq
+
+    from srl.streams.local import SPARE_SOCKETS
+
+    context = zmq.Context()
+    try:
+        limit = context.get(zmq.SOCKET_LIMIT)
+    finally:
+        context.term()
+    needed = graph.sockets_per_process() + SPARE_SOCKETS
+    if needed > limit:
+        raise ConfigError(
+            f"{_worker_counts(graph)}: one process would open {needed} sockets (a policy worker or trainer one per "
+            f"actor it serves), over ZeroMQ's limit of {limit} (zmq.SOCKET_LIMIT); run more policy workers or "
+            "trainers, or fewer actors"
         )
 
 

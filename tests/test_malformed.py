@@ -635,19 +635,25 @@ class Commands(Harness):
         self.name, self.rx, self.receivers = CONTROL_OUT, self.worker, self.link.receivers
         self.bad = self.controller.publisher(CONTROL_OUT)  # the controller's own socket: PUB binds the port
 
-        def in_bounds(frames) -> bool:
-            v = np.frombuffer(frames[0], np.int64)
-            return bool((v >= 0).all() and (v < 2**31).all())
+        def pairs_in_bounds(frames) -> bool:  # 1 to 3 (position, epoch) pairs of this run's 3 workers
+            if len(frames[0]) % 16 or not 16 <= len(frames[0]) <= 16 * 3:
+                return False
+            pairs = np.frombuffer(frames[0], np.int64).reshape(-1, 2)
+            return bool(((pairs[:, 0] >= 0) & (pairs[:, 0] < 3) & (pairs[:, 1] >= 0) & (pairs[:, 1] < 2**31)).all())
 
-        self.shapes = [Shape(({STOP},)), Shape(({EPOCHS},), (self.epochs.nbytes,), in_bounds)]
-        self.templates = [((EPOCHS,), [self.epochs.tobytes()]), ((STOP,), [])]
+        self.shapes = [Shape(({STOP},)), Shape(({EPOCHS},), (None,), pairs_in_bounds)]
+        self.templates = [((EPOCHS,), [self.pairs()]), ((STOP,), [])]
         self.send_valid(np.random.default_rng(0))  # until subscribed (a PUB drops what no one takes)
-        resend = lambda: self.bad.send((EPOCHS,), [self.sent.tobytes()])  # noqa: E731
+        resend = lambda: self.bad.send((EPOCHS,), [self.pairs()])  # noqa: E731
         until(lambda: self.pending is None, lambda: (resend(), self.wait(), self.poll()), "the first epochs")
+
+    def pairs(self) -> bytes:
+        """Every worker's (position, epoch) as sent, in one EPOCHS frame."""
+        return np.stack([np.arange(len(self.sent)), self.sent], axis=1).astype(np.int64).tobytes()
 
     def send_valid(self, rng) -> None:
         self.sent = self.sent + rng.integers(1, 3, self.sent.shape)
-        self.bad.send((EPOCHS,), [self.sent.tobytes()])  # what the controller sends after a restart
+        self.bad.send((EPOCHS,), [self.pairs()])  # what the controller sends after restarts
         self.pending = self.sent
 
     def poll(self) -> None:

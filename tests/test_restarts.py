@@ -151,8 +151,8 @@ class FakeWorkers:
         self.log.append(("start", spec.name, self.lives.of(spec.name), graph.config.run.resume))
         self.codes.pop(spec.name, None)
 
-    def exit_code(self, name):
-        return self.codes.get(name)
+    def ended(self):
+        return dict(self.codes)
 
     def kill(self, name):
         self.log.append(("kill", name, self.lives.of(name)))
@@ -210,16 +210,17 @@ def test_the_trainer_publishes_again_when_the_parameter_service_was_restarted():
 
 
 def test_over_tcp_epochs_arrive_by_broadcast_and_only_grow():
-    """Each tcp process keeps its own copy: the control stream's EPOCHS raise it, never lower it,
-    and a receiver meeting a later epoch in a message takes it."""
+    """Each tcp process keeps its own copy: the control stream's EPOCHS (pairs of position and
+    epoch) raise it, never lower it, and a receiver meeting a later epoch in a message takes it."""
     from srl.streams.control import CONTROL_OUT, EPOCHS
 
     transport = InlineTransport()
     mine = Incarnations(["actor:0", "trainer:0"], np.array([0, 2], np.int64))
     link = WorkerLink(transport, Role.ACTOR, 0, mine.epochs)
     broadcast = transport.publisher(CONTROL_OUT)
-    broadcast.send((EPOCHS,), [np.array([1, 1], np.int64).tobytes()])
-    broadcast.send((EPOCHS,), [np.array([9, 9, 9], np.int64).tobytes()])  # another graph's: ignored
+    broadcast.send((EPOCHS,), [mine.pairs(["actor:0", "trainer:0"]).tobytes()])  # as they are: no change
+    broadcast.send((EPOCHS,), [np.array([[0, 1], [1, 1]], np.int64).tobytes()])
+    broadcast.send((EPOCHS,), [np.array([[2, 9]], np.int64).tobytes()])  # another graph's worker: ignored
     assert not link.poll_stop()
     assert mine.epochs.tolist() == [1, 2]
     mine.observe("actor:0", 3), mine.observe("trainer:0", 1), mine.observe("policy:0", 5)

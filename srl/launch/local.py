@@ -50,8 +50,8 @@ class LocalWorkers:
         proc.start()
         self.procs[spec.name] = proc
 
-    def exit_code(self, name: str) -> int | None:
-        return self.procs[name].exitcode
+    def ended(self) -> dict[str, int]:
+        return {name: p.exitcode for name, p in self.procs.items() if p.exitcode is not None}
 
     def kill(self, name: str) -> None:
         proc = self.procs[name]

@@ -171,12 +171,18 @@ class RayWorkers:
         self.runs[spec.name] = actor.run.remote(graph, spec, self.run_id, self.ipc_dir, self.host, self.wire)
         self.details.pop(spec.name, None)
 
-    def exit_code(self, name: str) -> int | None:
-        ready, _ = self.ray.wait([self.runs[name]], timeout=0)
-        if not ready:
-            return None
+    def ended(self) -> dict[str, int]:
+        """One ray.wait over every worker's run (one each, every 50 ms, cost the controller a
+        Ray call per worker per loop)."""
+        names = {ref: name for name, ref in self.runs.items()}
+        if not names:
+            return {}
+        ready, _ = self.ray.wait(list(names), num_returns=len(names), timeout=0)
+        return {names[ref]: self._exit_code(names[ref], ref) for ref in ready}
+
+    def _exit_code(self, name: str, ref: Any) -> int:
         try:
-            self.ray.get(ready[0])
+            self.ray.get(ref)
             return 0
         except self.ray.exceptions.RayActorError as e:  # the process died (killed, out of memory)
             self.details[name] = f"its Ray actor died: {e}"
@@ -196,7 +202,7 @@ class RayWorkers:
             pass  # killed is what we wanted
 
     def running(self) -> bool:
-        return any(self.exit_code(name) is None for name in self.runs)
+        return len(self.ended()) < len(self.runs)
 
     def close(self, terminate_first: bool = False) -> None:
         if self.actors:  # once: a second close would find every actor killed

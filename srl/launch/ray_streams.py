@@ -34,14 +34,17 @@ def place_streams(ray: Any, graph: Graph, actors: dict[str, Any], controller_ip:
     node_ip = dict(zip(names, (w["host"] for w in ray.get([actors[n].where.remote() for n in names]))))
     node_ip[CONTROLLER] = controller_ip
     owners = {s.name: s.owner for s in graph.streams if s.via == "transport"}
-    ports: dict[str, int] = {}
-    for owner in dict.fromkeys(owners.values()):
-        mine = [name for name, o in owners.items() if o == owner]
-        host = bind_host_on(node_ip[owner], wire.bind_host)
-        if owner == CONTROLLER:
-            found = free_ports(host, len(mine))
-        else:
-            found = ray.get(actors[owner].free_ports.remote(host, len(mine)))
-        ports.update(zip(mine, found))
+    streams_of: dict[str, list[str]] = {}  # owner -> the streams it binds (one pass: N owners, N streams)
+    for name, owner in owners.items():
+        streams_of.setdefault(owner, []).append(name)
+    bind_hosts = {owner: bind_host_on(node_ip[owner], wire.bind_host) for owner in streams_of}
+    # every worker's ports asked for at once, then one wait (asked in turn, a run of N workers
+    # waited for N round trips to the nodes)
+    asked = {owner: actors[owner].free_ports.remote(bind_hosts[owner], len(mine))
+             for owner, mine in streams_of.items() if owner != CONTROLLER}
+    found = dict(zip(asked, ray.get(list(asked.values()))))
+    if CONTROLLER in streams_of:
+        found[CONTROLLER] = free_ports(bind_hosts[CONTROLLER], len(streams_of[CONTROLLER]))
+    ports = {name: port for owner, mine in streams_of.items() for name, port in zip(mine, found[owner])}
     hosts = {name: node_ip[owner] for name, owner in owners.items()}
     return dataclasses.replace(wire, ports=ports, hosts=hosts, bind_host=bind_host_on(controller_ip, wire.bind_host))

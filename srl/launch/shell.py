@@ -117,10 +117,11 @@ def open_transport(graph: Any, run_id: str, ipc_dir: Path, wire: Any = None) -> 
     from srl.streams.local import LocalTransport
     from srl.streams.tcp import TcpTransport
 
+    sockets = graph.sockets_per_process()  # past ZeroMQ's default where a worker serves 1,000+ actors
     if wire is not None:
-        return TcpTransport(wire, graph.restarted_ns)
+        return TcpTransport(wire, graph.restarted_ns, sockets)
     budget = graph.config.dataflow.max_queued_bytes_per_peer  # bytes queued per peer (srl.streams.queues)
-    return LocalTransport(run_id, ipc_dir, budget, graph.message_bytes(shares_memory=True))
+    return LocalTransport(run_id, ipc_dir, budget, graph.message_bytes(shares_memory=True), sockets)
 
 
 def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:

@@ -41,8 +41,19 @@ from srl.streams.schema import checked
 from srl.streams.transport import Receiver, Transport
 
 POLL_S = 0.05
+# Over tcp, after a restart: every EPOCHS_RESEND_S the (worker, epoch) pairs of the next
+# EPOCHS_RESEND_PAIRS restarted workers, in turn, for a peer that missed a broadcast
+# (srl.streams.incarnations). At most 16 * 16 bytes of pairs a second to each peer, whatever the
+# run's size; a peer that missed one catches up within (restarted workers / 16) seconds.
 EPOCHS_RESEND_S = 1.0
-ERROR_REPORT_WAIT_S = 0.2  # after an exit, the time its error report may still take to arrive
+EPOCHS_RESEND_PAIRS = 16
+# reports read per drain: a controller short of CPU whose workers report faster than it reads
+# (4,096 workers on a loaded 2-CPU machine) read on and on in one drain, never reaching its checks;
+# bounded, the loop goes round and the backlog waits in the workers' queues (srl.streams.queues)
+DRAIN_LIMIT = 4096
+# after exits, the time their error reports may still take to arrive: waited once for all the
+# workers found ended together (a lost node's), not once each
+ERROR_REPORT_WAIT_S = 0.2
 
 
 class Workers(Protocol):
@@ -51,8 +62,9 @@ class Workers(Protocol):
     def start(self, spec: WorkerSpec, graph: Graph) -> None:
         """Start (or start again) the worker of `spec`, built from `graph`."""
 
-    def exit_code(self, name: str) -> int | None:
-        """None while the worker runs; its exit code (or -signal) once it has ended."""
+    def ended(self) -> dict[str, int]:
+        """Every worker that has ended, with its exit code (or -signal): one look at them all
+        (under Ray one wait over every worker's run, not one call each)."""
 
     def kill(self, name: str) -> None:
         """Force the worker dead and wait until it is (a hung one, before its restart)."""
@@ -106,8 +118,13 @@ class Supervisor:
         self.also_rejecting = list(also_rejecting)
         self.workers, self.incarnations = workers, incarnations
         self.policy = RestartPolicy(graph.config.launch.max_restarts, graph.config.launch.restart_window_s)
-        self._epochs_sent_s = 0.0  # over tcp: when the epochs were last broadcast
+        self._epochs_sent_s = 0.0  # over tcp: when epochs were last broadcast (0: never, no restart yet)
+        self._restarted: dict[str, None] = {}  # over tcp: every worker restarted, in order (their pairs are resent)
+        self._resend_next = 0  # ... the position in it of the next pair to resend
         self.specs = {spec.name: spec for spec in graph.workers}
+        # trainer -> every trainer of its torch.distributed group (num_trainers > 1), found once:
+        # looked up per failure, a search of every stream cost a lost node's K workers K x N
+        self._groups = {member: st.producers for st in graph.of_kind("gradients") for member in st.producers}
         self.errors: dict[str, str] = {}  # worker -> traceback of its last error report
         self.halts: dict[str, str] = {}  # worker -> why it ended the run (srl.faults.RunHalted): no restart
         self.write_fault: WriteFailed | None = None  # a worker could not write a run file: the end
@@ -132,10 +149,10 @@ class Supervisor:
                 return reason
 
     def drain(self) -> None:
-        """Feed every waiting report to the monitor; keep error reports for the failure's detail.
-        The inbox passes only reports the monitor can read; the rest is counted with every other
-        message this process dropped."""
-        messages = self.inbox.recv_all()
+        """Feed the waiting reports (at most DRAIN_LIMIT) to the monitor; keep error reports for
+        the failure's detail. The inbox passes only reports the monitor can read; the rest is
+        counted with every other message this process dropped."""
+        messages = self.inbox.recv_all(DRAIN_LIMIT)
         self.monitor.on_rejected(self.transport.take_rejected())
         self.monitor.on_dropped(self.transport.take_dropped())
         for service in self.also_rejecting:
@@ -153,24 +170,29 @@ class Supervisor:
 
     def check(self) -> None:
         """Restart every worker that ended or went silent (WorkerFailed when not allowed); a
-        worker's failed write ends the run (WriteFailed): no restart writes to a full disk."""
+        worker's failed write ends the run (WriteFailed): no restart writes to a full disk.
+        Workers found ended together (a lost node's) are one batch: one wait for their error
+        reports, one broadcast of their new epochs."""
         if self.write_fault is not None:
             raise self.write_fault
-        for name in self.specs:
-            code = self.workers.exit_code(name)
-            if code is not None:
-                ended_s = time.monotonic()
-                time.sleep(ERROR_REPORT_WAIT_S)
-                self.drain()
+        ended = self.workers.ended()
+        if ended:
+            ended_s = time.monotonic()
+            time.sleep(ERROR_REPORT_WAIT_S)
+            self.drain()
+            for name in ended:
                 if name in self.halts:  # a restart would only repeat it
                     raise WorkerFailed(name, self.halts.pop(name))
-                known = getattr(self.workers, "detail", lambda _: None)(name)  # e.g. why Ray lost it
-                detail = self.errors.pop(name, None) or known or f"process exited unexpectedly with code {code}"
-                self._failed(name, detail, ended_s)
+            known = getattr(self.workers, "detail", lambda _: None)  # e.g. why Ray lost it
+            self._failed([(name, self.errors.pop(name, "") or known(name)
+                           or f"process exited unexpectedly with code {code}", ended_s)
+                          for name, code in ended.items()])  # fmt: skip
         for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
             self.monitor.on_unplaced(name)
-        for name in self.monitor.silent_workers(list(self.specs)):
-            self._failed(name, f"no heartbeat for {self.graph.config.launch.heartbeat_timeout_s} s")
+        timeout = f"no heartbeat for {self.graph.config.launch.heartbeat_timeout_s} s"
+        silent = self.monitor.silent_workers(list(self.specs))
+        if silent:
+            self._failed([(name, timeout, None) for name in silent])
         self._check_stall()
 
     def _check_stall(self) -> None:
@@ -194,46 +216,63 @@ class Supervisor:
             for index, command in self.monitor.population.take_commands():
                 send_command(self.transport.publisher(CONTROL_OUT), Role.POD, index, command)
 
-    def _broadcast_epochs(self) -> None:
-        """Over tcp each process keeps its own copy of the epochs: send the controller's."""
-        if not self.transport.shares_memory:
-            self.transport.publisher(CONTROL_OUT).send((EPOCHS,), [self.incarnations.epochs.tobytes()])
+    def _broadcast_epochs(self, workers: list[str]) -> None:
+        """Over tcp each process keeps its own copy of the epochs: send the new epochs of
+        `workers`, once (their pairs, not the whole vector: srl.streams.incarnations)."""
+        if not self.transport.shares_memory and workers:
+            pairs = self.incarnations.pairs(workers)
+            self.transport.publisher(CONTROL_OUT).send((EPOCHS,), [pairs.tobytes()])
             self._epochs_sent_s = time.monotonic()
 
     def _rebroadcast_epochs(self) -> None:
-        """Once a worker restarted, again every second: a message on a PUB socket can be missed."""
-        if self._epochs_sent_s and time.monotonic() - self._epochs_sent_s >= EPOCHS_RESEND_S:
-            self._broadcast_epochs()
+        """Once a worker restarted, every EPOCHS_RESEND_S the next EPOCHS_RESEND_PAIRS of the
+        restarted workers' epochs, in turn: a message on a PUB socket can be missed."""
+        if not self._epochs_sent_s or time.monotonic() - self._epochs_sent_s < EPOCHS_RESEND_S:
+            return
+        restarted = list(self._restarted)
+        start = self._resend_next % len(restarted)
+        turn = (restarted + restarted)[start:start + min(EPOCHS_RESEND_PAIRS, len(restarted))]
+        self._resend_next = start + len(turn)
+        self._broadcast_epochs(turn)
 
     def _restart_group(self, name: str) -> list[str]:
         """The workers that restart with `name`: every trainer of its group, else itself."""
-        group = next((st.producers for st in self.graph.of_kind("gradients") if name in st.producers), (name,))
-        return list(group)
+        return list(self._groups.get(name, (name,)))
 
-    def _failed(self, name: str, detail: str, ended_s: float | None = None) -> None:
+    def _failed(self, failures: list[tuple[str, str, float | None]]) -> None:
+        """Restart the workers of `failures` ((name, why, when its end was seen)) and their groups,
+        all together: kill them, bump their epochs, one broadcast, start them again."""
         if self.write_fault is not None:  # its error report came while we waited for it
             raise self.write_fault
+        counts = {name: self._allowed(name, detail) for name, detail, _ in failures}
+        ended_s = {name: when for name, _, when in failures}
+        members = list(dict.fromkeys(member for name in counts for member in self._restart_group(name)))
+        for member in members:
+            self.workers.kill(member)
+        self.drain()
+        restarted_ns = time.time_ns()  # before any peer can know of the new epoch
+        for member in members:
+            self.errors.pop(member, None)
+            self.incarnations.bump(member)  # after the old one is dead, before the new one starts
+        self._restarted.update(dict.fromkeys(members))
+        self._broadcast_epochs(members)
+        epochs = tuple(int(e) for e in self.incarnations.epochs)
+        for member in members:
+            spec = self.specs[member]
+            self.workers.start(spec, restart_graph(self.graph, spec, epochs, restarted_ns))
+            self.monitor.on_restart(member, ended_s.get(member))
+        for name, detail, _ in failures:
+            first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
+            print(f"srl: restarted {name} (restart {counts[name]}, epoch {self.incarnations.of(name)}) after: "
+                  f"{first_line}", file=sys.stderr)
+
+    def _allowed(self, name: str, detail: str) -> int:
+        """Its restart number, or WorkerFailed: a lock-step run, or past the restart policy."""
         if self.graph.config.run.deterministic:
             raise WorkerFailed(name, f"{detail.rstrip()}\n{NO_LOCK_STEP_RESTART.format(self.graph.config.run.run_dir)}")
         try:
-            count = self.policy.on_failure(name, time.monotonic())
+            return self.policy.on_failure(name, time.monotonic())
         except CrashLoop as loop:
             if self.policy.max_restarts == 0:
                 raise WorkerFailed(name, detail) from None
             raise WorkerFailed(name, f"{loop}; its last failure:\n{detail}") from None
-        group = self._restart_group(name)
-        for member in group:
-            self.workers.kill(member)
-        self.drain()
-        restarted_ns = time.time_ns()  # before any peer can know of the new epoch
-        for member in group:
-            self.errors.pop(member, None)
-            epoch = self.incarnations.bump(member)  # after the old one is dead, before the new one starts
-        self._broadcast_epochs()
-        epochs = tuple(int(e) for e in self.incarnations.epochs)
-        for member in group:
-            spec = self.specs[member]
-            self.workers.start(spec, restart_graph(self.graph, spec, epochs, restarted_ns))
-            self.monitor.on_restart(member, ended_s if member == name else None)
-        first_line = detail.strip().splitlines()[-1] if detail.strip() else "?"
-        print(f"srl: restarted {name} (restart {count}, epoch {epoch}) after: {first_line}", file=sys.stderr)

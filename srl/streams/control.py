@@ -5,7 +5,7 @@ controller -> workers: (STOP,) broadcast; (COMMAND, role, index) + one JSON fram
 taken by that one worker (an ensemble member's adopt: srl.launch.ensemble).
 
 Each end takes only messages of these shapes (srl.streams.schema): a worker, a STOP or one frame
-of this run's epochs; the controller, reports of its own workers whose payloads hold what it
+of (worker, epoch) pairs of this run; the controller, reports of its own workers whose payloads hold what it
 reads (srl.launch.reports). The rest is dropped and counted.
 """
 
@@ -24,7 +24,9 @@ from srl.streams.transport import Message, Receiver, Transport
 CONTROLLER_IN = "controller.in"
 CONTROL_OUT = "control.out"
 STOP = 1
-EPOCHS = 2  # (EPOCHS,) + one frame of int64 epochs: over tcp, where epochs are not shared memory
+# (EPOCHS,) + one frame of int64 [position, epoch] pairs, positions in the run's worker list: over
+# tcp, where epochs are not shared memory, what changed (srl.streams.incarnations)
+EPOCHS = 2
 COMMAND = 3  # (COMMAND, role, index) + one JSON object for that worker's kernel (`Kernel.command`)
 # a report's {stream: count} of the messages the worker's receivers dropped since its last report
 # (malformed, not signed by the run, replayed: srl.streams.tcp)
@@ -61,11 +63,13 @@ class Role(IntEnum):
 
 
 def command_schema(epochs: np.ndarray | None) -> Kinds:
-    """(STOP,), or (EPOCHS,) with one frame of this run's epochs (any frame where this worker
-    keeps none: it reads none), or a COMMAND with one JSON object."""
+    """(STOP,), or (EPOCHS,) with one frame of (position, epoch) pairs of this run's workers (any
+    frame where this worker keeps no epochs: it reads none), or a COMMAND with one JSON object."""
     epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(None,))
     if epochs is not None:
-        epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(epochs.nbytes,), content=_check_epochs)
+        workers = len(epochs)
+        epochs_frame = Schema({"kind": one_of(EPOCHS)}, frame_bytes=(None,),
+                              content=lambda message: _check_epoch_pairs(message, workers))
     command = Schema({"kind": one_of(COMMAND), "role": one_of(*Role), "index": INDEX}, frame_bytes=(None,),
                      content=_check_command)
     return Kinds({STOP: Schema({"kind": one_of(STOP)}), EPOCHS: epochs_frame, COMMAND: command})
@@ -80,10 +84,20 @@ def _check_command(message: Message) -> None:
         raise Malformed("a command that is not a JSON object")
 
 
-def _check_epochs(message: Message) -> None:
-    sent = np.frombuffer(message.frames[0], np.int64)  # its size is checked first
-    if sent.min() < EPOCH.start or sent.max() >= EPOCH.stop:
-        raise Malformed(f"epochs outside [{EPOCH.start}, {EPOCH.stop}): {sent.tolist()[:8]}")
+def _check_epoch_pairs(message: Message, workers: int) -> None:
+    size = len(message.frames[0])
+    if size == 0 or size % 16 or size > 16 * workers:
+        raise Malformed(f"an epochs frame of {size} bytes, not 1 to {workers} pairs of int64")
+    pairs = epoch_pairs(message.frames[0])
+    if pairs[:, 0].min() < 0 or pairs[:, 0].max() >= workers:
+        raise Malformed(f"epochs of workers outside [0, {workers}): {pairs[:, 0].tolist()[:8]}")
+    if pairs[:, 1].min() < EPOCH.start or pairs[:, 1].max() >= EPOCH.stop:
+        raise Malformed(f"epochs outside [{EPOCH.start}, {EPOCH.stop}): {pairs[:, 1].tolist()[:8]}")
+
+
+def epoch_pairs(frame: bytes | memoryview) -> np.ndarray:
+    """An EPOCHS frame as [[position, epoch], ...]."""
+    return np.frombuffer(frame, np.int64).reshape(-1, 2)
 
 
 def report_schema(content: Callable[[Message], None]) -> Schema:
@@ -97,7 +111,7 @@ class WorkerLink:
 
     def __init__(self, transport: Transport, role: Role, index: int, epochs: np.ndarray | None = None) -> None:
         self.role, self.index = role, index
-        self._epochs = epochs  # this process's copy of the epochs, kept by the EPOCHS broadcasts
+        self._epochs = epochs  # this process's copy of the epochs, raised by the EPOCHS broadcasts
         self._out = transport.sender(CONTROLLER_IN)
         commands = transport.subscriber(CONTROL_OUT)
         self._stop = checked(transport, commands, CONTROL_OUT, command_schema(epochs))
@@ -112,9 +126,9 @@ class WorkerLink:
         for message in self._stop.recv_all():
             if message.header[0] == STOP:
                 self.stopping = True
-            elif message.header[0] == EPOCHS and self._epochs is not None:  # sized as ours (schema)
-                sent = np.frombuffer(message.frames[0], np.int64)
-                np.maximum(self._epochs, sent, out=self._epochs)  # epochs only grow
+            elif message.header[0] == EPOCHS and self._epochs is not None:  # positions within ours (schema)
+                pairs = epoch_pairs(message.frames[0])
+                np.maximum.at(self._epochs, pairs[:, 0], pairs[:, 1])  # epochs only grow
             elif message.header[0] == COMMAND and tuple(message.header[1:]) == (self.role, self.index):
                 self.commands.append(json.loads(bytes(message.frames[0])))  # a JSON object (schema)
         return self.stopping

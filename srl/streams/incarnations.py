@@ -16,11 +16,16 @@ a message from another epoch is dropped:
 The block is one int64 per worker, written only by the controller; readers poll it (a few
 nanoseconds), so no message is needed to learn of a restart.
 
-Over tcp nothing is shared: every process keeps its own copy. The controller broadcasts the
-epochs on the control stream after each bump (and every second after the first, for a peer that
-missed one), a restarted worker starts from the controller's copy, and a receiver that meets a
-later epoch than its copy holds takes it (`observe`): epochs only grow, and messages are signed,
-so a later epoch is news, never a forgery.
+Over tcp nothing is shared: every process keeps its own copy. The controller broadcasts what
+changed, as (worker, epoch) pairs (`pairs`), once after each batch of bumps; a restarted worker
+starts from the controller's copy, and a receiver that meets a later epoch than its copy holds
+takes it (`observe`): epochs only grow, and messages are signed, so a later epoch is news, never
+a forgery. A message on a PUB socket can be missed (a peer reconnecting, a full queue): the
+controller also sends the pairs of every worker ever restarted again, a few a second in turn
+(srl.launch.supervise), so a peer that missed one catches up within (restarted workers / pairs a
+second) seconds. That costs each peer a bounded number of bytes a second, whatever the run's
+size; sending the whole vector again every second, as srl did, cost 8 N bytes to each of N
+peers: N^2.
 """
 
 from __future__ import annotations
@@ -63,6 +68,11 @@ class Incarnations:
         i = self._index.get(worker)
         if i is not None and epoch > self.epochs[i]:
             self.epochs[i] = epoch
+
+    def pairs(self, workers: list[str]) -> np.ndarray:
+        """[[position, epoch], ...] of `workers` in this copy: what the controller broadcasts."""
+        positions = np.array([self._index[w] for w in workers], np.int64)
+        return np.stack([positions, self.epochs[positions]], axis=1)
 
     def bump(self, worker: str) -> int:
         """The controller's part: `worker` starts a new life; returns its new epoch."""

@@ -28,6 +28,9 @@ from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, NEWEST_ONLY, Drops, bou
 from srl.streams.transport import Message, Receiver, Sender, Transport, as_buffer, decode_header, encode_header
 
 MAX_PARTS = 1 << 16
+# sockets a process may open past those its graph declares (a test's extra receiver, a wait's
+# poller adds none); ZeroMQ's own sockets (its reaper) do not count
+SPARE_SOCKETS = 64
 HEADER_MESSAGE_BYTES = packed_bytes(1, 8 * 64)  # a message of one header, the largest (srl.streams.transport)
 
 
@@ -95,8 +98,14 @@ class ZmqTransport(Transport):
     a stream's socket is bounded (`_bound`), where it binds or connects (`_address`; a backend may
     bind its own way, `_bind`), and how its messages are read and written (`_receiving`, `_sending`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_sockets: int = 0) -> None:
+        """`max_sockets`: the most this process opens (srl.graph.Graph.sockets_per_process); the
+        context is sized for it where that is past ZeroMQ's default (before its first socket:
+        ZeroMQ fixes the limit then)."""
         self.context = zmq.Context()
+        wanted = max_sockets + SPARE_SOCKETS
+        if wanted > self.context.get(zmq.MAX_SOCKETS):
+            self.context.set(zmq.MAX_SOCKETS, min(wanted, self.context.get(zmq.SOCKET_LIMIT)))
         self._drops = Drops()
         self._sockets: list[zmq.Socket] = []
         self._publishers: dict[str, Sender] = {}
@@ -115,6 +124,12 @@ class ZmqTransport(Transport):
     def _sending(self, socket: zmq.Socket, name: str) -> Sender: ...
 
     def _socket(self, kind: int, name: str) -> zmq.Socket:
+        if len(self._sockets) >= self.context.get(zmq.MAX_SOCKETS):
+            raise RuntimeError(
+                f"stream {name!r}: this process has {len(self._sockets)} sockets open, ZeroMQ's limit for it "
+                f"(zmq.MAX_SOCKETS, sized by the streams the graph declares: srl.graph.Graph.sockets_per_process); "
+                "it opened more than its graph declares"
+            )
         socket = self.context.socket(kind)
         socket.setsockopt(zmq.LINGER, 0)
         bind = kind in (zmq.PULL, zmq.PUB)
@@ -170,8 +185,8 @@ class ZmqTransport(Transport):
 
 class LocalTransport(ZmqTransport):
     def __init__(self, run_id: str, ipc_dir: Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
-                 message_bytes: Mapping[str, int] | None = None) -> None:  # fmt: skip
-        super().__init__()
+                 message_bytes: Mapping[str, int] | None = None, max_sockets: int = 0) -> None:  # fmt: skip
+        super().__init__(max_sockets)
         self.run_id = run_id
         self.ipc_dir = ipc_dir
         # the streams whose messages carry more than a header (srl.graph.Graph.message_bytes); the

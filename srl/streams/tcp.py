@@ -157,11 +157,12 @@ class _SignedSender(Sender):
 class TcpTransport(ZmqTransport):
     shares_memory = False
 
-    def __init__(self, wire: Wire, restarted_ns: int = 0) -> None:
+    def __init__(self, wire: Wire, restarted_ns: int = 0, max_sockets: int = 0) -> None:
         """`restarted_ns`: a restarted worker's restart time; its receivers refuse messages sent
         before it, which were meant for its dead predecessor (a fresh receiver has no memory of
-        their senders' sequence numbers, so this is what refuses them when recorded and replayed)."""
-        super().__init__()
+        their senders' sequence numbers, so this is what refuses them when recorded and replayed).
+        `max_sockets`: see ZmqTransport."""
+        super().__init__(max_sockets)
         self.wire, self.restarted_ns = wire, restarted_ns
         self._blocks: dict[str, bytearray] = {}
         self.connections = ConnectionCap(self.context)  # each listener's cap (srl.streams.listeners)
