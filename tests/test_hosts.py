@@ -205,7 +205,7 @@ def srl_on(ray_hosts: RayHosts, run_dir: Path, *args: str) -> subprocess.Popen:
         sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=ray", f"launch.ray_address={ray_hosts.address}",
         "dataflow.transport=tcp", "run.seed=1", f"run.run_dir={run_dir}", "monitor.display=off",
         "monitor.learning_curve=false", *args,
-    ], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env_for_hosts())  # fmt: skip
+    ], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ray_hosts.env)  # fmt: skip
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str]:

@@ -7,7 +7,7 @@ namespaces, by pid: never `ray stop`).
         ray = RayHosts(cluster, resources={"a": {"host_a": 4}, "b": {"host_b": 4}, "c": {"host_c": 4}})
         ray.start()                                            # returns once every node has joined
         cluster.spawn("a", [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=ray",
-                            f"launch.ray_address={ray.address}", "dataflow.transport=tcp", ...])
+                            f"launch.ray_address={ray.address}", "dataflow.transport=tcp", ...], env=ray.env)
 
 Each node gets `num_cpus` CPUs and a small object store (srl passes arrays over its own streams,
 not through Ray's objects), so three fit on a 2-core machine.
@@ -56,8 +56,11 @@ class RayHosts:
                  object_store_bytes: int = OBJECT_STORE_BYTES, env: dict[str, str] | None = None) -> None:  # fmt: skip
         self.cluster, self.num_cpus, self.object_store_bytes = cluster, num_cpus, object_store_bytes
         self.resources = resources or {h.label: {f"host_{h.label}": 4} for h in cluster.hosts}
-        self.env = dict(os.environ if env is None else env)
-        self.env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # HOME is the cluster's folder: Ray reads ~/.ray (an auth token `ray get-auth-token
+        # --generate` left there makes a cluster started without it refuse every client), and
+        # another Ray user of this machine must not change this cluster. Run its drivers with `env`.
+        assert cluster.workdir is not None
+        self.env = {**(os.environ if env is None else env), "HOME": cluster.workdir, "RAY_USAGE_STATS_ENABLED": "0"}
         self.head = cluster.hosts[0]
         self.address = f"{self.head.address}:{GCS_PORT}"
         self.nodes: dict[str, subprocess.Popen] = {}  # host label -> its `ray start --block`
