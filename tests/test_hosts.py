@@ -90,6 +90,8 @@ def test_the_hosts_cluster_carries_messages_between_addresses_and_leaves_nothing
         pids = [p.pid for p in cluster.processes]
         sleeper = cluster.spawn("c", ["sleep", "600"])  # left running: `down` must stop it
         pids.append(sleeper.pid)
+        blocked = next(line for line in Path(f"/proc/{sleeper.pid}/status").read_text().splitlines() if line.startswith("SigBlk"))
+        assert int(blocked.split()[1], 16) == 0, blocked  # it heeds `down`'s SIGTERM
         for host in cluster.hosts:
             shaping = subprocess.run(["tc", "qdisc", "show", "dev", host.veth], capture_output=True, text=True).stdout
             assert "tbf" in shaping and "rate 100Mbit" in shaping, shaping

@@ -130,11 +130,12 @@ class Cluster:
 
     def spawn(self, label: str, argv: Sequence[str], **popen: Any) -> subprocess.Popen:
         """Start `argv` on host `label` (`ip netns exec` execs it: the pid is argv's own), in a
-        session of its own, and record it so that `down` stops it."""
-        with held_signals():
-            proc = subprocess.Popen(self.argv_on(label, argv), start_new_session=True, **popen)
-            self.processes.append(Process(proc.pid, _create_time(proc.pid), label, list(argv)))
-            self.save()
+        session of its own, and record it so that `down` stops it. Not under `held_signals`: a
+        child inherits the signal mask, and would ignore `down`'s SIGTERM; one interrupted before
+        it is recorded is still stopped, as a process inside the cluster's namespace."""
+        proc = subprocess.Popen(self.argv_on(label, argv), start_new_session=True, **popen)
+        self.processes.append(Process(proc.pid, _create_time(proc.pid), label, list(argv)))
+        self.save()
         return proc
 
     def pids(self, label: str) -> list[int]:
