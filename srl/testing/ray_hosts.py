@@ -1,0 +1,119 @@
+"""A Ray cluster on a cluster of namespace hosts (srl.testing.hosts), started with Ray's own CLI:
+the head on the first host, a raylet on each other one, each `ray start --block` a child process
+the hosts cluster records (so its `down` stops them, and every process Ray starts inside those
+namespaces, by pid: never `ray stop`).
+
+    with hosts_up(3) as cluster:
+        ray = RayHosts(cluster, resources={"a": {"host_a": 4}, "b": {"host_b": 4}, "c": {"host_c": 4}})
+        ray.start()                                            # returns once every node has joined
+        cluster.spawn("a", [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=ray",
+                            f"launch.ray_address={ray.address}", "dataflow.transport=tcp", ...], env=ray.env)
+
+Each node gets `num_cpus` CPUs and a small object store (srl passes arrays over its own streams,
+not through Ray's objects), so three fit on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from srl.testing.hosts import Cluster, HostsError
+
+GCS_PORT = 6379  # each host has its own ports: Ray's defaults do not collide with anyone's
+OBJECT_STORE_BYTES = 100 * 2**20  # Ray's floor is 75 MiB
+JOIN_TIMEOUT_S = 120.0  # every node registered with the head (a busy machine starts Ray slowly)
+
+WAIT_FOR_NODES = """
+import sys, time, ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+want, deadline = int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+while time.monotonic() < deadline:
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    if len(alive) >= want:
+        print(len(alive))
+        sys.exit(0)
+    time.sleep(0.5)
+sys.exit(f"{len(alive)} of {want} Ray nodes joined")
+"""
+
+
+def ray_command() -> list[str]:
+    """Ray's CLI, from the environment this Python runs in."""
+    script = Path(sys.executable).with_name("ray")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+class RayHosts:
+    """One Ray node per host of `cluster`: the head on the first host."""
+
+    def __init__(self, cluster: Cluster, resources: dict[str, dict[str, float]] | None = None, num_cpus: int = 2,
+                 object_store_bytes: int = OBJECT_STORE_BYTES, env: dict[str, str] | None = None) -> None:  # fmt: skip
+        self.cluster, self.num_cpus, self.object_store_bytes = cluster, num_cpus, object_store_bytes
+        self.resources = resources or {h.label: {f"host_{h.label}": 4} for h in cluster.hosts}
+        # HOME is the cluster's folder: Ray reads ~/.ray (an auth token `ray get-auth-token
+        # --generate` left there makes a cluster started without it refuse every client), and
+        # another Ray user of this machine must not change this cluster. Run its drivers with `env`.
+        assert cluster.workdir is not None
+        self.env = {**(os.environ if env is None else env), "HOME": cluster.workdir, "RAY_USAGE_STATS_ENABLED": "0"}
+        self.head = cluster.hosts[0]
+        self.address = f"{self.head.address}:{GCS_PORT}"
+        self.nodes: dict[str, subprocess.Popen] = {}  # host label -> its `ray start --block`
+
+    def start(self, timeout_s: float = JOIN_TIMEOUT_S) -> RayHosts:
+        for host in self.cluster.hosts:
+            self.start_node(host.label)
+        self.wait_for_nodes(len(self.cluster.hosts), timeout_s)
+        return self
+
+    def start_node(self, label: str) -> None:
+        """`ray start --block` on host `label` (the head on the first host), its output in the
+        cluster's folder."""
+        host = self.cluster.host(label)
+        assert self.cluster.workdir is not None
+        temp_dir = Path(self.cluster.workdir) / f"ray-{label}"  # short: Ray's socket paths have a length limit
+        where = ["--head", f"--port={GCS_PORT}", "--include-dashboard=false"] if host is self.head else [
+            f"--address={self.address}"]  # fmt: skip
+        argv = [
+            *ray_command(), "start", "--block", *where, f"--node-ip-address={host.address}",
+            f"--num-cpus={self.num_cpus}", f"--resources={json.dumps(self.resources.get(label, {}))}",
+            f"--object-store-memory={self.object_store_bytes}", f"--temp-dir={temp_dir}", "--disable-usage-stats",
+        ]  # fmt: skip
+        log = open(Path(self.cluster.workdir) / f"ray-start-{label}.log", "ab")  # noqa: SIM115  (the child holds it)
+        try:
+            self.nodes[label] = self.cluster.spawn(label, argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        finally:
+            log.close()
+
+    def wait_for_nodes(self, count: int, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+        """Until `count` nodes are alive in the head's view (HostsError after `timeout_s`)."""
+        deadline = time.monotonic() + timeout_s
+        while True:  # the head's port may not be open yet: the waiter fails to connect, and is run again
+            left_s = deadline - time.monotonic()
+            proc = subprocess.run(
+                self.cluster.argv_on(self.head.label, [sys.executable, "-c", WAIT_FOR_NODES, self.address, str(count),
+                                                       str(max(left_s, 1.0))]),
+                capture_output=True, text=True, env=self.env, timeout=left_s + 60,
+            )  # fmt: skip
+            if proc.returncode == 0:
+                return
+            if time.monotonic() >= deadline:
+                raise HostsError(f"Ray on {self.cluster.name}: {proc.stderr.strip()[-2000:]}\n{self.logs()}")
+            time.sleep(1.0)
+
+    def logs(self) -> str:
+        assert self.cluster.workdir is not None
+        texts = [p.read_text(errors="replace")[-1500:] for p in sorted(Path(self.cluster.workdir).glob("ray-start-*.log"))]
+        return "\n".join(texts)
+
+    def alive(self, label: str) -> bool:
+        proc = self.nodes.get(label)
+        return proc is not None and proc.poll() is None
+
+    def describe(self) -> dict[str, Any]:
+        return {"address": self.address, "nodes": {label: proc.pid for label, proc in self.nodes.items()}}

@@ -1,0 +1,385 @@
+"""srl past one host: a cluster of network namespaces (srl.testing.hosts) that comes up and goes
+down leaving nothing; a Ray cluster across three of its hosts (Ray's own CLI, srl.testing.ray_hosts)
+on which cartpole-ppo reaches 475 with every stream over tcp between three addresses; a host lost
+mid-run (every process in its namespace SIGKILLed, its raylet included) whose workers are placed
+again on the hosts left; a host cut off for 10 s that the run rides out without restarts.
+
+Needs root (CI runs as root): elsewhere the cluster's tests fail saying so; they never skip.
+One Ray cluster serves the module's runs (starting one takes Ray tens of seconds)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+import srl
+from srl.testing import check_counts, hosts
+from srl.testing.hosts import Cluster, LatencyRelay, hosts_up
+from srl.testing.ray_hosts import RayHosts
+
+TESTS = Path(__file__).resolve().parent
+RUN_TIMEOUT_S = 600
+RESOURCES = {  # roles are pinned to a host by host_X; `sim` may be held by hosts b and c alike
+    "a": {"host_a": 4}, "b": {"host_b": 4, "sim": 4}, "c": {"host_c": 4, "sim": 4},
+}  # fmt: skip
+PINNED = [  # trainer and parameter service on a (with the controller), every other role on b or c
+    "launch.ray_resources.trainer.resources.host_a=1", "launch.ray_resources.params.resources.host_a=1",
+    "launch.ray_resources.params.num_cpus=0",
+]  # fmt: skip
+
+
+def env_for_hosts() -> dict[str, str]:
+    """The environment of every process on the hosts: this srl, and the tests' own modules."""
+    root = str(Path(srl.__file__).resolve().parent.parent)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(TESTS)])}
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("tests/test_hosts.py makes network namespaces: run it as root (CI does)")
+
+
+def leftovers(cluster: Cluster, pids: list[int]) -> list[str]:
+    """What of `cluster` still exists: namespaces, links, processes, its state file, its folder."""
+    found = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+             if n.startswith(cluster.name)]  # fmt: skip
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [word for word in links.split() if word.startswith(cluster.name)]
+    found += [f"pid {pid}" for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    found += [str(p) for p in (cluster.state_path, Path(f"/tmp/{cluster.name}")) if p.exists()]
+    return found
+
+
+def message_between(cluster: Cluster, sender: str, receiver: str, payload: bytes) -> bytes:
+    """`payload` sent by a process on host `sender` to one listening on host `receiver`; what arrived."""
+    address = cluster.host(receiver).address
+    listen = (f"import socket,sys;s=socket.create_server(('{address}',7000));print('ready',flush=True);"
+              "c,_=s.accept();sys.stdout.buffer.write(c.makefile('rb').read())")  # fmt: skip
+    server = cluster.spawn(receiver, [sys.executable, "-c", listen], stdout=subprocess.PIPE)
+    assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+    send = f"import socket;socket.create_connection(('{address}',7000),timeout=10).sendall({payload!r})"
+    subprocess.run(cluster.argv_on(sender, [sys.executable, "-c", send]), check=True, timeout=60)
+    received, _ = server.communicate(timeout=60)
+    return received
+
+
+def test_the_hosts_cluster_carries_messages_between_addresses_and_leaves_nothing():
+    """`python -m srl.testing.hosts up`, a message from host a's address to host b's, shaped
+    links, then `down`: no namespace, link, process, state file or folder is left."""
+    require_root()
+    up = subprocess.run([sys.executable, "-m", "srl.testing.hosts", "up", "--hosts", "3", "--rate", "100mbit"],
+                        capture_output=True, text=True, env=env_for_hosts(), timeout=120)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    cluster = Cluster.load(json.loads(up.stdout)["name"])
+    pids: list[int] = []
+    try:
+        assert [h.address for h in cluster.hosts] == [f"{cluster.subnet}.{i}" for i in (2, 3, 4)]
+        assert message_between(cluster, "a", "b", b"x" * 100_000) == b"x" * 100_000
+        pids = [p.pid for p in cluster.processes]
+        sleeper = cluster.spawn("c", ["sleep", "600"])  # left running: `down` must stop it
+        pids.append(sleeper.pid)
+        blocked = next(line for line in Path(f"/proc/{sleeper.pid}/status").read_text().splitlines() if line.startswith("SigBlk"))
+        assert int(blocked.split()[1], 16) == 0, blocked  # it heeds `down`'s SIGTERM
+        for host in cluster.hosts:
+            shaping = subprocess.run(["tc", "qdisc", "show", "dev", host.veth], capture_output=True, text=True).stdout
+            assert "tbf" in shaping and "rate 100Mbit" in shaping, shaping
+    finally:
+        down = subprocess.run([sys.executable, "-m", "srl.testing.hosts", "down", cluster.name],
+                              capture_output=True, text=True, env=env_for_hosts(), timeout=120)  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    assert leftovers(cluster, pids) == []
+
+
+def test_ctrl_c_while_the_cluster_is_up_removes_it():
+    """A program holding a cluster (`with hosts_up(...)`) and a process on it, stopped by Ctrl-C."""
+    require_root()
+    code = ("import sys,time;from srl.testing.hosts import hosts_up\n"
+            "with hosts_up(2) as c:\n"
+            "    p = c.spawn('b', ['sleep', '600'])\n"
+            "    print(c.name, p.pid, flush=True)\n"
+            "    time.sleep(600)\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env_for_hosts(),
+                              start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        name, pid = holder.stdout.readline().split()
+        cluster = Cluster.load(name)
+        assert psutil.pid_exists(int(pid))
+        holder.send_signal(signal.SIGINT)
+        holder.wait(timeout=60)
+    finally:
+        if holder.poll() is None:
+            os.killpg(holder.pid, signal.SIGKILL)
+    assert leftovers(cluster, [int(pid)]) == []
+
+
+@pytest.mark.parametrize("euid, path, why", [
+    (1000, os.environ.get("PATH", ""), "needs root"),
+    (0, "/nonexistent", "needs iproute2's ip and tc: not found on PATH"),
+])  # fmt: skip
+def test_up_refuses_in_one_line_where_it_cannot_make_namespaces(monkeypatch, capsys, euid, path, why):
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    monkeypatch.setenv("PATH", path)
+    assert hosts.main(["up", "--hosts", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and why in err and err.startswith("srl.testing.hosts: "), err
+    assert out == ""
+
+
+def test_the_relay_delays_a_connection_between_hosts_by_its_milliseconds():
+    """There is no netem: a relay on host a in front of a listener on host b adds its delay to a
+    round trip through it (once each way), and forwards every byte."""
+    require_root()
+    with hosts_up(2) as cluster:
+        a, b = (h.address for h in cluster.hosts)
+        echo = (f"import socket;s=socket.create_server(('{b}',7001));print('ready',flush=True);c,_=s.accept()\n"
+                "while (d:=c.recv(65536)): c.sendall(d)\n")  # fmt: skip
+        server = cluster.spawn("b", [sys.executable, "-c", echo], stdout=subprocess.PIPE)
+        assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+        relay = cluster.spawn("a", [sys.executable, "-m", "srl.testing.hosts", "relay", "--listen", f"{a}:7002",
+                                    "--to", f"{b}:7001", "--delay-ms", "150"], env=env_for_hosts())  # fmt: skip
+        probe = (f"import socket,time\n"
+                 f"for _ in range(100):\n"
+                 f"    try: s=socket.create_connection(('{a}',7002)); break\n"
+                 f"    except OSError: time.sleep(0.1)\n"
+                 f"t=time.monotonic(); s.sendall(b'y'*200000); got=b''\n"
+                 f"while len(got)<200000: got+=s.recv(65536)\n"
+                 f"print(time.monotonic()-t, got==b'y'*200000)")  # fmt: skip
+        out = subprocess.run(cluster.argv_on("a", [sys.executable, "-c", probe]), capture_output=True, text=True,
+                             timeout=60, check=True).stdout.split()  # fmt: skip
+        assert relay.poll() is None
+        assert float(out[0]) >= 0.3 and out[1] == "True", out
+
+
+def test_an_in_process_relay_stops_and_its_port_is_free_again():
+    listener = socket.create_server(("127.0.0.1", 0))
+    relay = LatencyRelay(("127.0.0.1", 0), listener.getsockname()[:2], delay_ms=1).start()
+    assert relay.address is not None
+    with socket.create_connection(relay.address, timeout=10) as client:
+        accepted, _ = listener.accept()
+        client.sendall(b"hello")
+        assert accepted.recv(5) == b"hello"
+        accepted.close()
+    relay.stop()
+    listener.close()
+    socket.create_server(relay.address).close()  # the relay let go of its port
+
+
+# --- srl on a Ray cluster across the hosts -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    require_root()
+    with hosts_up(3) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def ray_nodes(cluster: Cluster) -> RayHosts:
+    return RayHosts(cluster, resources=RESOURCES, num_cpus=2, env=env_for_hosts()).start()
+
+
+@pytest.fixture
+def ray_hosts(ray_nodes: RayHosts) -> RayHosts:
+    """The module's Ray cluster with every node up (a host lost by a test before is started again)."""
+    lost = [h.label for h in ray_nodes.cluster.hosts if not ray_nodes.alive(h.label)]
+    for label in lost:
+        ray_nodes.start_node(label)
+    if lost:
+        ray_nodes.wait_for_nodes(len(ray_nodes.cluster.hosts))
+    return ray_nodes
+
+
+def srl_on(ray_hosts: RayHosts, run_dir: Path, *args: str) -> subprocess.Popen:
+    """`srl run cartpole-ppo` from host a (the Ray head's), every stream over tcp."""
+    return ray_hosts.cluster.spawn("a", [
+        sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=ray", f"launch.ray_address={ray_hosts.address}",
+        "dataflow.transport=tcp", "run.seed=1", f"run.run_dir={run_dir}", "monitor.display=off",
+        "monitor.learning_curve=false", *args,
+    ], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ray_hosts.env)  # fmt: skip
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, output
+
+
+def workers_on(cluster: Cluster, label: str) -> list[str]:
+    """srl workers running on host `label`, by title ("actor:1")."""
+    titles = []
+    for pid in cluster.pids(label):
+        with contextlib.suppress(psutil.Error, IndexError):
+            title = psutil.Process(pid).cmdline()[0]
+            if title.startswith("srl:"):
+                titles.append(":".join(title.split(":")[2:]))
+    return sorted(titles)
+
+
+def when_training(run_dir: Path, env_steps: int, then, timeout_s: float = 300) -> threading.Thread:
+    """Call `then()` in a thread once the run reports `env_steps` (its result in thread.result)."""
+
+    def wait_then() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            path = run_dir / "metrics.jsonl"
+            lines = path.read_text().splitlines() if path.exists() else []
+            if lines and json.loads(lines[-1])["env_steps"] >= env_steps:
+                thread.result = then()  # type: ignore[attr-defined]
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=wait_then, daemon=True)
+    thread.result = None  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def kill_an_actors_host(cluster: Cluster) -> tuple[str, list[str], list[int]]:
+    """SIGKILL every process of host c, or of b if Ray put no actor on c: (host, its srl workers, pids)."""
+    label = next((h for h in ("c", "b") if workers_on(cluster, h)), "none")
+    lost = workers_on(cluster, label) if label != "none" else []
+    return label, lost, cluster.kill_host(label) if lost else []
+
+
+def assert_restarted_for_the_loss(summary: dict, lost: list[str], output: str) -> None:
+    """Only the lost host's workers were restarted, each once or twice. Twice was seen once in six
+    runs. The likely cause, not confirmed: the controller learns of the death from the actor's
+    broken connection at once, seconds before Ray's health checks mark the node dead, so Ray may
+    place the first new actor on the dead host, and that one dies too."""
+    lines = [line for line in output.splitlines() if line.startswith("srl: restarted ")]
+    restarts = summary["restarts"]
+    assert sorted(restarts) == sorted(lost) and all(1 <= n <= 2 for n in restarts.values()), (restarts, lost, lines)
+
+
+def test_cartpole_ppo_across_three_hosts_reaches_475(ray_hosts, run_dir):
+    """Trainer and parameter service on host a, the actor on b, the policy worker on c: every
+    message between them crosses two links of the bridge, and each link carries megabytes."""
+    cluster = ray_hosts.cluster
+    idle = {h.label: cluster.link_bytes(h.label) for h in cluster.hosts}
+    time.sleep(5)
+    idle = {h.label: cluster.link_bytes(h.label) - idle[h.label] for h in cluster.hosts}  # Ray's own chatter in 5 s
+    before = {h.label: cluster.link_bytes(h.label) for h in cluster.hosts}
+    code, output = finish(srl_on(
+        ray_hosts, run_dir, "dataflow.inference=policy_worker", "stop.target_return=475", *PINNED,
+        "launch.ray_resources.actor.resources.host_b=1", "launch.ray_resources.policy.resources.host_c=1",
+    ))  # fmt: skip
+    assert code == 0, output
+    carried = {h.label: cluster.link_bytes(h.label) - before[h.label] for h in cluster.hosts}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return 475"), summary
+    assert summary["episode_return_mean"] >= 475 and summary["restarts"] == {}, summary
+    placement = json.loads((run_dir / "placement.json").read_text())
+    host = {name: where["host"] for name, where in placement.items()}
+    a, b, c = (h.address for h in cluster.hosts)
+    assert host == {"trainer:0": a, "params:0": a, "actor:0": b, "policy:0": c}, placement
+    for label, n in carried.items():  # observations and actions, segments, parameters
+        assert n > 1_000_000 and n > 20 * idle[label], (carried, idle)
+
+
+def test_a_host_cut_off_for_10_s_rejoins_without_a_restart_storm(ray_hosts, run_dir):
+    """Host c's link down for 10 s while its actor trains (shorter than the heartbeat timeout and
+    Ray's node-death detection): no bytes cross it meanwhile, and when it is back the run goes on
+    to 475 with no restart storm: no worker restarted twice.
+
+    Most runs restart nothing. On a machine loaded far past its cores (load average 25 on 2) two
+    of five runs restarted every worker once, those on hosts a and b too, all at once, for "no
+    heartbeat for 30 s" around the cut: not understood yet (the controller's loop kept turning)."""
+    cluster = ray_hosts.cluster
+    proc = srl_on(ray_hosts, run_dir, "launch.num_actor_workers=2", "launch.ray_resources.actor.resources.sim=1",
+                  "stop.target_return=475", *PINNED)  # fmt: skip
+
+    def partition() -> tuple[list[str], int]:
+        label = next((h for h in ("c", "b") if workers_on(cluster, h)), "c")
+        on_it = workers_on(cluster, label)
+        cluster.set_link(label, up=False)
+        try:
+            start = cluster.link_bytes(label)
+            time.sleep(10)
+            crossed = cluster.link_bytes(label) - start
+        finally:
+            cluster.set_link(label, up=True)
+        return on_it, crossed
+
+    cutter = when_training(run_dir, 5_000, partition)
+    code, output = finish(proc)
+    cutter.join()
+    assert code == 0, output
+    on_it, crossed = cutter.result
+    assert on_it and crossed == 0, cutter.result
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return 475"), summary
+    restarts = summary["restarts"]
+    assert all(n == 1 for n in restarts.values()), summary
+    assert output.count("srl: restarted ") == sum(restarts.values()), output
+
+
+def test_a_lost_host_s_workers_are_placed_again_on_the_hosts_left(ray_hosts, run_dir):
+    """Two actors asking for `sim` (hosts b and c have it; Ray spreads them), the trainer and
+    parameter service on a. Once the run trains, every process on the host of an actor other than
+    a dies at once (its raylet, the actor, Ray's agents): the actor is restarted once, on a host
+    left, and the run reaches 475."""
+    cluster = ray_hosts.cluster
+    proc = srl_on(ray_hosts, run_dir, "launch.num_actor_workers=2", "launch.ray_resources.actor.resources.sim=1",
+                  "stop.target_return=475", *PINNED)  # fmt: skip
+
+    killer = when_training(run_dir, 5_000, lambda: kill_an_actors_host(cluster))
+    code, output = finish(proc)
+    killer.join()
+    assert code == 0, output
+    label, lost, killed = killer.result
+    assert lost and killed, (killer.result, output)
+    assert not ray_hosts.alive(label)  # its raylet died with it
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return 475"), summary
+    assert_restarted_for_the_loss(summary, lost, output)
+    placement = json.loads((run_dir / "placement.json").read_text())
+    left = {h.address for h in cluster.hosts if h.label != label}
+    assert all(placement[name]["host"] in left for name in lost), (placement, label)
+
+
+def test_across_a_lost_host_no_transition_arrives_twice(ray_hosts, run_dir):
+    """Counting envs (srl.testing.check_counts) on two actors asking for `sim`, a trainer on host a
+    that records every batch: the host of an actor dies mid-run; every segment that reached the
+    trainer is whole and no transition arrived twice, from the lost actor's life before and its
+    restarted life after, which ran on a host left; the run reaches its env steps."""
+    cluster = ray_hosts.cluster
+    batches = run_dir.parent / "batches"
+    proc = srl_on(
+        ray_hosts, run_dir, "env=counting-lives", "env_kwargs.episode_length=7", "env_kwargs.step_s=0.005",
+        "algorithm=record", f"algo.out_dir={batches}", "modules=lives_env,recording", "stop.target_return=null",
+        "stop.total_env_steps=12000", "dataflow.max_policy_lag=1000000", "launch.num_actor_workers=2",
+        "launch.ray_resources.actor.resources.sim=1", *PINNED,
+    )  # fmt: skip
+    killer = when_training(run_dir, 2_000, lambda: kill_an_actors_host(cluster))
+    code, output = finish(proc)
+    killer.join()
+    assert code == 0, output
+    label, lost, _ = killer.result
+    assert lost, (killer.result, output)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("total_env_steps"), summary
+    assert_restarted_for_the_loss(summary, lost, output)
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert all(placement[name]["host"] != cluster.host(label).address for name in lost), (placement, label)
+    from recording import load_batches
+
+    recorded = load_batches(batches)
+    totals = check_counts([b["obs"] for b in recorded], [b["terminated"] for b in recorded], 7)
+    lives = {env_id % 100_000 for env_id, _ in totals["per_stream"]}
+    assert len(lives) >= 3, lives  # each actor's first life, and the lost one's life after its restart
