@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a test)
     pytest_collection_modifyitems,
     pytest_make_collect_report,
@@ -74,5 +75,9 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def pytest_configure(config):
+    # In-process torch work (kernel tests, inline runs) on one thread, as srl's workers act: at
+    # torch's default of one per core its threads spin on these small ops (the QMIX matrix-game
+    # test: 23.7 s of CPU with 2 threads, 7.2 s with 1, 2 cores at load average 10-16).
+    torch.set_num_threads(1)
     os.environ.setdefault("SRL_IPC_DIR", "/tmp")
     os.environ["SRL_RUN_ID_PREFIX"] = SESSION_PREFIX

@@ -240,26 +240,33 @@ def test_an_extra_worker_joins_one_policy_that_trains(policies, extra, message, 
         build_config({**config, "extra_workers": [extra]})
 
 
-@pytest.mark.timeout(2700)  # the built-in's whole budget: about 11 minutes on a quiet 2-core machine
-def test_mpe_tag_trained_predators_catch_more_and_the_trained_prey_is_caught_less_than_random_ones(tmp_path):
-    """Both bars of mpe-tag on the built-in (its 1M env steps, seed 1, two actors): `srl eval
-    --against random` plays each policy against random opponents beside the same 1,000 episodes
-    with a random player in its place. A predator scores 10 per touch of the prey: trained
-    predators touch random prey far more than random predators do (about 10 times in three
-    seeds); random predators touch the trained prey less than they touch random prey (0.70-0.79
-    times as often in three seeds, docs/multiagent.md)."""
-    run_dir = tmp_path / "tag"
-    proc = subprocess.run([sys.executable, "-m", "srl.cli", "run", "mpe-tag", "run.seed=1", "launch.num_actor_workers=2",
-                           "monitor.display=off", f"run.run_dir={run_dir}"],
-                          capture_output=True, text=True, timeout=2400)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+TAG_BUDGET_ENV_STEPS = 100_000  # of the built-in's 1M: the test took 103 s, its eval included, at load 1
+
+
+def test_mpe_tag_trained_predators_catch_more_and_the_trained_prey_scores_more_than_random_ones(run_dir):
+    """Both policies of mpe-tag learn: the built-in, seed 1, in lock step (run.deterministic, so
+    the figures are fixed) on the inline launcher, 100k of its 1M env steps. `srl eval --against
+    random --stochastic` plays each policy, sampling its actions, against random opponents beside
+    the same 200 episodes with a random player in its place: after one update both score as random
+    players do (predators 3.55 against 4.2, a predator scoring 10 per touch; prey -13.8 against
+    -14.3), after 100k trained predators score 14.35 (bar: twice random ones) and the prey -9.70
+    (bar: 2 above a random prey; it learns in a few updates to stay in the arena, where a random
+    prey pays the boundary penalty). Greedy, an untrained prey already stays in (-10.9).
+    The built-in's own bars (predators 3 times random ones, random predators touching the trained
+    prey less often than random prey) take its whole run: benchmarks/mpe_tag_bars.py, figures in
+    docs/results.md; run here, they made CI 13.6 minutes longer."""
+    from srl.load import load_config
+
+    config = load_config("mpe-tag", ["launch.launcher=inline", "run.deterministic=true", "run.seed=1",
+                                     f"stop.total_env_steps={TAG_BUDGET_ENV_STEPS}", "monitor.display=off",
+                                     f"run.run_dir={run_dir}"])  # fmt: skip
+    assert run_experiment(config) == 0
     proc = subprocess.run([sys.executable, "-m", "srl.cli", "eval", str(run_dir), "--against", "random",
-                           "--episodes", "1000"], capture_output=True, text=True, timeout=1200)
+                           "--episodes", "200", "--stochastic"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     scores = json.loads(proc.stdout)["policies"]
-    random_predators_on_random_prey = scores["predator"]["random_return_mean"]
-    assert scores["predator"]["return_mean"] > 3 * random_predators_on_random_prey, scores
-    assert scores["prey"]["opponents"]["predator"]["return_mean"] < random_predators_on_random_prey, scores
+    assert scores["predator"]["return_mean"] > 2 * scores["predator"]["random_return_mean"], scores
+    assert scores["prey"]["return_mean"] > scores["prey"]["random_return_mean"] + 2, scores
 
 
 def test_the_mapping_in_docs_multiagent_is_a_valid_config():
