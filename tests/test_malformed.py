@@ -745,37 +745,48 @@ def _inject(wire, streams: list[str], sent: Counter, done: threading.Event, stop
         transport.close()
 
 
+def _run_over_tcp_with(send: Callable[..., None], run_dir: Path, monkeypatch, overrides: list[str]) -> int:
+    """`srl run cartpole-ppo` over tcp (in this process, its workers forked from it) with
+    `send(wire, stop)` on a thread of the test from the moment the run's wire is made; the
+    exit code. `stop` is set when the run has ended."""
+    from srl.cli import main
+    from srl.launch import local as local_launcher
+
+    stop, threads = threading.Event(), []
+    make = local_launcher._tcp_wire
+
+    def wire_and_send(graph):
+        wire = make(graph)
+        threads.append(threading.Thread(target=send, args=(wire, stop), daemon=True))
+        threads[0].start()
+        return wire
+
+    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_send)
+    try:
+        return main(["run", "cartpole-ppo", "dataflow.transport=tcp", "stop.target_return=null", f"run.run_dir={run_dir}",
+                     "monitor.display=off", "monitor.log_interval_s=0.5", *overrides])  # fmt: skip
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+
+
 def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stream(run_dir, monkeypatch):
     """`srl run cartpole-ppo dataflow.transport=tcp`, its policy worker and parameter service included,
     receives 120 malformed messages signed with its secret on every stream a worker or the
     controller listens on. Before, the first one of most streams raised in its receiver: the
     worker crash-looped (or the controller died). Now the run finishes normally, with no
     restart, and summary.json counts every one of them on its stream."""
-    from srl.cli import main
-    from srl.launch import local as local_launcher
-
     streams = [samples_name(0), released_name(0), requests_name(0), replies_name(0), SERVICE_IN,
                CONTROLLER_IN]  # fmt: skip
     sent: Counter = Counter()
-    done, stop, threads = threading.Event(), threading.Event(), []
-    make = local_launcher._tcp_wire
+    done = threading.Event()
 
-    def wire_and_inject(graph):
-        wire = make(graph)
-        threads.append(threading.Thread(target=_inject, args=(wire, streams, sent, done, stop, run_dir / "metrics.jsonl"),
-                                       daemon=True))  # fmt: skip
-        threads[0].start()
-        return wire
+    def inject(wire, stop: threading.Event) -> None:
+        _inject(wire, streams, sent, done, stop, run_dir / "metrics.jsonl")
 
-    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_inject)
-    overrides = ["dataflow.transport=tcp", "dataflow.inference=policy_worker", "stop.total_env_steps=60000", "stop.target_return=null",
-                 f"run.run_dir={run_dir}", "monitor.display=off", "launch.heartbeat_timeout_s=30", "monitor.log_interval_s=0.5"]  # fmt: skip
-    try:
-        assert main(["run", "cartpole-ppo", *overrides]) == 0
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
+    overrides = ["dataflow.inference=policy_worker", "stop.total_env_steps=60000", "launch.heartbeat_timeout_s=30"]
+    assert _run_over_tcp_with(inject, run_dir, monkeypatch, overrides) == 0
     assert done.is_set() and sum(sent.values()) >= 100, sent
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == {}, summary["restarts"]
@@ -872,28 +883,13 @@ def test_a_run_over_tcp_drops_two_forged_reports_past_int64(run_dir, monkeypatch
     """Issue 38: a holder of the run's secret sent two reports of env_steps 2^63 - 1; summary.json's
     env_steps went past the int64 range (and the run stopped at once, its budget "reached"). Now
     both are dropped and counted, and the run goes on to its time limit on its own steps."""
-    from srl.cli import main
-    from srl.launch import local as local_launcher
-
     sent: list = []
-    stop, threads = threading.Event(), []
-    make = local_launcher._tcp_wire
 
-    def wire_and_forge(graph):
-        wire = make(graph)
-        threads.append(threading.Thread(target=_forge, args=(wire, stop, sent, run_dir / "metrics.jsonl"), daemon=True))
-        threads[0].start()
-        return wire
+    def forge(wire, stop: threading.Event) -> None:
+        _forge(wire, stop, sent, run_dir / "metrics.jsonl")
 
-    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_forge)
-    overrides = ["dataflow.transport=tcp", "stop.total_env_steps=1000000000", "stop.time_limit_s=6", "stop.target_return=null",
-                 f"run.run_dir={run_dir}", "monitor.display=off", "monitor.log_interval_s=0.5", "monitor.learning_curve=false"]  # fmt: skip
-    try:
-        assert main(["run", "cartpole-ppo", *overrides]) == 0
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
+    overrides = ["stop.total_env_steps=1000000000", "stop.time_limit_s=6", "monitor.learning_curve=false"]
+    assert _run_over_tcp_with(forge, run_dir, monkeypatch, overrides) == 0
     assert len(sent) == 2
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"].startswith("time_limit_s"), summary["stop_reason"]
