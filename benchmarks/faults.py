@@ -291,11 +291,14 @@ def _figures(attacker: Attacker, config, run_dir: Path, exit_code: int) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     sent = sum(attacker.replayed.values()) + sum(attacker.malformed.values())
-    segment_steps = config.dataflow.sample_length * config.dataflow.envs_per_actor
+    # a segment is one ring group's (srl.graph rows_per_split): with a policy worker, ring_splits
+    # is 2 (since the defaults of 2026-11-25) and a segment half an actor's envs
+    segment_steps = config.dataflow.sample_length * config.dataflow.envs_per_split
+    slots_per_actor = config.dataflow.segment_slots * config.dataflow.ring_splits
     unaccounted = (summary["env_steps"] - rows[-1]["trained_env_steps"]
                    - (summary["segments_dropped"] + summary["segments_lost"]) * segment_steps
                    - summary["updates_lost"] * config.dataflow.batch_segments * segment_steps)  # fmt: skip
-    in_flight = (config.dataflow.segment_slots * config.launch.num_actor_workers + config.dataflow.batch_segments) * segment_steps
+    in_flight = (slots_per_actor * config.launch.num_actor_workers + config.dataflow.batch_segments) * segment_steps
     poisoners = [int(p.name.split("-")[0]) for p in PoisonedCartPole.tried.iterdir()]
     poisoned = len(poisoners)
     # an actor killed before its next report takes its skipped episodes with it

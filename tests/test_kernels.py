@@ -437,6 +437,51 @@ def test_the_trainer_publishes_its_version_again_while_no_segment_comes(params_c
     assert not kernel.poll() and published.recv_all() == []
 
 
+
+def test_a_subscriber_that_missed_the_versions_gets_them_again_when_every_segment_is_dropped(params_clock, tmp_path):
+    """A subscriber that missed the trainer's last versions (a restarted parameter service's sends
+    before it reconnected; a conflating pipe) acts with weights the trainer drops, lag past
+    max_policy_lag: no update, so no next version to catch up with. The faults soak stalled so for
+    good after its last service restart (benchmarks/faults.py: every segment dropped, version
+    181 for 230 s). Segments that all drop count as unheard: the trainer publishes its version
+    again after REPUBLISH_S and the service sends it on again, though it holds that version."""
+    transport, policy, acting = InlineTransport(), torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    segs = {(a, 0, k): {n: np.zeros((T + 1, ROWS, *f.shape), f.dtype) for n, f in FIELDS.items()}
+            for a in (0, 1) for k in (0, 1)}  # fmt: skip
+    producers = [SampleProducer(transport, a, {(0, k): segs[(a, 0, k)] for k in (0, 1)}) for a in (0, 1)]
+    service = ParamServiceKernel(transport, tensor_bytes(policy))
+    subscriber = ParamSubscriber(transport, acting)
+    kernel = TrainerKernel(
+        policy, RecordingAlgorithm(policy), SampleConsumer(transport, segs), ParamPublisher(transport),
+        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1, max_policy_lag=1,
+        run_dir=tmp_path, checkpoint_interval_s=3600,
+    )  # fmt: skip
+
+    def act_and_train(version=None):  # acted by the subscriber's version, or the one given
+        for producer in producers:
+            send(producer, 0, [subscriber.version if version is None else version] * (T + 1))
+        kernel.poll()
+        service.poll()
+
+    kernel.start()
+    service.poll()
+    assert subscriber.poll(acting) and subscriber.version == 0
+    for version in range(3):
+        act_and_train(version)  # acted by a policy worker that had them
+        subscriber.receivers[0].recv_all()  # versions 1 to 3: missed by this one
+    assert kernel.version == 3 and subscriber.version == 0
+    for _ in range(3):  # acted by version 0, lag 3: dropped, and within REPUBLISH_S nothing is sent again
+        params_clock.now += REPUBLISH_S / 4
+        act_and_train()
+        assert not subscriber.poll(acting)
+    assert kernel.version == 3 and kernel.report()["segments_dropped"] == 6
+    params_clock.now += REPUBLISH_S / 4
+    act_and_train()
+    assert subscriber.poll(acting) and subscriber.version == 3
+    assert torch.equal(acting.weight, policy.weight) and torch.equal(acting.bias, policy.bias)
+    act_and_train()  # acted by version 3: trained on
+    assert kernel.version == 4 and kernel.report()["segments_dropped"] == 2
+
 @pytest.fixture
 def clock(monkeypatch):
     """A hand-driven clock for srl.launch.monitor: set `clock.now`."""

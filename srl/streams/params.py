@@ -14,11 +14,14 @@ died at; it publishes under a new *generation* (its epoch, see srl.streams.incar
 
 Both hops keep the newest message only (ZeroMQ's CONFLATE, srl.streams.queues), and a conflating
 pipe can hold a message back: its double buffer swaps in a write only if the reader is not
-reading at that instant, else the write waits for the next one. Outside lock step the next
-version is that write. A lock-step run makes no next version until its actors have this one, so
-both ends ask again: a subscriber waiting for a version sends WANT(version) every WANT_RETRY_S,
-which the service answers once it holds that version, and a trainer that heard nothing since it
-published sends the same version again every REPUBLISH_S (the service forwards only newer ones).
+reading at that instant, else the write waits for the next one; and a restarted service's first
+sends reach no subscriber that has not reconnected yet. Outside lock step the next version is
+usually that write, but not when the trainer drops every segment (acted more than max_policy_lag
+versions ago by weights a subscriber kept: it makes no next version). A lock-step run makes no
+next version until its actors have this one either. So both ends ask again: a subscriber waiting
+for a version sends WANT(version) every WANT_RETRY_S, which the service answers once it holds that
+version, and a trainer that heard no segment it could use since it published sends the same
+version again every REPUBLISH_S, which the service sends on to its subscribers again.
 """
 
 from __future__ import annotations

@@ -38,8 +38,10 @@ class ParamServiceKernel(KernelDefaults):
     def poll(self) -> bool:
         messages = self._in.recv_all()
         newest = self.latest
+        # a publish of the version held is sent on again: its trainer republishes only when it
+        # hears no usable segment, i.e. a subscriber missed it (srl.streams.params)
         for message in messages:
-            if message.header[0] == PUBLISH and (newest is None or _order(message) > _order(newest)):
+            if message.header[0] == PUBLISH and (newest is None or _order(message) >= _order(newest)):
                 newest = message
         # a WANT(version) is answered once the service holds that version (lock step asks for the
         # next one while the trainer makes it: no answer until it comes)

@@ -113,6 +113,7 @@ class TrainerKernel(Learner):
         limit = self.batch_segments if self.splits_per_actor else self.batch_segments - self.filled
         self.clock.switch(SEND_RECV)  # receiving: the poll, batch copies and releases
         refs, self.held = self.held + self.samples.poll(limit=limit), []
+        usable = False  # a segment came that we keep (or hold): the actors act with weights we made
         for ref in refs:
             if self._done():
                 self.samples.release(ref)  # done: the last update's parameters are final
@@ -120,16 +121,20 @@ class TrainerKernel(Learner):
             place = self._place(ref)
             if place is None:
                 self.held.append(ref)
+                usable = True
                 continue
-            if self._take(self.samples.segment(ref), place) and not self.samples.current(ref):
+            taken = self._take(self.samples.segment(ref), place)
+            if taken and not self.samples.current(ref):
                 self._untake(place)  # its actor was restarted while we copied: maybe half new
+            usable |= taken
             self.samples.release(ref)
             if self.filled == self.batch_segments:
                 self._update()
         if self.params is not None and self.params.service_restarted():  # it lost the weights: resend
             self._publish()
-        elif self.params is not None:  # sent again if no segment came since (srl.streams.params)
-            self.params.publish_again_if_unheard(self.version, self.policy, heard=bool(refs))
+        elif self.params is not None:  # sent again if no usable segment came since (srl.streams.params):
+            # segments all dropped say the acting side missed our versions, and no new one comes
+            self.params.publish_again_if_unheard(self.version, self.policy, heard=usable)
         self.clock.switch(OTHER)
         self._checkpoint_if_due()
         return bool(refs)
