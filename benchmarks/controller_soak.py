@@ -57,6 +57,7 @@ from srl.launch.shell import REPORT_INTERVAL_S  # noqa: E402
 from srl.launch.supervise import Supervisor  # noqa: E402
 from srl.monitor.timing import REPORT_KEY  # noqa: E402
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, Kind, Role, WorkerLink  # noqa: E402
+from srl.streams.listeners import connection_cap  # noqa: E402
 from srl.streams.tcp import TcpTransport, Wire  # noqa: E402
 from srl.streams.tcp_setup import SECRET_BYTES, free_ports, run_limits  # noqa: E402
 from srl.workers.wiring import incarnations  # noqa: E402
@@ -266,8 +267,10 @@ def soak(workers: int, processes: int, warmup_s: float, steady_s: float, after_s
     names = [w.name for w in graph.workers]
     count = len(names)
     ports = dict(zip((CONTROLLER_IN, CONTROL_OUT), free_ports("127.0.0.1", 2)))
+    # every worker connects to both controller streams, as in a run (srl.streams.tcp_setup.make_wire)
     wire = Wire(secrets.token_bytes(SECRET_BYTES), ports, limits=run_limits(graph),
-                message_bytes=graph.message_bytes(shares_memory=False))  # fmt: skip
+                message_bytes=graph.message_bytes(shares_memory=False),
+                connection_caps={name: connection_cap(count) for name in ports})  # fmt: skip
     keys = {w.name: (int(w.role), w.index) for w in graph.workers}
     processes = max(1, min(processes, count))
     owner = {name: i % processes for i, name in enumerate(names)}
