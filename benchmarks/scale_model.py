@@ -15,16 +15,17 @@ Stages (env steps/s each can carry):
 - controller: it reads every worker's 2 reports a second on one thread; past the workers it can
   read (docs/scaling.md "## Controller"), the steps of the rest are not carried.
 - parameter freshness: the parameter service sends each version to every subscriber (policy
-  workers, or actors with inline inference) through one link; the versions a second it gets out,
-  times the env steps a version is trained on, is the rate at which actors act on parameters at
-  most one version old.
+  workers, or actors with inline inference) through one link, one version at a time. While one is
+  on its way the trainers make more; a segment acted more than `max_policy_lag` versions behind
+  is dropped (srl.config), so the steps a second kept are at most max_policy_lag x the env steps a
+  version is trained on / the time a version takes to reach every subscriber.
 
 What it cannot know: the network (an assumed link rate for the parameter service; loopback
 everywhere else), GPUs (no forward or backward pass on one is timed: trainers and policy workers
 are bounded by their ingest only), stragglers, hosts' own overheads, and its constants come from
 2 shared cores under load. See docs/scaling.md "## A scaling model".
 
-    PYTHONPATH=. python benchmarks/scale_model.py [--ingest ingest.jsonl] [--atari-step-us 300]
+    PYTHONPATH=. python benchmarks/scale_model.py [--ingest ingest.jsonl] [--cores 100 1000 10000]
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ INGEST = {
     "trainer": {16: 1286604, 1024: 400000, 28672: 23969},
     "policy": {16: 48843, 1024: 40000, 28672: 16136},
 }
+# docs/benchmarks.md "Re-measured on an idle machine": 2 raw ALE/Pong-v5 envs with the standard
+# preprocessing, one per core, 2,820.6 env steps/s on 2 cores: 709 us of CPU per Atari env step
+ATARI_STEP_US = 2 / 2820.6 * 1e6
 HMAC_BYTES_PER_S = 600e6  # docs/benchmarks.md streams_micro: 500-670 MB/s of HMAC-SHA256 per core
 ASSUMED_LINK_BYTES_PER_S = 1.25e9  # 10 Gbit/s for the parameter service's link: assumed, not measured
 
@@ -68,16 +72,17 @@ STAGES = ("actors", "policy_workers", "trainers", "controller", "parameter_fresh
 
 def configurations(atari_step_s: float, hns_step_s: float, hns_forward_s: float) -> dict[str, dict]:
     """The two shapes asked about. Atari: 84x84x4 uint8, policy workers, a Nature-CNN (1.7 M
-    float32 parameters); hide-and-seek: the SRL paper's 15,360 inline actors to 32 trainers,
+    float32 parameters), srl.experiments.atari's batch (one segment of 128 steps x 4 envs, a
+    ring split of 8 envs with policy workers) and max_policy_lag; hide-and-seek: the SRL paper's 15,360 inline actors to 32 trainers,
     entity observations taken as 1 KiB a step, a policy of 5 MB and a batch of 160 x 1,024 env steps
-    over the 32 trainers (all three assumed)."""
+    over the 32 trainers (all three assumed), srl's default max_policy_lag."""
     return {
         "atari": {"obs_bytes": 28672, "inference": "policy_worker", "env_step_s": atari_step_s,
                   "forward_s": 0.0, "policy_share": 0.15, "trainer_share": 0.05,
-                  "param_bytes": 1.7e6 * 4, "batch_steps_per_trainer": 32 * 128},
+                  "param_bytes": 1.7e6 * 4, "batch_steps_per_trainer": 128 * 4, "max_policy_lag": 5},
         "hide_and_seek": {"obs_bytes": 1024, "inference": "inline", "env_step_s": hns_step_s,
                           "forward_s": hns_forward_s, "policy_share": 0.0, "trainer_share": 32 / (15360 + 32),
-                          "param_bytes": 5e6, "batch_steps_per_trainer": 160 * 1024 // 32},
+                          "param_bytes": 5e6, "batch_steps_per_trainer": 160 * 1024 // 32, "max_policy_lag": 2},
     }  # fmt: skip
 
 
@@ -120,7 +125,7 @@ def stages(config: dict, cores: int, ingest: dict) -> dict[str, float]:
         "trainers": trainers * ingest_rate("trainer", obs, ingest),
         "controller": actor_rate * min(1.0, controller_workers() / workers),
         # the trainers step together (one group): a version is trained on every trainer's batch
-        "parameter_freshness": trainers * config["batch_steps_per_trainer"] / version_s,
+        "parameter_freshness": config["max_policy_lag"] * trainers * config["batch_steps_per_trainer"] / version_s,
     }
     return {"workers": {"actors": actors, "policy_workers": policy_workers, "trainers": trainers}, "stages": out}
 
@@ -201,7 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ingest", help="a file whose last line is benchmarks/ingest.py's JSON (default: the figures in docs/scaling.md)")
     parser.add_argument("--cores", type=int, nargs="+", default=[100, 1000, 10000])
-    parser.add_argument("--atari-step-us", type=float, default=300.0, help="CPU per Atari env step (ALE, frameskip 4)")
+    parser.add_argument("--atari-step-us", type=float, default=round(ATARI_STEP_US), help="CPU per Atari env step (ALE/Pong-v5, preprocessed)")
     parser.add_argument("--hns-step-ms", type=float, default=5.0, help="CPU per hide-and-seek env step: assumed")
     parser.add_argument("--hns-forward-ms", type=float, default=1.0, help="CPU per inline forward pass: assumed")
     args = parser.parse_args()
