@@ -251,6 +251,7 @@ def figures(plain: dict, split: dict, timers: Timers, steps_per_message: int, me
         "env_steps_per_cpu_s": round(steps / plain["cpu_s"]) if plain["cpu_s"] > 0 else None,
         "env_steps_per_busy_s": round(steps / plain["busy_s"]) if plain["busy_s"] > 0 else None,
         "shares": {k: round(v, 3) for k, v in shares.items()},
+        "timed_window_env_steps_per_s": round(split["messages"] * steps_per_message / split["wall_s"]),  # the timers' cost
     }  # fmt: skip
 
 
