@@ -55,11 +55,11 @@ RAY_IDLE_CORES_PER_WORKER = 0.035  # docs/benchmarks.md: "~3.5% of a core per id
 # docs/scaling.md "## Controller": 99 us of the controller's thread per report at 1,024 workers,
 # each worker reporting twice a second
 CONTROLLER_S_PER_REPORT, REPORTS_PER_S_PER_WORKER = 99e-6, 2.0
-# benchmarks/ingest.py on this machine (docs/scaling.md "## Ingest"): env steps per CPU second of
-# the receiving process, over tcp, by obs bytes per step. Replaced by --ingest FILE.
+# benchmarks/ingest.py on this machine, 2026-11-28 01:40 UTC (docs/scaling.md "## Ingest"): env steps
+# per CPU second of the receiving process, over tcp, by obs bytes per step. Replaced by --ingest FILE.
 INGEST = {
-    "trainer": {16: 1286604, 1024: 400000, 28672: 23969},
-    "policy": {16: 48843, 1024: 40000, 28672: 16136},
+    "trainer": {16: 5982780, 1024: 900900, 28672: 30720},
+    "policy": {16: 39971, 1024: 45527, 28672: 22767},
 }
 # docs/benchmarks.md "Re-measured on an idle machine": 2 raw ALE/Pong-v5 envs with the standard
 # preprocessing, one per core, 2,820.6 env steps/s on 2 cores: 709 us of CPU per Atari env step
