@@ -181,12 +181,14 @@ def predict(configs: dict[str, dict], core_counts: list[int], ingest: dict) -> d
         for cores in core_counts:
             model = stages(config, cores, ingest)
             rate, binding = bound(model["stages"])
-            # where freshness binds, the others would carry more steps on parameters this many versions old
+            # where freshness binds: what the other stages would carry, and how many versions the
+            # trainers would make while one reaches every subscriber at that rate (max_policy_lag allowed)
             unfresh, _ = bound({s: v for s, v in model["stages"].items() if s != "parameter_freshness"})
+            behind = unfresh / model["stages"]["parameter_freshness"] * config["max_policy_lag"]
             out[name][str(cores)] = {
                 "env_steps_per_s": round(rate), "binding": binding, "workers": model["workers"],
                 "without_freshness": round(unfresh),
-                "versions_behind_without_freshness": round(unfresh / model["stages"]["parameter_freshness"], 1),
+                "versions_behind_without_freshness": round(behind, 1),
                 "stages": {s: (round(v) if math.isfinite(v) else None) for s, v in model["stages"].items()},
             }  # fmt: skip
     return out
