@@ -57,25 +57,26 @@ def layout(rows: int, obs_dim: int, segment_bytes: int, slots: int) -> Layout:
     return Layout(arrays)
 
 
-def transport_streams() -> list[str]:
-    """The names the tcp backend gives ports to, as the graph declares them for one actor and one
-    policy worker (the streams this bench opens are among them)."""
-    config = load_config("cartpole-ppo", ["dataflow.inference=policy_worker", "launch.num_actor_workers=1",
+def transport_streams(actors: int = 1) -> list[str]:
+    """The names the tcp backend gives ports to, as the graph declares them for `actors` actors
+    and one policy worker (the streams this bench, and benchmarks/ingest.py, open are among them)."""
+    config = load_config("cartpole-ppo", ["dataflow.inference=policy_worker", f"launch.num_actor_workers={actors}",
                                           "launch.num_policy_workers=1", "dataflow.transport=tcp"])
     return [s.name for s in build_graph(config).streams if s.via == "transport"]
 
 
 class Backend:
-    """Makes the transport of one more endpoint of a run, in this process or a forked child."""
+    """Makes the transport of one more endpoint of a run, in this process or a forked child;
+    over tcp, with the ports of `actors` actors' streams and a secret of its own, as a run's."""
 
-    def __init__(self, kind: str, blocks: Layout) -> None:
+    def __init__(self, kind: str, blocks: Layout, actors: int = 1) -> None:
         self.kind, self.blocks = kind, blocks
         self.run_id = "bench" + secrets.token_hex(3)
         self.inline = InlineTransport() if kind == "inline" else None
         self.ipc_dir = make_ipc_dir(self.run_id) if kind == "shm" else None
         self.shm = SharedBlocks(self.run_id, {"actor0": blocks}) if kind == "shm" else None
         if kind == "tcp":
-            names = transport_streams()
+            names = transport_streams(actors)
             ports = dict(zip(names, free_ports("127.0.0.1", len(names))))
             limits = Limits(max_frames=8, max_frame_bytes=max(s.nbytes for s in blocks.arrays.values()))
             self.wire = Wire(secrets.token_bytes(32), ports, limits=limits)
