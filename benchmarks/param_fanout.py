@@ -294,12 +294,11 @@ def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: l
     connecting = hosts if relays else cell.subscribers
     wire = make_wire(places.service_host(), cell.size_bytes, connecting + 1)
     base = {"wire": wire_json(wire), "size_bytes": cell.size_bytes, "ipc_dir": ""}
+    # all at once (torch's import is most of a process's start): a subscriber that connects
+    # before the service listens retries, and one that comes late asks for the version (WANT)
     service = places.start(0, "serve", base)
-    procs.append(service)
-    read_line(service, "ready", 60)
     publisher = places.start(0, "publish", base)
-    procs.append(publisher)
-    read_line(publisher, "ready", 60)
+    procs += [service, publisher]
     subs: list[subprocess.Popen] = []
     with contextlib.ExitStack() as dirs:
         for h in range(hosts):
@@ -308,9 +307,11 @@ def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: l
             if relays:
                 job["ipc_dir"] = dirs.enter_context(tempfile.TemporaryDirectory(prefix="srl-fanout-"))
                 procs.append(places.start(1 + h, "relay", job))
-                read_line(procs[-1], "ready", 60)
             subs.append(places.start(1 + h, "subscribe", job))
             procs.append(subs[-1])
+        for proc in procs:
+            if proc not in subs:
+                read_line(proc, "ready", 120)
         published: dict[int, float] = {}
 
         def send(version: int) -> None:
