@@ -28,7 +28,10 @@ Per cell it measures:
   `copies_per_version`: those bytes / (versions x one message's size): N for N direct
   subscribers, the number of hosts through relays; more where the service answered WANTs;
 - `skipped_versions`: (subscriber, version) pairs a subscriber never loaded (it got a newer one
-  first, NEWEST_ONLY); `all_have_last`: every subscriber holds the last version at the end.
+  first, NEWEST_ONLY); `all_have_last`: every subscriber holds the last version at the end;
+- `warm_s`, `warm_copies`: from the publish of version 0 to every subscriber holding it, and the
+  copies of it the service sent meanwhile (it answers each WANT of a subscriber that has no
+  version yet by publishing to all of them).
 
     python benchmarks/param_fanout.py                                    # short: loopback, a few cells
     python benchmarks/param_fanout.py --subscribers 1,16,128,1024 --sizes 64k,1m,8m \\
@@ -323,6 +326,7 @@ def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: l
         send(0)
         for proc in subs:
             read_line(proc, "warm", 300)
+        warm_s = time.monotonic() - published[0]
         acked_before = places.acked_bytes(wire.port(SERVICE_OUT))
         for version in range(1, versions + 1):
             due = published[0] if version == 1 else published[version - 1] + 1.0 / rate_hz
@@ -335,7 +339,8 @@ def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: l
         end = max(t for sub in loads for v, t in sub if v == versions) if all_have(loads, versions) else time.monotonic()
     message_bytes = version_message_bytes(wire, cell.size_bytes)
     cell.results = measure(loads, published, versions, acked, end, message_bytes)
-    cell.results.update(subscriber_hosts=hosts, message_bytes=message_bytes)
+    cell.results.update(subscriber_hosts=hosts, message_bytes=message_bytes, warm_s=round(warm_s, 3),
+                        warm_copies=round(acked_before / message_bytes, 2))  # fmt: skip
 
 
 def wait_done(subs: list[subprocess.Popen]) -> None:

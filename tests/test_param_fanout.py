@@ -19,7 +19,7 @@ from param_fanout import main  # noqa: E402
 
 KEYS = {"net", "topology", "subscribers", "size_bytes", "publish_to_last_s_p50", "publish_to_last_s_max",
         "egress_bytes_per_s", "egress_bytes", "copies_per_version", "skipped_versions", "all_have_last",
-        "subscribers_heard", "subscriber_hosts", "message_bytes"}  # fmt: skip
+        "subscribers_heard", "subscriber_hosts", "message_bytes", "warm_s", "warm_copies"}  # fmt: skip
 
 
 def test_every_subscriber_gets_the_last_version_and_egress_counts_copies():
