@@ -17,15 +17,13 @@ import resource
 import secrets
 import signal
 import socket
-import threading
 import time
 
 import psutil
 from test_faults import kill_now
-from test_rendezvous import ListenerWatch
+from test_rendezvous import watch_a_run_with_kills
 from test_shutdown import spawn, srl_command, wait_for_metrics, workers_of
 
-from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.streams.listeners import HANDSHAKE_IVL_MS, connection_cap
 from srl.streams.tcp import TcpTransport, Wire
@@ -155,14 +153,7 @@ def test_a_restarted_worker_holds_none_of_the_controller_s_listening_sockets(run
         until(lambda: (run_dir / "metrics.jsonl").exists(), 60)
         killed.append(kill_now(os.getpid(), ("actor",), random.Random(0)))
 
-    watch = ListenerWatch()
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    try:
-        assert run_experiment(config) == 0
-    finally:
-        thread.join(timeout=70)
-        watch.stop()
+    watch = watch_a_run_with_kills(config, killer, join_s=70)
     summary = json.loads((run_dir / "summary.json").read_text())
     name = ":".join(killed[0].split(":")[2:]) if killed and killed[0] else None
     assert name and summary["restarts"] == {name: 1}, (killed, summary)

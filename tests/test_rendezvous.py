@@ -21,6 +21,7 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -250,6 +251,20 @@ class ListenerWatch:
         self._thread.join(timeout=30)
 
 
+def watch_a_run_with_kills(config, kill: Callable[[], None], join_s: float) -> ListenerWatch:
+    """Run `config` in this process with `kill` on a thread beside it and a ListenerWatch over
+    it; the watch, stopped, once the run has ended (its exit code asserted 0)."""
+    watch = ListenerWatch()
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    try:
+        assert run_experiment(config) == 0
+    finally:
+        thread.join(timeout=join_s)
+        watch.stop()
+    return watch
+
+
 def _replay_into(monkeypatch) -> None:
     """Make the launcher's store take a request, then have it replayed twice, before workers start."""
     made = local_launcher._trainer_group
@@ -310,14 +325,7 @@ def test_trainers_restarted_while_the_store_serves_do_not_hold_it(run_dir):
             time.sleep(0.2)
         killed.append(kill_now(os.getpid(), ("trainer",), random.Random(1)))
 
-    watch = ListenerWatch()
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    try:
-        assert run_experiment(config) == 0
-    finally:
-        thread.join(timeout=130)
-        watch.stop()
+    watch = watch_a_run_with_kills(config, killer, join_s=130)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == {"trainer:0": 1, "trainer:1": 1}, (killed, summary)
     assert len(watch.seen_workers) >= 7, "the watch saw the restarted trainers too"
