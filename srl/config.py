@@ -334,7 +334,14 @@ class StopConfig(Settings):
         "the newest weights (how rl-baselines3-zoo scores its agents; needs eval.episodes > 0)."
     )
     time_limit_s: float | None = Field(
-        None, gt=0, description="Stop after this many seconds of training (not with run.deterministic=true)."
+        None, gt=0, description="Stop after this many seconds of training (not with run.deterministic=true); "
+        "time_limit_counts says whose seconds."
+    )
+    time_limit_counts: Literal["run", "launch", "stepping"] = Field(
+        "run", description="The seconds time_limit_s is held against. run: the run's, all its launches together "
+        "(a run.resume= launch gets what is left; the time between launches is not counted); launch: this launch's, "
+        "from its workers' start; stepping: this launch's from its first env steps (env construction and start-up "
+        "not counted: srl bench sampling)."
     )
 
 

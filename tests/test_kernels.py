@@ -523,6 +523,35 @@ def test_monitor_target_return_needs_100_episodes(clock):
     assert low.stop_reason() is None
 
 
+def test_monitor_time_limit_counts_the_run_the_launch_or_the_stepping(clock):
+    """stop.time_limit_counts: run (the default) adds the earlier launches' seconds; launch counts from
+    the workers' start; stepping from the first env steps (slow env construction not counted)."""
+    from srl.launch.launches import LaunchStart, RunCounts
+
+    earlier = LaunchStart(2, 0.0, RunCounts(env_steps=900, updates=4, episodes=3, time_s=8.0), resumed_env_steps=800,
+                          env_steps_redone=100)
+    ms = {counts: RunMonitor(build_config({"experiment": "m", "stop": {
+        "time_limit_s": 10, "time_limit_counts": counts, "total_env_steps": 10**6}}), 800) for counts in ("run", "launch", "stepping")}
+    for m in ms.values():
+        m.continue_run(earlier)
+    clock.now += 3
+    for m in ms.values():
+        m.on_report(Role.ACTOR, 0, actor(0))  # built, nothing stepped yet
+    assert ms["run"].stop_reason() == "time_limit_s 10.0 reached"  # 8 + 3
+    assert ms["launch"].stop_reason() is None and ms["stepping"].time_limit_elapsed_s() is None
+    for m in ms.values():
+        m.on_report(Role.ACTOR, 0, actor(50, [1.0]))
+    clock.now += 7.5
+    assert ms["launch"].stop_reason() == "time_limit_s 10.0 reached (stop.time_limit_counts=launch)"
+    assert ms["stepping"].stop_reason() is None
+    clock.now += 2.5
+    assert ms["stepping"].stop_reason() == "time_limit_s 10.0 reached (stop.time_limit_counts=stepping)"
+    # the run's counters go on from the earlier launches'; the policy's env steps (800 + 50) do not hold the re-done
+    row = ms["run"].metrics()
+    assert (row["env_steps"], row["episodes"], row["updates"], row["env_steps_redone"]) == (950, 4, 4, 100)
+    assert ms["run"].env_steps == 850 and ms["run"].run_counts().time_s == pytest.approx(21.0)
+
+
 def test_monitor_metrics(clock):
     """Rates over the time since the last metrics(); trainer fields from the last report with updates."""
     m = monitor()
@@ -538,7 +567,7 @@ def test_monitor_metrics(clock):
         "episodes": 2, "policy_version": 7, "policy_lag_mean": 0.5, "updates": 2, "segments_dropped": 3,
         "segments_lost": 0, "env_steps_lost": 0, "updates_lost": 0, "restarts": 0, "losses/pi": 0.25,
         "trained_env_steps": 480, "nonfinite_episodes_skipped": 0, "nonfinite_updates_skipped": 0,
-        "rejected_messages": 0, "dropped_messages": 0,
+        "rejected_messages": 0, "dropped_messages": 0, "env_steps_redone": 0, "updates_redone": 0,
     }  # fmt: skip
     clock.now += 1
     assert m.metrics()["env_steps_per_s"] == 0.0

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from srl.config import ExperimentConfig
+from srl.launch.launches import LaunchStart, RunCounts
 from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Role
@@ -75,6 +76,35 @@ class RunMonitor:
         self.league: Any = None  # a self-play league's keeper (srl.launch.league), fed by the reports
         self._moved: tuple[int, int] = (self.env_steps, self.updates)  # (env steps, updates) when last moved
         self._moved_s = self.started_s
+        self.run_start = RunCounts()  # the run's counts when this launch began (srl.launch.launches)
+        self.env_steps_redone = 0  # env steps taken again after resumes: self.env_steps does not hold them
+        self.updates_redone = 0
+        self.first_steps_s: float | None = None  # when this launch's first env steps were reported
+
+    def continue_run(self, start: LaunchStart) -> None:
+        """A launch of a run: its counters go on from the run's (`start`), never back."""
+        self.run_start = start.start
+        self.env_steps_redone, self.updates_redone = start.env_steps_redone, start.updates_redone
+
+    def run_counts(self) -> RunCounts:
+        """The run's counters now, all launches: env steps taken (the re-done ones included: the
+        policy's own, `env_steps`, plus `env_steps_redone`), updates, episodes, seconds run."""
+        return RunCounts(self.env_steps + self.env_steps_redone, self.run_start.updates + self.updates,
+                         self.run_start.episodes + self.episodes.count, self.run_start.time_s + self.launch_s())
+
+    def launch_s(self) -> float:
+        """Seconds since this launch's workers were launched."""
+        return time.monotonic() - self.started_s
+
+    def time_limit_elapsed_s(self) -> float | None:
+        """The seconds stop.time_limit_s is held against, as stop.time_limit_counts says: the run's
+        (all launches), this launch's, or this launch's since its first env steps (None before)."""
+        counts = self.config.stop.time_limit_counts
+        if counts == "run":
+            return self.run_start.time_s + self.launch_s()
+        if counts == "launch":
+            return self.launch_s()
+        return None if self.first_steps_s is None else time.monotonic() - self.first_steps_s
 
     def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
         worker = f"{role.title}:{index}"
@@ -93,6 +123,8 @@ class RunMonitor:
         if role in (Role.ACTOR, Role.POD):
             played = (payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
             self.env_steps += payload["env_steps"]
+            if payload["env_steps"] and self.first_steps_s is None:
+                self.first_steps_s = now
             self.episodes.add(*played)
             if role == Role.POD and self.member_episodes is not None:
                 self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
@@ -144,15 +176,18 @@ class RunMonitor:
         rate = (self.env_steps - self._last_steps) / max(now - self._last_s, 1e-9)
         self._last_steps, self._last_s = self.env_steps, now
         losses = {k: v for k, v in self.trainer.items() if "/" in k and not self.policies}
+        run = self.run_counts()
         return {
-            "env_steps": self.env_steps,
+            "env_steps": run.env_steps,  # the run's, all launches: never goes back
             "env_steps_per_s": round(rate, 1),
             "episode_return_mean": self.episodes.mean_return,
             "episode_length_mean": self.episodes.mean_length,
-            "episodes": self.episodes.count,
+            "episodes": run.episodes,
             "policy_version": self.trainer.get("policy_version", 0),
             "policy_lag_mean": self.trainer.get("policy_lag_mean"),
-            "updates": self.updates,
+            "updates": run.updates,
+            "env_steps_redone": self.env_steps_redone,
+            "updates_redone": self.updates_redone,
             "trained_env_steps": self.trainer.get("trained_env_steps", 0),  # consumed by the (first) trainer
             "segments_dropped": self.segments_dropped,
             "segments_lost": self.segments_lost,
@@ -225,9 +260,15 @@ class RunMonitor:
             return f"max_updates {c.stop.max_updates} reached"
         if self.env_steps >= c.stop.total_env_steps:
             return f"total_env_steps {c.stop.total_env_steps} reached"
-        if c.stop.time_limit_s is not None and time.monotonic() - self.started_s >= c.stop.time_limit_s:
-            return f"time_limit_s {c.stop.time_limit_s} reached"
-        return None
+        return self._time_limit_reason()
+
+    def _time_limit_reason(self) -> str | None:
+        limit = self.config.stop.time_limit_s
+        elapsed = self.time_limit_elapsed_s()
+        if limit is None or elapsed is None or elapsed < limit:
+            return None
+        counts = self.config.stop.time_limit_counts
+        return f"time_limit_s {limit} reached" + ("" if counts == "run" else f" (stop.time_limit_counts={counts})")
 
     def _target_reason(self) -> str | None:
         """The mean return of the last 100 episodes reached the target: the run's, or in an

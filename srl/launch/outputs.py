@@ -12,6 +12,7 @@ from typing import Any
 from srl.checks import devices_used
 from srl.config import ExperimentConfig
 from srl.faults import json_safe
+from srl.launch.launches import LaunchStart, RunCounts, launch_list
 from srl.launch.monitor import RunMonitor
 from srl.monitor.timing import FILE_NAME as TIME_BREAKDOWN_FILE
 from srl.storage import WriteFailed, failing_as, write_text_atomic
@@ -36,8 +37,9 @@ class RunOutputs:
     """Run directory with config.yaml, metrics.jsonl, TensorBoard events and summary.json.
 
     Every metrics row carries `launch` (1, then 2, ... for each run.resume=, which appends to the same
-    metrics.jsonl); the summary, `run_id` and `launch`. Both are strict JSON: a NaN or an
-    infinity is written as null."""
+    metrics.jsonl), its counters (env_steps, updates, episodes, time_s) the run's, all launches
+    (srl.launch.launches); the summary, `run_id`, `launch`, the run's totals and each launch's.
+    Both are strict JSON: a NaN or an infinity is written as null."""
 
     def __init__(self, config: ExperimentConfig, started_s: float, launch: int = 1) -> None:
         self.config = config
@@ -55,6 +57,12 @@ class RunOutputs:
         self._progress_rows: dict[str, str] = {}
         self.end_faults: list[str] = []  # writes that failed while the run ended (finish)
         self._skips_shown = (0, 0.0)  # nonfinite_episodes_skipped last shown on the console, and when
+        self.launches: list[LaunchStart] = []  # the run's launches so far, this one last (srl.launch.launches)
+
+    def run_started_s(self) -> float:
+        """The wall-clock time the run's `time_s` counts from: this command's start less the
+        seconds of the run's earlier launches (the time between launches is not the run's)."""
+        return self.started_s - (self.launches[-1].start.time_s if self.launches else 0.0)
 
     def start(self) -> None:
         """Open the writers. Called after workers are forked: these own threads (and W&B a process)."""
@@ -65,7 +73,7 @@ class RunOutputs:
 
         c = self.config
         self.trackers = open_trackers(c, self.run_dir)  # WriteFailed when one cannot start
-        self.recorder = Recorder(self.run_dir, self.started_s, self.trackers)
+        self.recorder = Recorder(self.run_dir, self.run_started_s(), self.trackers)
         enabled = c.monitor.display == "on" or (c.monitor.display == "auto" and sys.stdout.isatty())
         self.display = LiveDisplay(c.experiment, enabled)
         self.display.__enter__()
@@ -101,10 +109,10 @@ class RunOutputs:
 
         if not self.display.enabled and self.plain is None:
             return
-        elapsed_s = time.monotonic() - monitor.started_s  # the clock time_limit_s is on
+        elapsed_s = monitor.time_limit_elapsed_s() or 0.0  # the clock time_limit_s is on
         estimate = self.meter.observe(elapsed_s, monitor.env_steps, monitor.updates)
         self._progress_rows = {"progress": format_fraction(estimate), "eta": format_eta(estimate)[len("ETA "):]}
-        self.display.update({**metrics, "time_s": time.time() - self.started_s, **self._progress_rows})
+        self.display.update({**metrics, "time_s": time.time() - self.run_started_s(), **self._progress_rows})
         if self.plain is not None:
             line = progress_line(self.config.experiment, metrics, estimate, self.limits, elapsed_s)
             self.plain.maybe_write(elapsed_s, line)
@@ -118,26 +126,31 @@ class RunOutputs:
             self._attempt(lambda: self.tick(monitor, force=True))
             # the table left on screen shows the rate over the whole run, not over the last tick
             self.display.update({**monitor.metrics(), **self._progress_rows, "env_steps_per_s": run_rate,
-                                 "time_s": time.time() - self.started_s})
+                                 "time_s": time.time() - self.run_started_s()})
             self.display.__exit__(None, None, None)
             self._attempt(self.recorder.close)
+        run = monitor.run_counts()
+        run.time_s = time.time() - self.run_started_s()
         summary = {
             "experiment": self.config.experiment,
             "run_id": self.config.run.run_id,
             "launch": self.launch,
             "stop_reason": reason,
             "error": error,
-            "env_steps": monitor.env_steps,
+            # the run's totals, all launches (`launches`: each one's, adding up to these)
+            "env_steps": run.env_steps,  # every env step taken: the policy's + env_steps_redone
+            "env_steps_redone": monitor.env_steps_redone,  # taken again after a resume (srl.launch.launches)
             # this launch's env steps over the seconds from its workers' launch to their end
             # (RunMonitor.run_rate)
             "env_steps_per_s": run_rate,
-            "started_unix_s": self.started_s,  # what time_s counts from (the command's first line)
-            "wall_time_s": round(time.time() - self.started_s, 3),
+            "started_unix_s": self.started_s,  # this launch's command's first line
+            "wall_time_s": round(run.time_s, 3),  # the run's seconds: earlier launches' + this one's
             "time_to_target_s": monitor.target_reached_s,
             "devices": devices_used(self.config),
             "episode_return_mean": monitor.episodes.mean_return,
-            "episodes": monitor.episodes.count,
-            "updates": monitor.updates,
+            "episodes": run.episodes,
+            "updates": run.updates,
+            "updates_redone": monitor.updates_redone,
             # what restarts and the policy lag cost (srl.launch.monitor)
             "updates_lost": monitor.updates_lost,
             "segments_dropped": monitor.segments_dropped,
@@ -154,6 +167,7 @@ class RunOutputs:
             "nonfinite_episodes_skipped": monitor.nonfinite_episodes_skipped,
             "nonfinite_updates_skipped": monitor.nonfinite_updates_skipped,
             "time_breakdown": monitor.time_breakdown.as_dict(),
+            "launches": self._launch_list(run, reason),
         }
         if monitor.policies:  # several policies (srl.lanes): each one's own
             summary["policies"] = monitor.policy_summary()
@@ -163,6 +177,12 @@ class RunOutputs:
         text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
         self._attempt(lambda: write_text_atomic(self.run_dir / "summary.json", text))
         return summary
+
+    def _launch_list(self, run: RunCounts, reason: str) -> list[dict[str, Any]]:
+        """Each launch's own counts, what it resumed from and how it ended; they add up to `run`."""
+        if not self.launches:  # a RunOutputs not made by srl.launch.run (a test's): this launch alone
+            return launch_list([LaunchStart(self.launch, round(self.started_s, 3), RunCounts())], run, reason)
+        return launch_list(self.launches, run, reason)
 
     def _attempt(self, write: Callable[[], Any]) -> None:
         try:

@@ -16,6 +16,7 @@ from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
 from srl.faults import RunHalted
 from srl.graph import Graph, build_graph, make_policy
+from srl.launch.launches import start_launch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.rundir import claim_run_dir
@@ -40,9 +41,13 @@ def run_experiment(config: ExperimentConfig, started_s: float | None = None) -> 
     outputs = None
     try:
         try:  # every write before the workers start; a failed one is one line, and nothing has started
-            resumed_env_steps = _resume_point(graph, claim.launch)
+            resumed_env_steps, resumed_version = _resume_point(graph, claim.launch)
             outputs = RunOutputs(config, time.time() if started_s is None else started_s, claim.launch)
             monitor = _monitor(graph, outputs, resumed_env_steps)
+            # where this launch starts in the run: its counters go on from there (srl.launch.launches)
+            outputs.launches = start_launch(outputs.run_dir, claim.launch, outputs.started_s, resumed_env_steps,
+                                            resumed_version)
+            monitor.continue_run(outputs.launches[-1])
         except WriteFailed as e:
             return _not_started(e)
         return _launch(graph, outputs, monitor)
@@ -55,18 +60,18 @@ def _not_started(error: WriteFailed) -> int:
     return 1
 
 
-def _resume_point(graph: Graph, launch: int) -> int:
-    """run.resume=: the env steps the run continues from (an ensemble's: its members' together; a run
-    of several policies: the least of its training policies'). Each checkpoint is the newest of this
-    run that loads into the configured policy and algorithm (each one passed over gets a line, and
-    latest.json is pointed at the one chosen). Where a trainer (of a policy, of an ensemble member)
+def _resume_point(graph: Graph, launch: int) -> tuple[int, int | None]:
+    """run.resume=: the env steps and the version the run continues from (an ensemble's: its members'
+    together; a run of several policies: the least of its training policies'; (0, None) for a new run).
+    Each checkpoint is the newest of this run that loads into the configured policy and algorithm
+    (each one passed over gets a line, and latest.json is pointed at the one chosen). Where a trainer (of a policy, of an ensemble member)
     has none, or none that loads, the launch is refused now, before anything starts: a ConfigError
     naming each such directory and what it looked for there. Unless run.if_no_checkpoint=start_fresh:
     then each of those trains from scratch, said on a line (its unusable files set aside first).
     Before this refusal, a resume whose checkpoints/ was gone trained from scratch without a word."""
     c = graph.config
     if c.run.resume is None:
-        return 0
+        return 0, None
     states: dict[Path, dict | None] = {}
     missing: dict[Path, str] = {}  # run dir -> what was looked for there, or why none of its checkpoints loads
     unusable: set[Path] = set()  # those of `missing` whose files do not load
@@ -87,7 +92,10 @@ def _resume_point(graph: Graph, launch: int) -> int:
         if state is not None and Path(state["path"]).name != (checkpoint.latest_meta(run_dir) or {}).get("path"):
             checkpoint.point_latest(run_dir, Path(state["path"]), state["version"], state["env_steps"], c.run.run_id)
     steps = [0 if state is None else state["env_steps"] for state in states.values()]  # 0: it starts fresh
-    return sum(steps) if c.pod.ensemble.population > 1 else min(steps, default=0)
+    versions = [0 if state is None else state["version"] for state in states.values()]
+    if c.pod.ensemble.population > 1:
+        return sum(steps), sum(versions)
+    return min(steps, default=0), min(versions, default=0)
 
 
 def _trainer_dirs(graph: Graph) -> list[tuple[Graph, list[Path]]]:
