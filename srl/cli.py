@@ -109,7 +109,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     result = bench_sampling(args.env_id, args.overrides)
     print(json.dumps(result))
-    return 0 if result["exit_code"] == 0 else 1
+    if result["error"]:  # no figure: a rate of 0.0 or null would read as one
+        print(f"srl bench: {result['error']}", file=sys.stderr, flush=True)
+    return 0 if result["exit_code"] == 0 and not result["error"] else 1
 
 
 def _cmd_config_doc(args: argparse.Namespace) -> int:
