@@ -77,11 +77,12 @@ def check_one_run(run_dir: Path, launches: int, redone: bool = True) -> dict:
 
 
 def test_a_run_killed_and_resumed_twice_is_one_run(run_dir):
-    """SIGKILL of the controller, then SIGINT, then a launch to the run's time limit (counting the run's
-    seconds, all launches: stop.time_limit_counts=run, the default)."""
+    """SIGKILL of the controller (inline: one process), then SIGINT (local launcher), then a launch to the
+    run's time limit (counting the run's seconds, all launches: stop.time_limit_counts=run, the default)."""
     first = start("cartpole-ppo", f"run.run_dir={run_dir}", "stop.total_env_steps=100000000")
     kill_after_a_checkpoint(first, run_dir, 1, signal.SIGKILL)
-    second = start("cartpole-ppo", f"run.resume={run_dir}", "stop.total_env_steps=100000000")
+    # the local launcher (a process per worker) this time: Ctrl-C stops its workers, each trainer checkpoints
+    second = start("cartpole-ppo", f"run.resume={run_dir}", "stop.total_env_steps=100000000", "launch.launcher=local")
     kill_after_a_checkpoint(second, run_dir, 2, signal.SIGINT)
     run_s = rows(run_dir)[-1]["time_s"]
     limit_s = run_s + 3.0
