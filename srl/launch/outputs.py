@@ -137,6 +137,7 @@ class RunOutputs:
             "devices": devices_used(self.config),
             "episode_return_mean": monitor.episodes.mean_return,
             "episodes": monitor.episodes.count,
+            "info": monitor.info.means(),  # monitor.info_keys: info/<key> -> mean of the last 100 (srl.monitor.info)
             "updates": monitor.updates,
             # what restarts and the policy lag cost (srl.launch.monitor)
             "updates_lost": monitor.updates_lost,
