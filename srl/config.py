@@ -362,9 +362,10 @@ class MonitorConfig(Settings):
         "none: MLFLOW_TRACKING_URI, else MLflow's default."
     )
     info_keys: list[str] = Field(
-        ["is_success"], description="Keys of the env's step `info` logged as metrics: each one's value at an "
-        "episode's last step, averaged over the last 100 episodes that had it, as info/<key> (metrics.jsonl, the "
-        "trackers, summary.json's `info`, the progress line). is_success (goal envs: the success rate) by default; "
+        ["is_success", "success"], description="Keys of the env's step `info` logged as metrics: each one's value "
+        "at an episode's last step, averaged over the last 100 episodes that had it, as info/<key> (metrics.jsonl, "
+        "the trackers, summary.json's `info`, the progress line). By default the success rate of goal envs: "
+        "is_success (Fetch, gymnasium-robotics) and success (PointMaze), each logged only where the env reports it; "
         "[] for none; at most 16. Envs of the loop backend and srl Environments report info (docs/config.md)."
     )
     learning_curve: bool = Field(

@@ -119,7 +119,7 @@ def test_the_monitor_means_each_key_over_the_last_episodes():
 
 
 def test_info_keys_are_validated_with_the_field_named():
-    assert build_config({}).monitor.info_keys == ["is_success"]  # goal envs' success rate by default
+    assert build_config({}).monitor.info_keys == ["is_success", "success"]  # goal envs' success rate by default
     assert build_config({"monitor": {"info_keys": "is_success,crashed"}}).monitor.info_keys == ["is_success", "crashed"]
     for bad in (["a/b"], ["is_success", "is_success"], [f"k{i}" for i in range(17)], [""]):
         with pytest.raises(ConfigError, match="field 'monitor.info_keys'"):

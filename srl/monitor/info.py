@@ -1,8 +1,8 @@
 """Info keys as metrics (`monitor.info_keys`): the value an env's `info` holds for each key at
 an episode's last step, averaged over the last WINDOW episodes, as `info/<key>` in metrics.jsonl,
-TensorBoard and the trackers, summary.json's `info` and the progress line. `is_success`, which
-goal-conditioned envs (gymnasium-robotics) report at every step, is watched by default: its mean
-is the success rate.
+TensorBoard and the trackers, summary.json's `info` and the progress line. `is_success` and
+`success`, which goal-conditioned envs report (gymnasium-robotics' Fetch and PointMaze), are
+watched by default: their mean is the success rate. A key an env never reports shows nothing.
 
 The path is the episode returns': an env writes each watched key's value at the step that ends an
 episode (EndedInfo, per row: NaN where the episode did not end or the info lacks the key, or holds
@@ -27,7 +27,6 @@ import numpy as np
 
 from srl.monitor.episodes import WINDOW
 
-DEFAULT_INFO_KEYS = ("is_success",)
 MAX_INFO_KEYS = 16  # a report carries WINDOW values per key: bounded like the returns it rides with
 KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")  # a metric name's part: no '/', no spaces
 PREFIX = "info/"
