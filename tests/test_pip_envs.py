@@ -7,6 +7,7 @@ in the [test] extra (highway-env, MinAtar, gymnasium-robotics)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,12 +20,37 @@ from srl.load import load_config
 SHORT = {"launch": {"launcher": "inline"}, "monitor": {"display": "off"}}
 
 
+DOCS = Path(__file__).parent.parent / "docs" / "envs.md"
+
+
+def _documented_runs() -> list[list[str]]:
+    """The `srl run EXPERIMENT key=value ...` lines of docs/envs.md, each as [experiment, overrides...]."""
+    return [line.split()[2:] for line in DOCS.read_text().splitlines() if line.strip().startswith("srl run ")]
+
+
 def test_module_colon_env_id_imports_the_package_that_registers_it(run_dir):
-    """highway-env registers highway-fast-v0 when imported: `highway_env:highway-fast-v0` needs no modules=."""
-    config = build_config({**SHORT, "env": "highway_env:highway-fast-v0", "run": {"run_dir": str(run_dir)},
-                           "stop": {"total_env_steps": 32}, "dataflow": {"envs_per_actor": 2, "sample_length": 16}})
+    """highway-env registers highway-fast-v0 when imported: the documented `highway_env:highway-fast-v0`
+    needs no modules=."""
+    runs = [r for r in _documented_runs() if "env=highway_env:highway-fast-v0" in r]
+    assert runs, "docs/envs.md documents module:EnvId with highway-env"
+    experiment, *overrides = runs[0]
+    config = load_config(experiment, [*overrides, f"run.run_dir={run_dir}", "stop.total_env_steps=32",
+                                      "launch.launcher=inline", "monitor.display=off", "dataflow.envs_per_actor=2",
+                                      "dataflow.sample_length=16"])
     assert run_experiment(config) == 0
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= 32
+
+
+def test_every_documented_recipe_builds():
+    """Each `srl run` line of docs/envs.md loads and builds its graph (Shimmy's needs shimmy and gym,
+    which the [test] extra leaves out: that line is only checked to be there)."""
+    runs = _documented_runs()
+    shimmy = [r for r in runs if "modules=shimmy" in r]
+    assert shimmy and "env=GymV26Environment-v0" in shimmy[0]  # the old-gym recipe is there
+    others = [r for r in runs if r not in shimmy]
+    assert len(others) >= 3
+    for experiment, *overrides in others:
+        build_graph(load_config(experiment, overrides))
 
 
 def test_modules_can_call_the_function_that_registers_a_packages_ids():
