@@ -368,10 +368,23 @@ class MonitorConfig(Settings):
         None, description="monitor.tracker=mlflow: the tracking URI (http://host:5000, sqlite:///mlflow.db, file:...); "
         "none: MLFLOW_TRACKING_URI, else MLflow's default."
     )
+    info_keys: list[str] = Field(
+        ["is_success", "success"], description="Keys of the env's step `info` logged as metrics: each one's value "
+        "at an episode's last step, averaged over the last 100 episodes that had it, as info/<key> (metrics.jsonl, "
+        "the trackers, summary.json's `info`, the progress line). By default the success rate of goal envs: "
+        "is_success (Fetch, gymnasium-robotics) and success (PointMaze), each logged only where the env reports it; "
+        "[] for none; at most 16. Envs of the loop backend and srl Environments report info (docs/config.md)."
+    )
     learning_curve: bool = Field(
         True, description="Write learning_curve.png (return vs env steps and vs time) in the run dir at the end "
         "(needs matplotlib, the [plot] extra; skipped with a note without it)."
     )
+
+    @field_validator("info_keys", mode="before")
+    @classmethod
+    def _split_info_keys(cls, value: Any) -> Any:
+        """`monitor.info_keys=is_success,crashed` on the command line: two keys."""
+        return [k.strip() for k in value.split(",") if k.strip()] if isinstance(value, str) else value
 
     @field_validator("tracker", mode="before")
     @classmethod
@@ -486,7 +499,9 @@ class ExperimentConfig(Settings):
                             "srl run sets it to the experiment's or the file's name.")
     modules: list[str] = Field(
         default_factory=list, description="Python modules to import first (they register envs, algorithms...), "
-        "in the controller and every worker; looked for on the Python path, then in the current directory; a,b = two."
+        "in the controller and every worker; looked for on the Python path, then in the current directory; a,b = two; "
+        "module:function also calls function() once (a package that registers its ids on a call: "
+        "minatar.gym:register_envs)."
     )
     env: str = Field("CartPole-v1", description="A registered srl env name or any Gymnasium id.")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the env factory.")
@@ -799,14 +814,34 @@ def import_modules(names: list[str] | str) -> None:
     current directory on sys.path, but the `srl` console script has its own bin directory there
     instead. The current directory goes last so that a stray file there cannot shadow a package."""
     parts = [p.strip() for n in ([names] if isinstance(names, str) else names) for p in str(n).split(",")]
-    for name in filter(None, parts):
+    for entry in filter(None, parts):
+        name, _, call = entry.partition(":")
         with_cwd_on_path()
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as e:
             if e.name is None or not (name == e.name or name.startswith(e.name + ".")):
                 raise  # the module is there, and something it imports is not: its traceback says where
             raise ConfigError(f"field 'modules': {_not_found(name, e.name)}") from None
+        if call:
+            _call_once(entry, module, call)
+
+
+_CALLED: set[str] = set()  # `module:function` entries already called in this process
+
+
+def _call_once(entry: str, module: Any, function: str) -> None:
+    """`modules=minatar.gym:register_envs`: call `function()` of the module once per process, for a
+    package that registers its env ids only when asked (a second call would re-register them)."""
+    if entry in _CALLED:
+        return
+    target = getattr(module, function, None)
+    if not callable(target):
+        names = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+        raise ConfigError(f"field 'modules': {entry!r}: module {module.__name__!r} has no function {function!r} "
+                          f"(its functions: {', '.join(names[:20]) or 'none'})")
+    target()
+    _CALLED.add(entry)
 
 
 def with_cwd_on_path() -> None:

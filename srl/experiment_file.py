@@ -1,8 +1,9 @@
 """Experiment files: `srl run path/to/experiment.yaml [key=value ...]`.
 
 The file holds config keys, the names of the `key=value` overrides (nested mappings or dotted keys),
-read with the same rules, plus `base:` (a built-in or registered experiment to start from; none: the
-plain defaults):
+read with the same rules, plus `base:` (a built-in or registered experiment to start from, or another
+experiment file: a name ending in .yaml, relative to this file's directory, read with its own base;
+none: the plain defaults):
 
     base: mpe-mappo
     env_kwargs: !replace {module: mpe2.simple_reference_v3, max_cycles: 25}
@@ -84,8 +85,9 @@ def _construct_replace(loader: _Loader, node: yaml.Node) -> Replace:
 _Loader.add_constructor(REPLACE_TAG, _construct_replace)
 
 
-def load_experiment_file(path: Path) -> dict[str, Any]:
-    """The config values of experiment file `path`: its base experiment's, with the file's over them."""
+def load_experiment_file(path: Path, _within: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The config values of experiment file `path`: its base experiment's, with the file's over them.
+    `_within`: the files whose `base:` led here (a file met twice would be its own base)."""
     raw = _read(path)
     refuse_moved_twice(leaves(raw), f"{path}: ")  # target_return and stop.target_return: one would mask the other
     raw = translate_moved(raw)
@@ -98,10 +100,12 @@ def load_experiment_file(path: Path) -> dict[str, Any]:
     base = tree.pop(BASE, None)
     base = None if base is RESET else base
     if base is not None and not isinstance(base, str):
-        raise ConfigError(f"{path}: '{BASE}' names a built-in or registered experiment, got {base!r}")
+        raise ConfigError(f"{path}: '{BASE}' names a built-in or registered experiment, or a .yaml file, got {base!r}")
     import_modules(apply_overrides({}, tree).get("modules", []))  # they may register the base experiment
     values: dict[str, Any] = {}
-    if base is not None:
+    if base is not None and is_experiment_file(base):
+        values = _base_file(path, base, _within)
+    elif base is not None:
         try:
             values = experiment_values(base)
         except registry.UnknownNameError as e:
@@ -109,6 +113,23 @@ def load_experiment_file(path: Path) -> dict[str, Any]:
     values = apply_overrides(drop_stale_settings(values, tree), tree)
     _check_known(path, tree, values)
     values["experiment"] = values.get("experiment") or path.stem
+    return values
+
+
+def _base_file(path: Path, base: str, within: tuple[Path, ...]) -> dict[str, Any]:
+    """The values of experiment file `base` (relative to `path`'s directory), itself read with its
+    own base; the run is named after `path`, not after its base."""
+    file = Path(base).expanduser()
+    file = file if file.is_absolute() else path.parent / file
+    chain = (*within, path.resolve())
+    if file.resolve() in chain:
+        names = " -> ".join(str(p) for p in (*chain, file.resolve()))
+        raise ConfigError(f"{path}: {BASE}: {base!r} leads back to a file already read ({names})")
+    if not file.is_file():
+        raise ConfigError(f"{path}: {BASE}: no experiment file {str(file)!r} (a base ending in .yaml is a file, "
+                          "relative to the file that names it)")
+    values = load_experiment_file(file, chain)
+    values.pop("experiment", None)
     return values
 
 

@@ -31,7 +31,7 @@ from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
 from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
-from srl.spaces import Obs, UnsupportedSpace, is_composite, map_obs, obs_fields
+from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS
@@ -176,7 +176,12 @@ class Graph:
         from srl.data.sequences import sequence_fields
         from srl.data.team import team_fields
 
-        obs, action = space_spec(self.observation_space), space_spec(self.action_space)
+        action = space_spec(self.action_space)
+        if is_composite(self.observation_space):  # a column per leaf and side (srl.data.replay)
+            if C.HIDDEN in self.policy_fields or self.team_size:
+                raise ConfigError(composite_refused(self.config, "its replay stores whole sequences or teams"))
+            return transition_fields(leaf_fields(self.observation_space), action)
+        obs = space_spec(self.observation_space)
         if C.HIDDEN in self.policy_fields:  # recurrent: whole sequences with their start state
             return sequence_fields(obs, action, self.config.dataflow.sample_length, self.policy_fields[C.HIDDEN])
         if self.team_size:
@@ -340,15 +345,34 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
         check_combination(config, action_space, factory)  # a mismatch it names is the clearer message
         if isinstance(e, ValueError):
             raise ConfigError(f"field 'policy_kwargs': {e}") from None
-        hint = ""
-        if is_composite(observation_space):
-            hint = "; Dict and Tuple observations take policy=multi-input (algorithms ppo, appo, impala)"
+        hint = f"; {composite_hint(config)}" if is_composite(observation_space) else ""
         raise ConfigError(
             f"field 'policy': {config.policy!r} cannot act in env {config.env!r} "
             f"(observation {observation_space}, action {action_space}): {e}{hint}"
         ) from None
     check_combination(config, action_space, policy)
     return policy
+
+
+FLATTEN_WRAPPER = "gymnasium.wrappers.FlattenObservation"
+
+
+def composite_hint(config: ExperimentConfig) -> str:
+    """What takes a Dict or Tuple observation with the config's algorithm: the registered policies
+    that read one (Policy.composite_observations), else the wrapper that makes it one Box."""
+    from srl.compat import declared_class, fitting_policies
+
+    readers = [n for n in fitting_policies(config.algorithm) if declared_class(registry.policies.get(n)).composite_observations]
+    if readers:
+        return f"Dict and Tuple observations take policy={' or '.join(readers)} with algorithm {config.algorithm!r}"
+    return (f"algorithm {config.algorithm!r} has no policy that reads Dict or Tuple observations: flatten them into "
+            f"one Box with env_wrappers=[{FLATTEN_WRAPPER}]")
+
+
+def composite_refused(config: ExperimentConfig, why: str) -> str:
+    """A Dict/Tuple observation that an algorithm cannot learn from: the field, why, the wrapper that works."""
+    return (f"field 'algorithm': {config.algorithm!r} cannot learn from env {config.env!r}'s Dict or Tuple observation "
+            f"({why}): flatten it into one Box with env_wrappers=[{FLATTEN_WRAPPER}]")
 
 
 def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:

@@ -143,13 +143,14 @@ def leaf_fields(space: gym.Space) -> dict[str, FieldSpec]:
 # -- observation values: one array (or tensor) of rows, or a flat dict leaf path -> rows ----------
 
 
-def obs_of(columns: Mapping[str, T]) -> T | dict[str, T]:
+def obs_of(columns: Mapping[str, T], name: str = OBS) -> T | dict[str, T]:
     """The observation in `columns` (a slot, a segment, a batch): its "obs" column, or the dict
-    leaf path -> column of a Dict/Tuple observation."""
-    if OBS in columns:
-        return columns[OBS]
-    start = len(OBS) + len(SEP)
-    return {name[start:]: value for name, value in columns.items() if name.startswith(OBS + SEP)}
+    leaf path -> column of a Dict/Tuple observation. `name`: another observation's columns (a
+    replay batch's "next_obs", "next_obs/<path>")."""
+    if name in columns:
+        return columns[name]
+    start = len(name) + len(SEP)
+    return {column[start:]: value for column, value in columns.items() if column.startswith(name + SEP)}
 
 
 def map_obs(fn: Callable[[Any], Any], obs: Any) -> Any:
@@ -157,6 +158,13 @@ def map_obs(fn: Callable[[Any], Any], obs: Any) -> Any:
     if isinstance(obs, dict):
         return {path: fn(leaf) for path, leaf in obs.items()}
     return fn(obs)
+
+
+def map_obs_pair(fn: Callable[[list[Any]], Any], first: Any, second: Any) -> Any:
+    """`fn([a, b])` of two observations' arrays, or leaf by leaf (torch.cat of obs and next_obs)."""
+    if isinstance(first, dict):
+        return {path: fn([leaf, second[path]]) for path, leaf in first.items()}
+    return fn([first, second])
 
 
 def num_rows(obs: Any) -> int:

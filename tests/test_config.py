@@ -150,8 +150,10 @@ def test_null_drops_the_experiments_value_and_bang_null_is_none():
     assert load_config("pong-ppo", ["env_kwargs=null"]).env_kwargs == {}
     assert load_config("mpe-mappo", ["algo.max_grad_norm=null"]).algo_config.max_grad_norm == 0.5  # experiment: 10
     assert load_config("mpe-mappo", ["algo.max_grad_norm=!null"]).algo_config.max_grad_norm is None
-    assert load_config("cartpole-dqn", ["replay.replay_ratio=null"]).replay.replay_ratio is None
-    assert load_config("cartpole-dqn", ["replay=null"]).replay is None
+    # a replay field's default is the algorithm's where it has one (Algorithm.default_replay): dqn's ratio
+    assert load_config("cartpole-dqn", ["replay.replay_ratio=null"]).replay.replay_ratio == 32.0
+    assert load_config("cartpole-dqn", ["replay.replay_ratio=!null"]).replay.replay_ratio is None
+    assert load_config("cartpole-dqn", ["replay=null"]).replay.batch_size == 128  # dqn's own replay
 
 
 def test_a_new_algorithm_starts_from_its_own_defaults():

@@ -119,7 +119,7 @@ def test_annealed_epsilon_falls_from_its_start_to_each_rows_own_over_the_runs_en
     "overrides,field",
     [
         (["replay.capacity=1000"], "replay"),  # added to cartpole-ppo below
-        (["replay=null"], "replay"),
+        (["replay=!null"], "replay"),  # (replay=null: dqn's own replay, Algorithm.default_replay)
         (["replay.batch_size=10", "replay.capacity=5", "replay.warmup=5"], "replay"),
         (["env=Pendulum-v1"], "env"),  # q-mlp and dqn need Discrete actions
         (["replay.alpha=-1"], "replay.alpha"),

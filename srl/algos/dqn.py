@@ -22,6 +22,7 @@ from srl.algos.q_learning import QLearning
 from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
+from srl.spaces import map_obs_pair, num_rows, obs_of
 
 
 class DQNConfig(EpsilonGreedyConfig):
@@ -49,10 +50,11 @@ class DQN(QLearning):
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         cfg = self.config
-        obs, next_obs = batch[C.OBS], batch[C.NEXT_OBS]
-        n = obs.shape[0]
+        obs, next_obs = obs_of(batch), obs_of(batch, C.NEXT_OBS)  # tensors, or leaf path -> tensor (srl.spaces)
+        n = num_rows(obs)
         # one online pass over obs and next_obs (on small batches the cost is per call, not per row)
-        q_all = self.policy.q_values(torch.cat([obs, next_obs]))
+        both = map_obs_pair(torch.cat, obs, next_obs)
+        q_all = self.policy.q_values(both)
         index = batch[C.ACTION].reshape(-1).long() - self.action_start
         q = q_all[:n].gather(1, index.unsqueeze(1)).squeeze(1)
         with torch.no_grad():

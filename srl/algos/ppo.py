@@ -19,6 +19,7 @@ normalization and the KL / clip statistics use the acting rows only; the value l
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -100,6 +101,26 @@ class PPOConfig(ActorCriticConfig):
     )
 
 
+# An update whose mean clipfrac or approx_kl is past these has moved the policy far from the one
+# that acted: common updates sit near clipfrac 0.1-0.2 and KL 0.01-0.02 (SB3's target_kl advice is
+# 0.01-0.05). Issue 37's new env gave 0.60 and 0.043 on its first updates with lr 1e-3, 10 epochs
+# and one minibatch, and learned little; nothing said so.
+RUNAWAY_CLIPFRAC, RUNAWAY_KL = 0.3, 0.03
+
+
+def warn_if_runaway(cfg: PPOConfig, stats: dict[str, float], update: int) -> bool:
+    """Print one console line when an update's clipfrac or approx_kl runs away, with the numbers
+    and the knobs to turn; whether it did."""
+    clipfrac, kl = stats.get("losses/clipfrac", 0.0), stats.get("losses/approx_kl", 0.0)
+    if not (clipfrac > RUNAWAY_CLIPFRAC or kl > RUNAWAY_KL):  # (a NaN is the non-finite guard's business)
+        return False
+    print(f"srl: warning: PPO update {update}: clipfrac {clipfrac:.2f}, approx_kl {kl:.3f} (above "
+          f"{RUNAWAY_CLIPFRAC} or {RUNAWAY_KL}): each update moves the policy far from the one that acted, which "
+          f"often stalls learning; lower algo.lr (now {cfg.lr:g}) or algo.epochs (now {cfg.epochs}), or raise "
+          f"algo.num_minibatches (now {cfg.num_minibatches}); shown once", file=sys.stderr, flush=True)
+    return True
+
+
 class PPO(ActorCritic):
     """Clipped-surrogate PPO; owns an Adam optimizer over the policy's parameters."""
 
@@ -114,6 +135,8 @@ class PPO(ActorCritic):
             raise TypeError(f"PPO needs a policy whose rollout emits {sorted(missing)} (an actor-critic)")
         super().__init__(policy, config, total_env_steps)
         self.value_norm = ValueNorm() if config.value_norm else None
+        self.updates_made = 0  # by this process (the warning's update number)
+        self.warned_runaway = False  # warn_if_runaway: once per process
 
     @classmethod
     def check_batch(cls, config: AlgorithmConfig, sample_length: int, rows: int) -> None:
@@ -159,6 +182,9 @@ class PPO(ActorCritic):
         stats = dict(zip(STAT_NAMES, means.tolist()))
         stats["charts/learning_rate"] = lr
         stats["losses/explained_variance"] = explained
+        self.updates_made += 1
+        if not self.warned_runaway:
+            self.warned_runaway = warn_if_runaway(cfg, stats, self.updates_made)
         return stats
 
     def _epochs(

@@ -5,7 +5,7 @@ update count). Each subclass computes its own loss and priorities."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import gymnasium as gym
 import torch
@@ -28,6 +28,9 @@ class QLearning(Algorithm):
     policy_kind = "q-network"
     action_spaces = (gym.spaces.Discrete,)
     needs_replay = True  # served by a buffer worker, not raw segments
+    default_policy = "q-mlp"
+    # one update of 128 transitions per 4 env steps (SB3's DQN: train_freq 4, one gradient step)
+    default_replay: ClassVar[dict[str, Any]] = {"batch_size": 128, "replay_ratio": 32.0}
 
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
         self.require_kind(policy)  # q_values / q_sequence

@@ -21,7 +21,7 @@ network but stays with the trainer: actors receive the agents' network only, and
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -58,6 +58,9 @@ class VDNConfig(QMIXConfig):
 
 class QMIX(QLearning):
     team_transitions = True  # items hold every agent of an env (srl.data.team)
+    default_policy = "agent-q"
+    # the multiagent experiment's (srl.experiments.multiagent): uniform, one update per 8 team transitions
+    default_replay: ClassVar[dict[str, Any]] = {"batch_size": 128, "prioritized": False, "replay_ratio": 16.0}
     config: QMIXConfig
 
     def __init__(self, policy: Policy, config: QMIXConfig, total_env_steps: int) -> None:

@@ -16,6 +16,8 @@ capacity, warmup and batch_size count sequences; its gamma and n_step are unused
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import torch
 from pydantic import Field
 
@@ -47,6 +49,10 @@ class R2D2Config(EpsilonGreedyConfig):
 
 class R2D2(QLearning):
     trains_recurrent = needs_recurrent = True  # q_sequence: Q values through time from a stored state
+    default_policy = "recurrent-q"
+    # the recurrent experiment's (srl.experiments.recurrent): batches of 32 sequences, half an
+    # update per stored sequence
+    default_replay: ClassVar[dict[str, Any]] = {"capacity": 5_000, "batch_size": 32, "warmup": 64, "replay_ratio": 16.0}
     config: R2D2Config
 
     def __init__(self, policy: Policy, config: R2D2Config, total_env_steps: int) -> None:

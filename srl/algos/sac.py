@@ -10,7 +10,9 @@ intermediate steps is not in an n-step return):
     actor   = mean(alpha * log p(a|obs) - min_i Q_i(obs, a)),  a ~ actor(obs), reparameterized
     alpha   : log_alpha -= lr * grad of -log_alpha * (log p + target_entropy)
 
-The critics and the temperature live here, not in the policy: actors only need the actor. The
+The critics and the temperature live here, not in the policy: actors only need the actor. A
+Dict/Tuple observation (a goal env's) is read by the actor through multi-input's encoders and by
+the critics through an encoder of their own (TwinQ). The
 priority written back is the larger of the two critics' |TD errors|.
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +34,8 @@ from srl.api.policy import Policy
 from srl.api.registry import register_algorithm
 from srl.data import columns as C
 from srl.models.mlp import mlp
+from srl.models.multi_input import ObservationEncoder, needs_encoder
+from srl.spaces import obs_of
 
 # what a checkpoint keeps besides log_alpha: the critics and the three optimizers
 CHECKPOINTED = ("critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt")
@@ -60,19 +64,40 @@ class SACConfig(AlgorithmConfig):
 
 
 class TwinQ(torch.nn.Module):
-    def __init__(self, in_dim: int, hidden_sizes: Sequence[int]) -> None:
+    """Two Q(obs, action) MLPs. A Box observation is read flat; a Dict, Tuple or Discrete one
+    through an encoder of its own, made as the actor's is (multi-input's encoders), shared by
+    the two critics (as SB3's critics share one features extractor) and trained by their loss."""
+
+    def __init__(self, encoder: ObservationEncoder | None, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__()
+        self.encoder = encoder
+        in_dim = (encoder.features if encoder is not None else obs_dim) + act_dim
         self.q1, self.q2 = mlp(in_dim, hidden_sizes, 1), mlp(in_dim, hidden_sizes, 1)
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.cat([obs.reshape(obs.shape[0], -1).float(), action.reshape(action.shape[0], -1).float()], 1)
+    def forward(self, obs: Any, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.encoder(obs) if self.encoder is not None else obs.reshape(obs.shape[0], -1).float()
+        x = torch.cat([features, action.reshape(action.shape[0], -1).float()], 1)
         return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+
+
+def critic_encoder(policy: Policy) -> ObservationEncoder | None:
+    """The critics' own encoder, made as the actor's (None: the actor reads its Box flat)."""
+    actor_encoder = getattr(policy, "encoder", None)  # squashed-gaussian-mlp's, for a Dict/Tuple observation
+    if isinstance(actor_encoder, ObservationEncoder):
+        return ObservationEncoder(policy.observation_space, **actor_encoder.settings)
+    if needs_encoder(policy.observation_space):
+        return ObservationEncoder(policy.observation_space)
+    return None
 
 
 class SAC(Algorithm):
     policy_kind = "squashed-gaussian"  # a reparameterised `sample`: the actor loss differentiates through it
     action_spaces = (gym.spaces.Box,)
     needs_replay = True  # served by a buffer worker
+    default_policy = "squashed-gaussian-mlp"
+    # one update of 256 per env step (SB3's SAC), uniform 1-step replay (the entropy term of
+    # intermediate steps is not in an n-step return)
+    default_replay: ClassVar[dict[str, Any]] = {"batch_size": 256, "replay_ratio": 256.0, "prioritized": False, "n_step": 1}
     config: SACConfig
 
     def __init__(self, policy: Policy, config: SACConfig, total_env_steps: int) -> None:
@@ -80,10 +105,11 @@ class SAC(Algorithm):
             raise TypeError(f"SAC needs a SACConfig, got {type(config).__name__}")
         self.require_kind(policy)  # a reparameterised `sample`
         super().__init__(policy, config, total_env_steps)
-        obs_dim = gym.spaces.flatdim(policy.observation_space)  # Box spaces: the product of the shape
+        encoder = critic_encoder(policy)
+        obs_dim = 0 if encoder is not None else gym.spaces.flatdim(policy.observation_space)  # a Box: its size
         act_dim = gym.spaces.flatdim(policy.action_space)
         device = devices.of(policy)  # the critics and alpha live beside the actor
-        self.critic = TwinQ(obs_dim + act_dim, config.critic_hidden_sizes).to(device)
+        self.critic = TwinQ(encoder, obs_dim, act_dim, config.critic_hidden_sizes).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=device, requires_grad=True)
         self.target_entropy = -float(act_dim) if config.target_entropy is None else config.target_entropy
@@ -92,11 +118,11 @@ class SAC(Algorithm):
         self.alpha_opt = Adam([self.log_alpha], lr=config.alpha_lr)
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
-        obs, action = batch[C.OBS], batch[C.ACTION]
+        obs, next_obs, action = obs_of(batch), obs_of(batch, C.NEXT_OBS), batch[C.ACTION]  # leaf path -> tensor for a Dict
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
-            next_action, next_log_prob = self.policy.sample(batch[C.NEXT_OBS])
-            q1_t, q2_t = self.critic_target(batch[C.NEXT_OBS], next_action)
+            next_action, next_log_prob = self.policy.sample(next_obs)
+            q1_t, q2_t = self.critic_target(next_obs, next_action)
             target = batch[C.REWARD] + batch[C.DISCOUNT] * (torch.min(q1_t, q2_t) - alpha * next_log_prob)
         q1, q2 = self.critic(obs, action)
         critic_loss = 0.5 * (batch[C.WEIGHT] * ((q1 - target).square() + (q2 - target).square())).mean()

@@ -42,6 +42,12 @@ class Algorithm(ABC):
     team_transitions: ClassVar[bool] = False  # its replay items hold every agent of an env (srl.data.team)
     trains_recurrent: ClassVar[bool] = False  # can train a recurrent policy
     needs_recurrent: ClassVar[bool] = False  # trains recurrent policies only
+    # What `algorithm=<name>` alone brings (srl.checks.algorithm_defaults): the policy when the
+    # config names none (None: the config's default, actor-critic-mlp), and for a replay algorithm
+    # the `replay` fields when it sets none. default_replay holds a replay_ratio: without one the
+    # trainer updates as fast as it can, thousands of times per transition on a slow env.
+    default_policy: ClassVar[str | None] = None
+    default_replay: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, policy: Policy, config: AlgorithmConfig, total_env_steps: int) -> None:
         self.policy = policy

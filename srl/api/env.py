@@ -21,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from srl.monitor.info import EndedInfo
+
 
 @dataclass
 class EnvStep:
@@ -81,9 +83,17 @@ class VectorEnv(ABC):
     observation_space: gym.Space  # one agent's space; every agent of a VectorEnv shares it
     action_space: gym.Space
 
+    # monitor.info_keys (srl.monitor.info): where an env that reports info writes the watched keys'
+    # values at the steps that end episodes; None: it reports none (the natively batched backends)
+    ended_info: EndedInfo | None = None
+
     @property
     def num_rows(self) -> int:
         return self.num_envs * len(self.agents)
+
+    def watch_info(self, keys: tuple[str, ...]) -> None:
+        """Write these info keys' values at episodes' ends into `ended_info`, if this env can (an
+        env that reports info sets it; by default none is reported)."""
 
     @abstractmethod
     def reset(self, seed: int) -> np.ndarray | dict[str, np.ndarray]:

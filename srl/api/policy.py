@@ -54,6 +54,9 @@ class Policy(torch.nn.Module, ABC):
     # recurrent: keeps a state between steps (srl.models.recurrent): has `state_size` and
     # `rollout_recurrent`, and `episodes_ended` matters
     recurrent: ClassVar[bool] = False
+    # composite_observations: reads Dict and Tuple observations (a dict leaf path -> tensor), not
+    # only one tensor; srl.graph names the policies that do when one that does not is given one
+    composite_observations: ClassVar[bool] = False
     numpy_rollout: ClassVar[bool] = False  # has `rollout_numpy`: acting without torch's per-call cost
     state_size: int = 0  # recurrent: floats of state per row, set by the policy
     # a rollout output whose value at an episode's last step names who played it (a league's
@@ -92,11 +95,11 @@ class Policy(torch.nn.Module, ABC):
         """State value of obs [B, ...] -> [B]; actor-critic policies override it."""
         raise NotImplementedError(f"{type(self).__name__} has no value head")
 
-    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+    def q_values(self, obs: Any) -> torch.Tensor:
         """kind "q-network": obs [B, ...] -> Q [B, actions] (action = the Discrete space's start + index)."""
         raise NotImplementedError(f"{type(self).__name__} is not a q-network")
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """kind "squashed-gaussian": (action [B, ...], log_prob [B]), reparameterised (differentiable)."""
         raise NotImplementedError(f"{type(self).__name__} is not a squashed-gaussian policy")
 

@@ -9,25 +9,38 @@ batch's largest so that they only ever scale updates down (Ape-X, Horgan et al.,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from srl.api.policy import FieldSpec
 from srl.data import columns as C
 from srl.data.nstep import nstep_returns
 from srl.data.sumtree import SumTree
+from srl.spaces import SEP, Obs, map_obs, obs_of
 
 Transitions = dict[str, np.ndarray]  # column -> [n, ...]
 
 
-def transition_fields(obs: FieldSpec, action: FieldSpec) -> dict[str, FieldSpec]:
-    """What the memory stores per transition."""
+def transition_fields(obs: FieldSpec | dict[str, FieldSpec], action: FieldSpec) -> dict[str, FieldSpec]:
+    """What the memory stores per transition. `obs`: the observation's spec, or for a Dict/Tuple
+    observation leaf path -> spec (srl.spaces.leaf_fields), stored as a column per leaf and per
+    side: "obs/<path>" and "next_obs/<path>" (a goal env's observation, achieved and desired goal)."""
     return {
-        C.OBS: obs,
+        **observation_columns(C.OBS, obs),
         C.ACTION: action,
         C.REWARD: FieldSpec((), np.float32),
         C.DISCOUNT: FieldSpec((), np.float32),
-        C.NEXT_OBS: obs,
+        **observation_columns(C.NEXT_OBS, obs),
     }
+
+
+def observation_columns(name: str, obs: Any) -> dict[str, Any]:
+    """`obs` (one value, or leaf path -> value) under the column names of observation `name`
+    ("obs" or "next_obs"; a leaf's: "obs/<path>", srl.spaces.obs_of reads them back)."""
+    if isinstance(obs, dict):
+        return {f"{name}{SEP}{path}": value for path, value in obs.items()}
+    return {name: obs}
 
 
 def replay_columns() -> dict[str, FieldSpec]:
@@ -49,20 +62,21 @@ def batch_fields(obs: FieldSpec, action: FieldSpec) -> dict[str, FieldSpec]:
 def segment_transitions(segment: dict[str, np.ndarray], gamma: float, n: int) -> Transitions:
     """The T * rows n-step transitions of a [T + 1, rows, ...] segment, step-major."""
     nstep = nstep_returns(segment[C.REWARD], segment[C.TERMINATED], segment[C.TRUNCATED], gamma, n)
-    return step_transitions(segment[C.OBS], segment[C.ACTION], *nstep)
+    return step_transitions(obs_of(segment), segment[C.ACTION], *nstep)
 
 
-def step_transitions(obs: np.ndarray, action: np.ndarray, ret: np.ndarray, discount: np.ndarray,
+def step_transitions(obs: Obs, action: np.ndarray, ret: np.ndarray, discount: np.ndarray,
                      next_t: np.ndarray) -> Transitions:  # fmt: skip
-    """The transitions of [T + 1, rows, ...] `obs` and `action`, step-major, with the rows' n-step
-    return, discount and bootstrap step [T, rows] (srl.data.nstep)."""
+    """The transitions of [T + 1, rows, ...] `obs` (or leaf path -> [T + 1, rows, ...]) and
+    `action`, step-major, with the rows' n-step return, discount and bootstrap step [T, rows]
+    (srl.data.nstep)."""
     T, rows = ret.shape
     return {
-        C.OBS: obs[:T].reshape(T * rows, *obs.shape[2:]),
+        **observation_columns(C.OBS, map_obs(lambda o: o[:T].reshape(T * rows, *o.shape[2:]), obs)),
         C.ACTION: action[:T].reshape(T * rows, *action.shape[2:]),
         C.REWARD: ret.reshape(-1),
         C.DISCOUNT: discount.reshape(-1),
-        C.NEXT_OBS: obs[next_t, np.arange(rows)].reshape(T * rows, *obs.shape[2:]),
+        **observation_columns(C.NEXT_OBS, map_obs(lambda o: o[next_t, np.arange(rows)].reshape(T * rows, *o.shape[2:]), obs)),
     }
 
 

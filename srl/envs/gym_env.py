@@ -22,6 +22,7 @@ from gymnasium.wrappers import TimeLimit
 from srl.api.env import Environment, EnvStep, VectorEnv, VectorStep
 from srl.envs.gym_passthrough import stepper
 from srl.envs.vector import action_dtype, check_actions
+from srl.monitor.info import EndedInfo
 from srl.spaces import Obs, map_obs, obs_buffers, put_row
 
 AGENT = "agent"
@@ -110,6 +111,9 @@ class GymVectorEnv(VectorEnv):
         put_row(self._obs, self._obs_space, index, self.envs[index].reset()[0])
         return map_obs(lambda a: a[index : index + 1], self._obs)
 
+    def watch_info(self, keys: tuple[str, ...]) -> None:
+        self.ended_info = EndedInfo(keys, self.num_envs) if keys else None
+
     def _find_steppers(self) -> None:
         steppers = [stepper(env) for env in self.envs]
         self._steps = [s.step for s in steppers]
@@ -127,8 +131,11 @@ class GymVectorEnv(VectorEnv):
         observations: list[Any] = []
         rewards: list[Any] = []
         ends = []  # (row, terminated, truncated) of the few envs whose episode ended
+        ended_info = self.ended_info
+        if ended_info is not None:
+            ended_info.clear()
         for step, limit, action in zip(self._steps, self._time_limits, acts):
-            o, r, te, tr, _ = step(action)
+            o, r, te, tr, info = step(action)
             if limit is not None:  # what TimeLimit.step does, on its own counter
                 elapsed = limit._elapsed_steps + 1  # type: ignore[operator]  # gymnasium types it None until reset
                 limit._elapsed_steps = elapsed  # type: ignore[assignment]
@@ -137,6 +144,8 @@ class GymVectorEnv(VectorEnv):
             if te or tr:
                 row = len(observations)
                 ends.append((row, te, tr))
+                if ended_info is not None:
+                    ended_info.put(row, info)
                 o = self.envs[row].reset()[0]  # the whole chain: TimeLimit zeroes its counter
             observations.append(o)
             rewards.append(r)

@@ -39,6 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api.env import Environment, VectorEnv, VectorStep
+from srl.monitor.info import EndedInfo
 from srl.spaces import Obs, is_composite, leaf_array_spec, map_obs, obs_buffers, put_row, reported_space
 
 
@@ -141,6 +142,9 @@ class SerialVectorEnv(VectorEnv):
         self._finished = np.zeros((self.num_envs, self._num_agents), dtype=bool)
         self._result = VectorStep(self._obs, self._reward, self._terminated, self._truncated)
 
+    def watch_info(self, keys: tuple[str, ...]) -> None:
+        self.ended_info = EndedInfo(keys, self.num_rows) if keys else None
+
     def _write_reset(self, e: int, obs: dict[str, Any]) -> None:
         base = e * self._num_agents
         for j, agent in enumerate(self.agents):
@@ -179,6 +183,9 @@ class SerialVectorEnv(VectorEnv):
         acts = check_actions(actions, self.num_envs * na, self._discrete_actions, self._action_dtype)
         obs, reward, term, trunc = self._obs, self._reward, self._terminated, self._truncated
         agents = self.agents
+        ended_info = self.ended_info
+        if ended_info is not None:
+            ended_info.clear()
         for e, env in enumerate(self.envs):
             base = e * na
             st = env.step({agent: acts[base + j] for j, agent in enumerate(agents)})
@@ -200,6 +207,8 @@ class SerialVectorEnv(VectorEnv):
                 term[row] = te
                 trunc[row] = tr
                 reported[j] = te or tr
+                if ended_info is not None and (te or tr):
+                    ended_info.put(row, st.info.get(agent))
             finished |= reported
             if finished.all():
                 for j in range(na):

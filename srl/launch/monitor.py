@@ -24,6 +24,7 @@ from typing import Any
 from srl.config import ExperimentConfig
 from srl.launch.launches import LaunchStart, RunCounts
 from srl.monitor.episodes import WINDOW, ReturnWindow
+from srl.monitor.info import InfoWindows
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Role
 
@@ -74,6 +75,7 @@ class RunMonitor:
         self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
         self.policy_final: dict[str, dict[str, Any]] = {}
         self.league: Any = None  # a self-play league's keeper (srl.launch.league), fed by the reports
+        self.info = InfoWindows()  # monitor.info_keys: each key's window of episode-end values (srl.monitor.info)
         self._moved: tuple[int, int] = (self.env_steps, self.updates)  # (env steps, updates) when last moved
         self._moved_s = self.started_s
         self.run_start = RunCounts()  # the run's counts when this launch began (srl.launch.launches)
@@ -129,6 +131,7 @@ class RunMonitor:
             if role == Role.POD and self.member_episodes is not None:
                 self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
             self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
+            self.info.add(payload.get("episode_info", {}))
             for policy, episodes in payload.get("policies", {}).items():
                 if policy in self.policy_episodes:
                     self.policy_episodes[policy].add(episodes["episode_returns"], episodes["episode_lengths"],
@@ -199,6 +202,7 @@ class RunMonitor:
             "rejected_messages": sum(self.rejected.values()),
             "dropped_messages": sum(self.dropped.values()),
             **losses,
+            **self.info.means(),
             **self._eval_metrics(),
             **self._policy_metrics(),
         }

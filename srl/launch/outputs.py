@@ -149,6 +149,7 @@ class RunOutputs:
             "devices": devices_used(self.config),
             "episode_return_mean": monitor.episodes.mean_return,
             "episodes": run.episodes,
+            "info": monitor.info.means(),  # monitor.info_keys: info/<key> -> mean of the last 100 (srl.monitor.info)
             "updates": run.updates,
             "updates_redone": monitor.updates_redone,
             # what restarts and the policy lag cost (srl.launch.monitor)

@@ -261,7 +261,7 @@ def _user_modules(config: ExperimentConfig) -> list[ModuleType]:
     import_modules(config.modules)
     out: list[ModuleType] = []
     for name in config.modules:
-        top = sys.modules[name.split(".")[0]]
+        top = sys.modules[name.partition(":")[0].split(".")[0]]  # module:function names its module first
         file = getattr(top, "__file__", None)
         installed = file is None or {"site-packages", "dist-packages"} & set(Path(file).parts)
         if top.__name__ != "srl" and not installed and top not in out:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from srl.launch.monitor import PER_WORKER_TIMES
 from srl.monitor.episodes import WINDOW
+from srl.monitor.info import episode_info_ok
 from srl.monitor.timing import REPORT_KEY
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role
 from srl.streams.schema import Malformed
@@ -115,6 +116,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "stop_reason": _or_none(_text),
     "evals": _list_of(_eval),
     "policies": _map_of(_policy_episodes),
+    "episode_info": episode_info_ok,  # monitor.info_keys: values per key, as many as the returns (srl.monitor.info)
     "adoptions": _count,
     REPORT_KEY: _map_of(_seconds),
     REJECTED_KEY: _map_of(_count),

@@ -21,6 +21,7 @@ from srl.models.qmlp import QMLP
 
 @register_policy("agent-q")
 class AgentQ(QMLP):
+    composite_observations = False  # rows of an AgentStateBox only
     def __init__(
         self,
         observation_space: gym.Space,

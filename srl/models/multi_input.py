@@ -24,6 +24,7 @@ It is what `policy=actor-critic-mlp` (the default) becomes for a Dict or Tuple o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -144,11 +145,61 @@ def make_encoder(path: str, space: gym.Space, name: str, cnn_features: int,
     return VectorMLP(space, mlp_features) if name == "mlp" else Flatten(space)
 
 
+def leaf_encoders(observation_space: gym.Space, encoders: Mapping[str, str] | None, cnn_features: int,
+                  mlp_features: int) -> tuple[dict[str, str], list[str], list[OneHot | Flatten | ImageCNN]]:
+    """(leaf path -> encoder name, the leaf paths in order, one encoder module per path) of
+    `observation_space`; `encoders` overrides the default choice for some paths."""
+    leaves = leaf_spaces(observation_space)
+    chosen = {path: default_encoder(space) for path, space in leaves.items()}
+    unknown = sorted(set(encoders or {}) - set(leaves))
+    if unknown:
+        unknown_keys, keys = ", ".join(map(repr, unknown)), ", ".join(map(repr, leaves))
+        raise ValueError(f"encoders: no observation key {unknown_keys}; the keys are {keys}")
+    chosen.update(encoders or {})
+    if min(cnn_features, mlp_features) <= 0:
+        raise ValueError(f"cnn_features and mlp_features must be > 0, got {cnn_features}, {mlp_features}")
+    paths = list(leaves)
+    return chosen, paths, [make_encoder(path, leaves[path], chosen[path], cnn_features, mlp_features) for path in paths]
+
+
+def encode_leaves(paths: Sequence[str], encoders: nn.ModuleList,
+                  obs: torch.Tensor | Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """obs (dict leaf path -> [B, ...], or one tensor for a single leaf) -> features [B, F]."""
+    leaves = obs if isinstance(obs, Mapping) else {"": obs}
+    return torch.cat([encoder(leaves[path]) for path, encoder in zip(paths, encoders)], dim=-1)
+
+
+class ObservationEncoder(nn.Module):
+    """Any observation srl holds (a Dict or Tuple of leaves, a Discrete, a Box) -> features [B, F]:
+    multi-input's encoders per leaf, concatenated, as a module of its own, so that the policies
+    of the other algorithms read what multi-input reads (q-mlp for DQN, squashed-gaussian-mlp and
+    SAC's critics)."""
+
+    def __init__(self, observation_space: gym.Space, encoders: Mapping[str, str] | None = None,
+                 cnn_features: int = 128, mlp_features: int = 64) -> None:
+        super().__init__()
+        self.chosen, self.paths, built = leaf_encoders(observation_space, encoders, cnn_features, mlp_features)
+        self.encoders = nn.ModuleList(built)
+        self.features = sum(e.features for e in built)
+        # what makes another encoder like this one (SAC's critics read as its actor reads)
+        self.settings: dict[str, Any] = {"encoders": dict(self.chosen), "cnn_features": cnn_features,
+                                         "mlp_features": mlp_features}
+
+    def forward(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return encode_leaves(self.paths, self.encoders, obs)
+
+
+def needs_encoder(observation_space: gym.Space) -> bool:
+    """An observation that a flat MLP cannot read as it is: a Dict, Tuple or discrete one."""
+    return not isinstance(observation_space, gym.spaces.Box)
+
+
 class MultiInputActorCritic(Policy):
     """Encoders per observation key, concatenated, under ActorCriticMLP's actor and critic."""
 
     kind = "actor-critic"
     action_spaces = ActorCriticMLP.action_spaces
+    composite_observations = True
 
     def __init__(
         self,
@@ -160,19 +211,8 @@ class MultiInputActorCritic(Policy):
         mlp_features: int = 64,
     ) -> None:
         super().__init__(observation_space, action_space)
-        leaves = leaf_spaces(observation_space)
-        chosen = {path: default_encoder(space) for path, space in leaves.items()}
-        unknown = sorted(set(encoders or {}) - set(leaves))
-        if unknown:
-            unknown_keys, keys = ", ".join(map(repr, unknown)), ", ".join(map(repr, leaves))
-            raise ValueError(f"encoders: no observation key {unknown_keys}; the keys are {keys}")
-        chosen.update(encoders or {})
-        if min(cnn_features, mlp_features) <= 0:
-            raise ValueError(f"cnn_features and mlp_features must be > 0, got {cnn_features}, {mlp_features}")
-        self.encoders_chosen = chosen  # leaf path -> encoder name
-        self.paths = list(leaves)
+        self.encoders_chosen, self.paths, built = leaf_encoders(observation_space, encoders, cnn_features, mlp_features)
         # indexed, not keyed by path: a module name cannot hold '.', an observation key may
-        built = [make_encoder(path, leaves[path], chosen[path], cnn_features, mlp_features) for path in self.paths]
         self.encoders = nn.ModuleList(built)
         features = sum(e.features for e in built)
         trunk_space = gym.spaces.Box(-np.inf, np.inf, (features,), np.float32)
@@ -180,8 +220,7 @@ class MultiInputActorCritic(Policy):
 
     def encode(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> torch.Tensor:
         """obs (dict leaf path -> [B, ...], or one tensor for a single Box) -> features [B, F]."""
-        leaves = obs if isinstance(obs, Mapping) else {"": obs}
-        return torch.cat([encoder(leaves[path]) for path, encoder in zip(self.paths, self.encoders)], dim=-1)
+        return encode_leaves(self.paths, self.encoders, obs)
 
     def rollout_fields(self) -> dict[str, FieldSpec]:
         return self.head.rollout_fields()

@@ -4,6 +4,10 @@ u ~ N(mean(obs), std(obs)^2).
 `rollout` samples (or takes tanh(mean) when deterministic) for actors; `sample` is the
 reparameterized training view with grad, with log-probabilities corrected for the tanh and the
 rescaling, so entropy targets are in the environment's action units.
+
+A Box observation is read flat, as it is; a Dict, Tuple or Discrete one (a goal env's
+observation/achieved_goal/desired_goal) through multi-input's encoders
+(srl.models.multi_input.ObservationEncoder), then the same MLP.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from torch import nn
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.models.mlp import mlp
+from srl.models.multi_input import ObservationEncoder, needs_encoder
+from srl.spaces import num_rows
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -28,18 +34,26 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 class SquashedGaussianMLP(Policy):
     kind = "squashed-gaussian"
     action_spaces = (gym.spaces.Box,)
+    composite_observations = True
+    encoder: ObservationEncoder | None
     scale: torch.Tensor  # buffers (register_buffer): half the action range, and its middle
     center: torch.Tensor
 
     def __init__(
-        self, observation_space: gym.Space, action_space: gym.Space, hidden_sizes: Sequence[int] = (256, 256)
+        self, observation_space: gym.Space, action_space: gym.Space, hidden_sizes: Sequence[int] = (256, 256),
+        encoders: dict[str, str] | None = None, cnn_features: int = 128, mlp_features: int = 64,
     ) -> None:
+        """`encoders`, `cnn_features`, `mlp_features`: multi-input's, for a Dict, Tuple or Discrete
+        observation (a Box is read flat, with no encoder: the checkpoints of Box runs are unchanged)."""
         super().__init__(observation_space, action_space)
-        if not isinstance(observation_space, gym.spaces.Box):
-            raise TypeError(f"squashed-gaussian-mlp needs a Box observation space, got {observation_space}")
+        self.encoder = None
+        if needs_encoder(observation_space):
+            self.encoder = ObservationEncoder(observation_space, encoders, cnn_features, mlp_features)
+        elif encoders:
+            raise ValueError(f"encoders: a {type(observation_space).__name__} observation has no keys to encode")
         if not isinstance(action_space, gym.spaces.Box) or not np.isfinite([action_space.low, action_space.high]).all():
             raise TypeError(f"squashed-gaussian-mlp needs a bounded Box action space, got {action_space}")
-        self.obs_dim = int(np.prod(observation_space.shape))
+        self.obs_dim = self.encoder.features if self.encoder is not None else int(np.prod(observation_space.shape or ()))
         self.action_shape = tuple(action_space.shape)
         self.act_dim = int(np.prod(self.action_shape))
         self.net = mlp(self.obs_dim, tuple(int(h) for h in hidden_sizes), 2 * self.act_dim)
@@ -52,7 +66,7 @@ class SquashedGaussianMLP(Policy):
         return {}
 
     def _head(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = obs.reshape(obs.shape[0], self.obs_dim).float()
+        x = self.encoder(obs) if self.encoder is not None else obs.reshape(obs.shape[0], self.obs_dim).float()
         mean, log_std = self.net(x).chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
@@ -75,7 +89,7 @@ class SquashedGaussianMLP(Policy):
             action = self.center + self.scale * torch.tanh(self._head(obs)[0])
         else:
             action = self.sample(obs, noise)[0]
-        return {"action": action.reshape(obs.shape[0], *self.action_shape)}
+        return {"action": action.reshape(num_rows(obs), *self.action_shape)}
 
     def analyze(self, obs: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
         """{"log_prob": [B]} of given env-unit actions (strictly inside the bounds)."""

@@ -128,7 +128,8 @@ def _number(value: Any, digits: int) -> str:
 def progress_line(experiment: str, metrics: dict[str, Any], estimate: Estimate, limits: Limits,
                   elapsed_s: float) -> str:
     """One plain log line: `srl NAME: 12288 env steps, 2034 steps/s, 24 updates, return 23.51
-    (target 475), 1.2% of total_env_steps, elapsed 0:06, ETA 8:05`; with several policies the
+    (target 475), 1.2% of total_env_steps, elapsed 0:06, ETA 8:05`; the watched info keys' means
+    follow the return (`return -4.10, is_success 0.85`); with several policies the
     return is followed by each one's (`return 0.00 (learner 0.47, league -0.47)`)."""
     steps_per_s = estimate.steps_per_s if estimate.steps_per_s is not None else metrics.get("env_steps_per_s")
     target = f" (target {limits.target_return:g})" if limits.target_return is not None else ""
@@ -138,11 +139,20 @@ def progress_line(experiment: str, metrics: dict[str, Any], estimate: Estimate, 
         returns = f"{returns}{target}, {evaluated}" if limits.target_on == "training" else f"{returns}, {evaluated}{target}"
     else:
         returns += target
+    returns += _info_means(metrics)
     return (
         f"srl {experiment}: {_number(metrics.get('env_steps'), 0)} env steps, {_number(steps_per_s, 0)} steps/s, "
         f"{_number(metrics.get('updates'), 0)} updates, {returns}, {format_fraction(estimate)}, "
         f"elapsed {format_duration(elapsed_s)}, {format_eta(estimate)}"
     )
+
+
+def _info_means(metrics: dict[str, Any]) -> str:
+    """`, is_success 0.85` for each info key watched (monitor.info_keys, srl.monitor.info) with a value."""
+    from srl.monitor.info import PREFIX
+
+    return "".join(f", {key[len(PREFIX):]} {_number(value, 2)}" for key, value in sorted(metrics.items())
+                   if key.startswith(PREFIX))
 
 
 def _per_policy(metrics: dict[str, Any]) -> str:

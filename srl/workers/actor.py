@@ -23,6 +23,7 @@ import numpy as np
 from srl.api.env import VectorEnv
 from srl.data import columns as C
 from srl.monitor.episodes import EpisodeTally, episodes_report
+from srl.monitor.info import add_values, ended_values
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
@@ -68,6 +69,7 @@ class ActorKernel(KernelDefaults):
         lock_step: bool = False,
         clock: TimeBreakdown | None = None,
         guards: list[EnvGuard] | None = None,
+        info_keys: tuple[str, ...] = (),
     ) -> None:
         self.clock = clock or TimeBreakdown()  # shared with inline inference's `Acting`
         self.envs = envs
@@ -98,6 +100,12 @@ class ActorKernel(KernelDefaults):
         self.nonfinite_episodes = 0  # episodes dropped for a non-finite value, since the last report
         # skip_episode: the actor's one tally of skips, shared by its groups' guards (srl.workers.nonfinite)
         self.skips = guards[0].skips if guards else None
+        # monitor.info_keys: each key's values at the ends of the episodes counted, reported as the
+        # returns are (srl.monitor.info)
+        self.info_keys = info_keys
+        for env in envs:
+            env.watch_info(info_keys)
+        self.finished_info: dict[str, list[float]] = {}
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -220,12 +228,20 @@ class ActorKernel(KernelDefaults):
     ) -> int:
         """One episode per agent once all agents of its env are done (srl.monitor.episodes);
         a dropped episode's return is not one of them. Returns how many finished."""
-        returns, lengths = self.tallies[s].step(reward, done if dropped is None else done & ~dropped)
+        counted = done if dropped is None else done & ~dropped
+        returns, lengths = self.tallies[s].step(reward, counted)
         if dropped is not None:
             self.tallies[s].drop(dropped)
         self.finished_returns += returns
         self.finished_lengths += lengths
+        if returns and self.info_keys:
+            self._keep_info(s, counted)
         return len(returns)
+
+    def _keep_info(self, s: int, counted: np.ndarray) -> None:
+        """The watched info values of the episodes group s just counted (srl.monitor.info)."""
+        rows = self.tallies[s].ended(counted).nonzero()[0]
+        add_values(self.finished_info, ended_values(self.envs[s].ended_info, rows))
 
     def report(self) -> dict:
         out = {
@@ -235,6 +251,8 @@ class ActorKernel(KernelDefaults):
             "nonfinite_episodes_skipped": self.nonfinite_episodes,
             **self.samples.report(),  # segments_lost: sent to a trainer that died holding them
         }
+        if self.info_keys:
+            out["episode_info"], self.finished_info = self.finished_info, {}
         if self.lock_step:  # each group waits for version v0 + its segments sent (a stalled run's message)
             out["lock_step_segments_sent"] = min(self.segments_sent)
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0

@@ -51,7 +51,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     guards = [EnvGuard(flow.nonfinite_env, c.env, g * flow.envs_per_split, len(graph.agents), actor, skips)
               for g in groups]
     return ActorKernel(envs, port, samples, infer, flow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
-                       guards=guards)
+                       guards=guards, info_keys=tuple(c.monitor.info_keys))
 
 
 def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> TrainerKernel:

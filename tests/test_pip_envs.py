@@ -1,0 +1,106 @@
+"""Envs from pip packages as they come (issue 37, item 7): `module:EnvId` (highway-env),
+`modules=module:function` for a package that registers its ids on a call (MinAtar), a goal env of
+gymnasium-robotics trained by `algorithm=sac` alone on its Dict observation, `base:` naming
+another experiment file, and one console warning when PPO's updates run away. The packages are
+in the [test] extra (highway-env, MinAtar, gymnasium-robotics)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from srl.checks import build_config
+from srl.config import ConfigError
+from srl.graph import build_graph
+from srl.launch.run import run_experiment
+from srl.load import load_config
+
+SHORT = {"launch": {"launcher": "inline"}, "monitor": {"display": "off"}}
+
+
+DOCS = Path(__file__).parent.parent / "docs" / "envs.md"
+
+
+def _documented_runs() -> list[list[str]]:
+    """The `srl run EXPERIMENT key=value ...` lines of docs/envs.md, each as [experiment, overrides...]."""
+    return [line.split()[2:] for line in DOCS.read_text().splitlines() if line.strip().startswith("srl run ")]
+
+
+def test_module_colon_env_id_imports_the_package_that_registers_it(run_dir):
+    """highway-env registers highway-fast-v0 when imported: the documented `highway_env:highway-fast-v0`
+    needs no modules=."""
+    runs = [r for r in _documented_runs() if "env=highway_env:highway-fast-v0" in r]
+    assert runs, "docs/envs.md documents module:EnvId with highway-env"
+    experiment, *overrides = runs[0]
+    config = load_config(experiment, [*overrides, f"run.run_dir={run_dir}", "stop.total_env_steps=32",
+                                      "launch.launcher=inline", "monitor.display=off", "dataflow.envs_per_actor=2",
+                                      "dataflow.sample_length=16"])
+    assert run_experiment(config) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= 32
+
+
+def test_every_documented_recipe_builds():
+    """Each `srl run` line of docs/envs.md loads and builds its graph (Shimmy's needs shimmy and gym,
+    which the [test] extra leaves out: that line is only checked to be there)."""
+    runs = _documented_runs()
+    shimmy = [r for r in runs if "modules=shimmy" in r]
+    assert shimmy and "env=GymV26Environment-v0" in shimmy[0]  # the old-gym recipe is there
+    others = [r for r in runs if r not in shimmy]
+    assert len(others) >= 3
+    for experiment, *overrides in others:
+        build_graph(load_config(experiment, overrides))
+
+
+def test_modules_can_call_the_function_that_registers_a_packages_ids():
+    """MinAtar's gymnasium ids exist only after minatar.gym.register_envs() is called."""
+    with pytest.raises(ConfigError, match="unknown environment 'MinAtar/Breakout-v1'|MinAtar/Breakout-v1"):
+        build_graph(build_config({"env": "MinAtar/Breakout-v1"}))
+    config = build_config({"env": "MinAtar/Breakout-v1", "modules": "minatar.gym:register_envs"})
+    graph = build_graph(config)
+    assert graph.observation_space.shape == (10, 10, 4)
+    build_config({"env": "MinAtar/Breakout-v1", "modules": ["minatar.gym:register_envs"]})  # called once per process
+    with pytest.raises(ConfigError, match="field 'modules': 'minatar.gym:no_such'.*register_envs"):
+        build_config({"modules": ["minatar.gym:no_such"]})
+
+
+def test_sac_alone_trains_on_a_gymnasium_robotics_goal_env(run_dir):
+    """PointMaze's Dict observation (observation, achieved_goal, desired_goal), no wrapper, no
+    policy and no replay given: SAC brings its own, and the success rate is logged."""
+    config = build_config({
+        **SHORT, "modules": ["gymnasium_robotics"], "env": "PointMaze_UMaze-v3", "algorithm": "sac",
+        "run": {"run_dir": str(run_dir)}, "stop": {"total_env_steps": 600}, "replay": {"warmup": 200, "batch_size": 32},
+        "dataflow": {"envs_per_actor": 2, "sample_length": 16}, "env_kwargs": {"max_episode_steps": 50},
+    })
+    assert config.policy == "squashed-gaussian-mlp" and config.replay is not None and config.replay.replay_ratio == 32.0
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["updates"] > 0 and summary["episodes"] > 0, summary
+    assert 0.0 <= summary["info"]["info/success"] <= 1.0, summary["info"]  # PointMaze's key (Fetch's: is_success)
+
+
+def test_base_names_another_experiment_file(tmp_path):
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "common.yaml").write_text("base: cartpole-ppo\nalgo: {lr: 2.0e-4}\nrun: {seed: 7}\n")
+    (tmp_path / "mine.yaml").write_text("base: shared/common.yaml\nalgo: {epochs: 3}\n")
+    config = load_config(str(tmp_path / "mine.yaml"))
+    assert (config.algo_config.lr, config.algo_config.epochs, config.run.seed) == (2e-4, 3, 7)
+    assert config.experiment == "mine" and config.env == "CartPole-v1"  # cartpole-ppo's, through the chain
+    (tmp_path / "loop_a.yaml").write_text("base: loop_b.yaml\n")
+    (tmp_path / "loop_b.yaml").write_text("base: loop_a.yaml\n")
+    with pytest.raises(ConfigError, match="base: 'loop_a.yaml' leads back to a file already read"):
+        load_config(str(tmp_path / "loop_a.yaml"))
+    (tmp_path / "orphan.yaml").write_text("base: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match="base: no experiment file .*nowhere.yaml"):
+        load_config(str(tmp_path / "orphan.yaml"))
+
+
+def test_ppo_warns_once_when_its_updates_run_away(run_dir, capfd):
+    config = build_config({**SHORT, "env": "CartPole-v1", "run": {"run_dir": str(run_dir), "seed": 0},
+                           "stop": {"total_env_steps": 4096}, "algo": {"lr": 0.05, "epochs": 10, "anneal_lr": False}})
+    assert run_experiment(config) == 0
+    err = capfd.readouterr().err
+    warnings = [line for line in err.splitlines() if "clipfrac" in line and "warning" in line]
+    assert len(warnings) == 1, err
+    assert "lower algo.lr (now 0.05) or algo.epochs (now 10), or raise algo.num_minibatches (now 1)" in warnings[0]
