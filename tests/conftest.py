@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -10,10 +11,10 @@ import psutil
 import pytest
 import torch
 from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a test)
-    pytest_collection_modifyitems,
     pytest_make_collect_report,
     pytest_runtest_makereport,
 )
+from skip_guard import pytest_collection_modifyitems as skip_without_cuda
 
 import srl.testing  # noqa: F401  (registers the counting envs; worker processes fork from here and inherit them)
 from srl import devices
@@ -29,9 +30,22 @@ def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:
         if not (cmdline and cmdline[0].startswith("srl:")):
             continue
         orphan = proc.info["ppid"] == 1 and proc.info["create_time"] >= since_s
-        if proc.pid in mine or orphan:
+        if proc.pid in mine or (orphan and _same_test_process(proc)):
             out.append(proc)
     return out
+
+
+# pytest-xdist runs the suite in several processes (.ci/run: two). Each names itself in
+# PYTEST_XDIST_WORKER before anything starts, so every worker its tests fork or exec carries the
+# name in /proc/<pid>/environ; an orphan of the other test process is not this one's to report.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def _same_test_process(proc: psutil.Process) -> bool:
+    try:
+        return proc.environ().get("PYTEST_XDIST_WORKER") == XDIST_WORKER
+    except (psutil.AccessDenied, psutil.NoSuchProcess, OSError):
+        return XDIST_WORKER is None
 
 
 # Runs started by this test session name their blocks with this prefix, so another srl run on
@@ -72,6 +86,23 @@ def no_cuda_outside_gpu_tests(request, monkeypatch):
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
+
+
+# Tests that start Ray (ray.init, `ray start`, launcher=ray) or namespace hosts run one at a time on
+# one xdist process (`--dist loadgroup`): `ray.init()` joins a cluster that `ray start` announced in
+# /tmp/ray, and the namespace hosts share one subnet allocator; the other process runs the rest.
+CLUSTER_SOURCE = re.compile(r"\bray\b|srl\.testing\.hosts|ray_hosts")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_without_cuda(config, items)
+    cluster_files: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.fspath)
+        if path not in cluster_files:
+            cluster_files[path] = bool(CLUSTER_SOURCE.search(path.read_text()))
+        if cluster_files[path]:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
 
 
 def pytest_configure(config):

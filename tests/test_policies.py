@@ -184,9 +184,9 @@ def params_of(run_dir: Path, *overrides: str) -> dict:
 
 def test_two_deterministic_runs_of_two_policies_give_identical_parameters(tmp_path):
     """The same parameters of each policy on the local, inline and Ray launchers; with two trainers
-    for the predators, the same on local and Ray."""
+    for the predators, the same on local and Ray. (A second local run is left out: the inline and
+    Ray runs already repeat the local one, and each run costs CI about 20 s.)"""
     first = params_of(tmp_path / "a", "dataflow.inference=policy_worker")
-    assert first == params_of(tmp_path / "b", "dataflow.inference=policy_worker")
     assert first == params_of(tmp_path / "c", "launch.launcher=inline", "dataflow.inference=policy_worker")
     assert first == params_of(tmp_path / "d", "launch.launcher=ray", "dataflow.inference=policy_worker")
     assert first["predator"] != first["prey"]
@@ -240,17 +240,17 @@ def test_an_extra_worker_joins_one_policy_that_trains(policies, extra, message, 
         build_config({**config, "extra_workers": [extra]})
 
 
-TAG_BUDGET_ENV_STEPS = 100_000  # of the built-in's 1M: the test took 103 s, its eval included, at load 1
+TAG_BUDGET_ENV_STEPS = 50_000  # of the built-in's 1M: training took 56 s at load 10 (100k took 103 s at load 1)
 
 
 def test_mpe_tag_trained_predators_catch_more_and_the_trained_prey_scores_more_than_random_ones(run_dir):
     """Both policies of mpe-tag learn: the built-in, seed 1, in lock step (run.deterministic, so
-    the figures are fixed) on the inline launcher, 100k of its 1M env steps. `srl eval --against
+    the figures are fixed) on the inline launcher, 50k of its 1M env steps. `srl eval --against
     random --stochastic` plays each policy, sampling its actions, against random opponents beside
     the same 200 episodes with a random player in its place: after one update both score as random
     players do (predators 3.55 against 4.2, a predator scoring 10 per touch; prey -13.8 against
-    -14.3), after 100k trained predators score 14.35 (bar: twice random ones) and the prey -9.70
-    (bar: 2 above a random prey; it learns in a few updates to stay in the arena, where a random
+    -14.3), after 50k trained predators score 10.2 (bar: twice random ones, 8.4; 14.35 after 100k)
+    and the prey -10.9 (bar: 2 above a random prey, -12.3; -9.70 after 100k; it learns in a few updates to stay in the arena, where a random
     prey pays the boundary penalty). Greedy, an untrained prey already stays in (-10.9).
     The built-in's own bars (predators 3 times random ones, random predators touching the trained
     prey less often than random prey) take its whole run: benchmarks/mpe_tag_bars.py, figures in

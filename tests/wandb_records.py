@@ -63,8 +63,11 @@ def read_offline_run(path: Path) -> OfflineRun:
         record.ParseFromString(raw)
         kind = record.WhichOneof("record_type")
         if kind == "run":
+            # wandb may write a later run record that repeats only some fields (seen once in a loaded CI
+            # run: the project and id read back empty); a field keeps the last value that was set
             r = record.run
-            run.run_id, run.project, run.group, run.name = r.run_id, r.project, r.run_group, r.display_name
+            run.run_id, run.project = r.run_id or run.run_id, r.project or run.project
+            run.group, run.name = r.run_group or run.group, r.display_name or run.name
         elif kind == "history":
             run.history.append({_key(item): json.loads(item.value_json) for item in record.history.item})
         elif kind == "config":
