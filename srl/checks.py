@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from srl import devices
 from srl.api import registry
-from srl.api.algorithm import AlgorithmConfig
+from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.config import (
     ConfigError,
     ExperimentConfig,
@@ -334,7 +334,7 @@ def _her(config: ExperimentConfig) -> str | None:
     return None
 
 
-def _relabels(algo: type) -> bool:
+def _relabels(algo: type[Algorithm]) -> bool:
     return bool(algo.needs_replay and not algo.team_transitions and not algo.trains_recurrent
                 and not getattr(algo, "needs_recurrent", False))
 

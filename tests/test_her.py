@@ -211,8 +211,8 @@ def test_bitflipping_dqn_learns_with_her_and_not_without(tmp_path):
 
 
 def test_fetchreach_sac_her_smoke(run_dir):
-    config = load_config("fetchreach-sac-her", ["run.seed=0", "stop.total_env_steps=2000", "replay.warmup=500",
+    config = load_config("fetchreach-sac-her", ["run.seed=0", "stop.total_env_steps=1000", "replay.warmup=300",
                                                 "replay.replay_ratio=64", f"run.run_dir={run_dir}", "monitor.display=off"])
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["updates"] > 100 and summary["env_steps"] >= 2000, summary
+    assert summary["updates"] > 50 and summary["env_steps"] >= 1000, summary

@@ -56,6 +56,7 @@ def goal_env_problem(env: gym.Env) -> str | None:
     if not set(GOAL_KEYS) <= set(keys):
         return (f"replay.her (hindsight relabelling) needs an env observing a Dict with keys {', '.join(GOAL_KEYS)}; "
                 f"this env observes {space}")
+    assert isinstance(space, gym.spaces.Dict)
     parts = [space.spaces[k] for k in GOAL_KEYS]
     if not all(isinstance(p, gym.spaces.Box) for p in parts) or parts[1].shape != parts[2].shape:
         return (f"replay.her needs Box observation, achieved_goal and desired_goal, the two goals of one shape; "
@@ -131,4 +132,4 @@ class BitFlippingEnv(gym.Env):
         return self._obs(), reward, success, self.steps >= self.max_steps and not success, {"is_success": success}
 
 
-gym.register("BitFlipping-v0", entry_point=BitFlippingEnv)
+gym.register("BitFlipping-v0", entry_point="srl.envs.goals:BitFlippingEnv")

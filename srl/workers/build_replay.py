@@ -16,8 +16,8 @@ from srl.data.sequences import segment_sequences
 from srl.data.team import team_transitions
 from srl.devices import resolve
 from srl.envs import make_vector_env, single_env_kwargs
-from srl.envs.gym_env import GymVectorEnv
 from srl.envs.goals import find_goal_wrapper
+from srl.envs.gym_env import GymVectorEnv
 from srl.graph import Graph, initial_policy, sub_arrays
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
