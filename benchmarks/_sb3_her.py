@@ -57,7 +57,7 @@ def main() -> None:
                 learning_starts=1_000, policy_kwargs=dict(net_arch=[64, 64]), seed=a.seed, verbose=0)
     stop = StopTrainingOnRewardThreshold(reward_threshold=a.target, verbose=0)
     evals = EvalCallback(eval_env, callback_on_new_best=stop, n_eval_episodes=a.eval_episodes,
-                         eval_freq=a.eval_every, deterministic=True, verbose=0)
+                         eval_freq=a.eval_every, deterministic=True, verbose=1)  # progress in the log
     model.learn(total_timesteps=a.budget, callback=evals)
     reached = evals.best_mean_reward >= a.target
     success = evals.evaluations_successes[-1] if evals.evaluations_successes else []
