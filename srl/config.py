@@ -90,8 +90,8 @@ class ReplayConfig(Settings):
     batch_slots: int = Field(2, ge=1, description="Batch slots in shared memory: the buffer fills one while "
                              "the trainer learns on another.")
     her: HerConfig | None = Field(
-        None, description="Hindsight relabelling for goal envs ({strategy: future, k: 4}); the env's Dict "
-        "observation is flattened to [observation | achieved_goal | desired_goal] (srl.envs.goals:GoalObservation, "
+        None, description="Hindsight relabelling for goal envs, replay.her.*: {strategy: future, k: 4}; the env's Dict "
+        "observation is flattened to [observation, achieved_goal, desired_goal] (srl.envs.goals:GoalObservation, "
         "added to env_wrappers). Needs 1-step uniform replay (n_step=1, prioritized=false); None = off."
     )
 
