@@ -32,16 +32,20 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--no-normalize", action="store_true")
     p.add_argument("--start-time", type=float, default=None)
+    p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     a = p.parse_args()
     start = a.start_time or time.time()
 
     import gymnasium as gym
     import gymnasium_robotics
+    import torch
     from stable_baselines3 import SAC, HerReplayBuffer
     from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     gym.register_envs(gymnasium_robotics)
+    if a.torch_threads:
+        torch.set_num_threads(a.torch_threads)
 
     def make_env(normalize: bool, training: bool):
         venv = DummyVecEnv([lambda: gym.make(a.env)])
@@ -63,7 +67,7 @@ def main() -> None:
     success = evals.evaluations_successes[-1] if evals.evaluations_successes else []
     print(json.dumps({
         "reached": bool(reached), "time_s": round(time.time() - start, 2), "env_steps": int(model.num_timesteps),
-        "eval_return_mean": float(evals.last_mean_reward),
+        "eval_return_mean": float(evals.last_mean_reward), "torch_threads": torch.get_num_threads(),
         "eval_success_rate": float(sum(success) / len(success)) if len(success) else None,
     }), flush=True)
 

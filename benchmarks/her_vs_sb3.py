@@ -50,10 +50,10 @@ def run_srl(seed: int, target: float, budget: int, cap_s: float, work: Path) -> 
             "stop_reason": summary.get("stop_reason"), "timed_out": child["timed_out"]}
 
 
-def run_sb3(seed: int, target: float, budget: int, cap_s: float, work: Path) -> dict[str, Any]:
+def run_sb3(seed: int, target: float, budget: int, cap_s: float, work: Path, threads: int | None = None) -> dict[str, Any]:
     log = work / f"sb3-{seed}.log"
     cmd = [sys.executable, str(SB3_SCRIPT), "--seed", str(seed), "--budget", str(budget), "--target", str(target),
-           "--start-time", str(time.time())]
+           "--start-time", str(time.time()), *(["--torch-threads", str(threads)] if threads else [])]
     child = common.run_child(cmd, cwd=work, env=common._child_env(work), log_path=log, timeout_s=cap_s)
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("{")]
     result = json.loads(lines[-1]) if lines else {"reached": False}
@@ -73,15 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=20_000, help="env steps per run, both sides (the zoo's n_timesteps)")
     p.add_argument("--cap-s", type=float, default=900.0, help="wall-time cap of one run")
     p.add_argument("--only", choices=["srl", "sb3"], default=None)
+    p.add_argument("--sb3-torch-threads", type=int, default=None, help="torch threads for SB3 (default: torch's; "
+                   "srl's workers use 1 each)")
     a = p.parse_args(argv)
     sides: dict[str, list[dict[str, Any]]] = {"srl": [], "sb3": []}
     with tempfile.TemporaryDirectory(prefix="her-vs-sb3-") as tmp:
         work = Path(tmp)
         for seed in a.seeds:
-            for side, run in (("srl", run_srl), ("sb3", run_sb3)):
-                if a.only in (None, side):
-                    sides[side].append(run(seed, a.target, a.budget, a.cap_s, work))
-                    common.log(f"{side} seed {seed}: {sides[side][-1]}")
+            if a.only in (None, "srl"):
+                sides["srl"].append(run_srl(seed, a.target, a.budget, a.cap_s, work))
+                common.log(f"srl seed {seed}: {sides['srl'][-1]}")
+            if a.only in (None, "sb3"):
+                sides["sb3"].append(run_sb3(seed, a.target, a.budget, a.cap_s, work, a.sb3_torch_threads))
+                common.log(f"sb3 seed {seed}: {sides['sb3'][-1]}")
     report: dict[str, Any] = {
         "benchmark": "her_vs_sb3", "experiment": EXPERIMENT, "env": "FetchReach-v4", "target_eval_return": a.target,
         "budget_env_steps": a.budget, "machine": common.machine_info(),
