@@ -216,3 +216,14 @@ def test_fetchreach_sac_her_smoke(run_dir):
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["updates"] > 50 and summary["env_steps"] >= 1000, summary
+
+
+def test_a_checkpoint_keeps_the_episode_columns_and_draws_the_same_goals():
+    from srl.data.replay_state import memory_state, restore_memory
+
+    saved = filled_memory("future")
+    restored = filled_memory("future", lengths=(3, 3))  # other contents, overwritten by the restore
+    restore_memory(restored, memory_state(saved))
+    np.testing.assert_array_equal(restored.data[STEP], saved.data[STEP])
+    np.testing.assert_array_equal(restored.data[LENGTH], saved.data[LENGTH])
+    np.testing.assert_array_equal(batch(restored, 512)[C.OBS], batch(saved, 512)[C.OBS])
