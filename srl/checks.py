@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from srl import devices
 from srl.api import registry
-from srl.api.algorithm import AlgorithmConfig
+from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.config import (
     ConfigError,
     ExperimentConfig,
@@ -352,7 +352,38 @@ def _info_keys(config: ExperimentConfig) -> str | None:
     return info_keys_problem(config.monitor.info_keys)
 
 
+def _her(config: ExperimentConfig) -> str | None:
+    """Hindsight relabelling (srl.data.her): an off-policy learner of 1-step single-row transitions
+    from uniform replay, on a Gymnasium env (the goal env itself is checked where it is built)."""
+    her = config.replay.her if config.replay is not None else None
+    if her is None or config.replay is None:
+        return None
+    algo = registry.algorithms.get(config.algorithm).algorithm_cls
+    fit = ", ".join(n for n in registry.algorithms.names() if _relabels(registry.algorithms.get(n).algorithm_cls))
+    if not algo.needs_replay:
+        return (f"field 'replay.her': hindsight relabelling needs an off-policy algorithm that learns from replay "
+                f"({fit}); {config.algorithm!r} learns on-policy from its own segments")
+    if not _relabels(algo):
+        return (f"field 'replay.her': {config.algorithm!r} learns from sequences or whole teams, which hindsight "
+                f"relabelling does not rewrite; algorithms it serves: {fit}")
+    if config.replay.n_step != 1:
+        return (f"field 'replay.n_step': {config.replay.n_step} with replay.her; relabelling recomputes one reward per "
+                "transition: use replay.n_step=1")
+    if config.replay.prioritized:
+        return ("field 'replay.prioritized': true with replay.her; a priority is one goal's TD error and relabelling "
+                "draws a new goal at each replay: use replay.prioritized=false")
+    if config.env in registry.envs and config.env != "gymnasium":
+        return (f"field 'replay.her': it needs a Gymnasium goal env (observation, achieved_goal, desired_goal and "
+                f"compute_reward); env {config.env!r} is an srl env")
+    return None
+
+
+def _relabels(algo: type[Algorithm]) -> bool:
+    return bool(algo.needs_replay and not algo.team_transitions and not algo.trains_recurrent
+                and not getattr(algo, "needs_recurrent", False))
+
+
 _CHECKS: tuple[Callable[[ExperimentConfig], str | None], ...] = (
-    _names, _env, _dataflow, _replay_and_trainers, _lock_step, _resume, _eval_target, _pod, _devices, _policies, _action_noise,
-    _info_keys,
+    _names, _her, _env, _dataflow, _replay_and_trainers, _lock_step, _resume, _eval_target, _pod, _devices, _policies,
+    _action_noise, _info_keys,
 )

@@ -56,6 +56,21 @@ class RayResources(Settings):
 RAY_ROLES = ("actor", "policy", "trainer", "params", "pod")
 
 
+GOAL_WRAPPER = "srl.envs.goals:GoalObservation"  # a goal env's Dict as one Box, for replay.her
+
+
+class HerConfig(Settings):
+    """Hindsight experience replay (srl.data.her) for goal envs: observations a Dict of observation,
+    achieved_goal and desired_goal, and the env's compute_reward(achieved_goal, desired_goal, info)."""
+
+    strategy: Literal["future", "final", "episode"] = Field(
+        "future", description="Where a relabelled goal comes from: future = achieved at a later step of the same "
+        "episode, final = at its last step, episode = at any of its steps."
+    )
+    k: int = Field(4, ge=1, description="Relabelled goals per original one: a k/(k+1) share of each batch gets a "
+                   "new goal (SB3's n_sampled_goal).")
+
+
 class ReplayConfig(Settings):
     """The buffer worker's replay memory (srl.workers.buffer); set `replay` to use one."""
 
@@ -74,6 +89,11 @@ class ReplayConfig(Settings):
     )
     batch_slots: int = Field(2, ge=1, description="Batch slots in shared memory: the buffer fills one while "
                              "the trainer learns on another.")
+    her: HerConfig | None = Field(
+        None, description="Hindsight relabelling for goal envs, replay.her.*: {strategy: future, k: 4}; the env's Dict "
+        "observation is flattened to [observation, achieved_goal, desired_goal] (srl.envs.goals:GoalObservation, "
+        "added to env_wrappers). Needs 1-step uniform replay (n_step=1, prioritized=false); None = off."
+    )
 
     @model_validator(mode="after")
     def _check_sizes(self) -> ReplayConfig:
@@ -561,6 +581,13 @@ class ExperimentConfig(Settings):
         if isinstance(value, list):
             return [{"path": v} if isinstance(v, str) else v for v in value]
         return value
+
+    @model_validator(mode="after")
+    def _flatten_goals(self) -> ExperimentConfig:
+        """replay.her relabels goals in flat observations: the goal env's Dict is flattened last."""
+        if self.replay is not None and self.replay.her is not None and GOAL_WRAPPER not in [w.path for w in self.env_wrappers]:
+            self.env_wrappers = [*self.env_wrappers, EnvWrapper(path=GOAL_WRAPPER)]
+        return self
 
     def threads_for(self, trains: bool) -> int:
         """torch threads of one process: one that trains may get more than the others."""

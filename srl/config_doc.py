@@ -11,6 +11,7 @@ from srl.config import (
     EnsembleConfig,
     EnvWrapper,
     ExperimentConfig,
+    HerConfig,
     LeagueSpec,
     PolicySpec,
     ReplayConfig,
@@ -45,6 +46,7 @@ def config_reference() -> str:
                "docs/custom.md)."), ""]
     lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
+    lines += ["## `replay.her.*` (hindsight experience replay)", "", *table(HerConfig), ""]
     lines += ["## `pod.ensemble.*` (a tournament of pods)", "", *table(EnsembleConfig), ""]
     lines += ["## `policies.<name>.*` (several policies in one run, docs/multiagent.md)", "", *table(PolicySpec), ""]
     lines += ["## `policies.<name>.league.*` (a self-play league)", "", *table(LeagueSpec), ""]

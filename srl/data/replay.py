@@ -95,6 +95,7 @@ class ReplayMemory:
             raise ValueError(f"priority_eps must be > 0 (a zero priority is never replayed), got {priority_eps}")
         self.capacity = capacity
         self.data = {name: np.zeros((capacity, *f.shape), f.dtype) for name, f in fields.items()}
+        self.batch_columns = tuple(fields)  # what a batch gets of each item (a subclass may store more)
         self.stamp = np.full(capacity, -1, np.int64)
         self.inserted = 0  # transitions ever added; also the next one's stamp
         self.tree = SumTree(capacity) if prioritized else None
@@ -132,8 +133,8 @@ class ReplayMemory:
             index = np.minimum(self.tree.find(prefix), self.size - 1)
             weight = (self.size * self.tree.get(index) / total) ** -self.beta
             out[C.WEIGHT][:] = weight / weight.max()
-        for name, array in self.data.items():
-            np.take(array, index, axis=0, out=out[name])
+        for name in self.batch_columns:
+            np.take(self.data[name], index, axis=0, out=out[name])
         out[C.INDEX][:] = index
         out[C.STAMP][:] = self.stamp[index]
 

@@ -23,6 +23,7 @@ from srl.api import registry
 from srl.api.env import Environment, VectorEnv
 from srl.envs.atari import is_atari_id, make_atari
 from srl.envs.central_state import CentralStateEnvironment
+from srl.envs.goals import BitFlippingEnv  # registers the Gymnasium id BitFlipping-v0
 from srl.envs.gym_env import GymEnvironment, GymVectorEnv, make_gym_envs
 from srl.envs.mujoco import is_mujoco_id, require_mujoco
 from srl.envs.native import NativeVectorEnv
@@ -35,6 +36,7 @@ from srl.envs.vector import SerialVectorEnv
 from srl.envs.wrappers import WrapperEntry, resolve, wrap
 
 __all__ = [
+    "BitFlippingEnv",
     "GymEnvironment",
     "GymVectorEnv",
     "MaskVelocity",

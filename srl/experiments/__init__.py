@@ -5,7 +5,7 @@ from typing import Any
 
 from srl.api import registry
 from srl.config import ExperimentConfig, translate_moved
-from srl.experiments import atari, classic, continuous, minigrid, multiagent, pods, recurrent, tuned  # noqa: F401
+from srl.experiments import atari, classic, continuous, goals, minigrid, multiagent, pods, recurrent, tuned  # noqa: F401
 
 
 def experiment_values(name: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import numpy as np
@@ -48,15 +48,16 @@ class BufferKernel(KernelDefaults):
         warmup: int,
         replay_ratio: float | None,
         num_agents: int,
-        items: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
+        items: Callable[[dict[str, np.ndarray], Hashable], dict[str, np.ndarray]] | None = None,
         steps_per_item: int = 1,
         run_dir: Path | None = None,
         checkpoint_interval_s: float = 60.0,
         resume: bool = False,
     ) -> None:
         self.samples, self.batches, self.memory = samples, batches, memory
-        # what a segment is stored as: n-step transitions, or (recurrent) whole sequences
-        self.items = items or (lambda segment: segment_transitions(segment, gamma, n_step))
+        # what a segment is stored as: n-step transitions, (recurrent) whole sequences, or (hindsight
+        # relabelling) the episodes it ends; called with the segment's lane, (actor, split, epoch)
+        self.items = items or (lambda segment, lane: segment_transitions(segment, gamma, n_step))
         self.steps_per_item = steps_per_item  # env steps (rows) one stored item stands for
         self.gamma, self.n_step = gamma, n_step
         self.warmup, self.replay_ratio = warmup, replay_ratio
@@ -128,7 +129,7 @@ class BufferKernel(KernelDefaults):
                 break  # the trainer is behind: the actors' segments wait (back-pressure)
             ref = self.pending.popleft()
             self.clock.switch(REPLAY)  # n-step transitions (or sequences) into the memory
-            self.memory.add(self.items(self.samples.segment(ref)))
+            self.memory.add(self.items(self.samples.segment(ref), (ref.actor, ref.split, ref.epoch)))
             self.clock.switch(SEND_RECV)
             self.samples.release(ref)
             stored += 1
