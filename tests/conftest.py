@@ -10,11 +10,11 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+from skip_guard import pytest_collection_modifyitems as skip_without_cuda
 from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a test)
     pytest_make_collect_report,
     pytest_runtest_makereport,
 )
-from skip_guard import pytest_collection_modifyitems as skip_without_cuda
 
 import srl.testing  # noqa: F401  (registers the counting envs; worker processes fork from here and inherit them)
 from srl import devices
