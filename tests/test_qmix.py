@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from test_mappo import random_return  # tests/ is on sys.path (conftest); a package named `tests` may be installed
 
 from srl.algos.mixers import QMixer
 from srl.algos.qmix import QMIX, QMIXConfig, VDNConfig
@@ -22,7 +23,6 @@ from srl.data.team import team_fields, team_transitions
 from srl.envs.central_state import AgentStateBox, CentralStateEnvironment
 from srl.load import load_config
 from srl.models.agent_q import AgentQ
-from test_mappo import random_return  # tests/ is on sys.path (conftest); a package named `tests` may be installed
 
 
 def segment(rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> dict[str, np.ndarray]:
