@@ -305,6 +305,10 @@ def _policies(config: ExperimentConfig) -> str | None:
                     f"joins one that trains: {trains}")
     from srl.lanes import policy_config
 
+    leagues = sorted(n for n, s in config.policies.items() if s.league is not None)
+    if len(leagues) > 1:  # the controller keeps one league's table (srl.launch.league): a second would be lost
+        return (f"field 'policies.{leagues[1]}.league': one league per run; policies {leagues} each play one. Keep "
+                f"one, or give the others fixed opponents (trainable: false, checkpoint: ...)")
     for name, spec in config.policies.items():
         if spec.league is not None and spec.league.of not in trains:
             return (f"field 'policies.{name}.league.of': {spec.league.of!r} is no policy that trains; policies that do: "

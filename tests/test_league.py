@@ -161,3 +161,17 @@ def test_lookahead_beats_random_play_in_real_games():
     with pytest.raises(TypeError, match="6x7x2"):
         tictactoe = make_vector_env("pettingzoo-aec", {"module": "pettingzoo.classic.tictactoe_v3"}, 1, 0)
         Connect4Lookahead(tictactoe.observation_space, gym.spaces.Discrete(9))
+
+
+def test_a_second_league_is_refused_before_launch_naming_both():
+    """The controller keeps one league's table; a second league used to be accepted and dropped."""
+    import pytest
+
+    from srl.config import ConfigError
+    from srl.load import load_config
+
+    two = ["env_kwargs.sides=[learner,league,league2]", "policies.league2={league: {of: learner}}",
+           "policy_mapping.league2=league2"]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"field 'policies.league2.league': one league per run; policies \['league', 'league2'\]"):
+        load_config("connect4-league", two)
+    assert load_config("connect4-league", []).policies["league"].league is not None
