@@ -42,18 +42,6 @@ from srl.monitor.video import (
 EVAL_RUN_DIR = "eval RUN_DIR"  # what names the directory in its errors (not run.resume=, whose function it shares)
 
 
-def evaluate(run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True, against: str | None = None,
-             games: int = 200, snapshot: str | None = None, video: str | Path | None = None) -> dict[str, Any]:
-    """What `srl eval` prints, for a run of one policy or several (srl.lanes)."""
-    from srl.evaluation.policies import evaluate_policies, is_multi_policy
-
-    if is_multi_policy(run_dir):  # several policies: all at once, or each against random ones
-        return evaluate_policies(run_dir, episodes, seed, deterministic, against=against, snapshot=snapshot)
-    if against is None:
-        return evaluate_run(run_dir, episodes, seed, deterministic, video=video)
-    return evaluate_against(run_dir, against, games=games, seed=seed, episodes=episodes, deterministic=deterministic)
-
-
 def evaluate_run(
     run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True, video: str | Path | None = None
 ) -> dict[str, Any]:
