@@ -4,7 +4,7 @@
     python benchmarks/versus_random.py runs/ttt --games 400 --seed 7
 
 Prints ONE JSON line: the untrained policy's score (same seed, fresh weights) and the trained
-one's. The policy plays each seat in turn (srl.versus.score_against).
+one's. The policy plays each seat in turn (srl.evaluate.score_against).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import torch
 from srl import checkpoint
 from srl.checks import build_config
 from srl.config import load_saved_config
+from srl.evaluate import score_against
 from srl.graph import build_graph, make_policy
-from srl.versus import score_against
 
 
 def main() -> None:

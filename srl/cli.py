@@ -38,24 +38,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     import torch
 
-    from srl.evaluate import evaluate_against, evaluate_run, saved_config
-    from srl.evaluate_policies import evaluate_policies, is_multi_policy
+    from srl.evaluation.command import evaluate
+    from srl.evaluation.run import saved_config
     from srl.faults import json_safe
 
-    multi = is_multi_policy(args.run_dir)
     # It acts as the run's actors did, with their torch threads: at torch's default of one per core
     # the threads only spun on ops this small (10 mpe-tag episodes against random on a loaded 2-core
     # machine: 14.8 s of CPU and 177 s with 2 threads, 1.2 s and 21 s with 1).
     torch.set_num_threads(saved_config(Path(args.run_dir)).threads_for(trains=False))
-    if multi:  # several policies (srl.lanes): all at once, or each against random ones
-        result = evaluate_policies(args.run_dir, episodes=args.episodes, seed=args.seed,
-                                   deterministic=not args.stochastic, against=args.against, snapshot=args.snapshot)
-    elif args.against is not None:
-        result = evaluate_against(args.run_dir, args.against, games=args.games, seed=args.seed)
-    else:
-        result = evaluate_run(
-            args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic, video=args.video
-        )
+    result = evaluate(args.run_dir, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
+                      against=args.against, games=args.games, snapshot=args.snapshot, video=args.video)
     print(json.dumps(json_safe(result), allow_nan=False))  # strict JSON: a NaN return is null
     return 0
 
@@ -181,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--against", metavar="WHO", help="turn-based games: play matches and report win/draw/loss "
                     "against random, heuristic (the game's scripted player), a scripted policy (connect4-lookahead), "
                     "a snapshot of the run's league (v120) or a checkpoint file; seats alternate. A run with several "
-                    "policies: random, each policy against random ones, beside all agents random")
+                    "policies: random, each policy against random ones, beside all agents random. Any other run: "
+                    "random, a random policy on the same episodes (seeds), both returns and their difference")
     ev.add_argument("--games", type=int, default=200, help="with --against: games to play")
     ev.add_argument("--snapshot", metavar="NAME", help="a run with a self-play league: its learner plays with the "
                     "weights of this snapshot (v120, or best: the highest rated) instead of its newest")

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from srl.cli import main
+from srl.evaluate import score_against
 from srl.league import START_ELO, League, expected
 from srl.models.scripted import Connect4Lookahead, lookahead_move
-from srl.versus import score_against
 
 CONNECT4 = {"module": "pettingzoo.classic.connect_four_v3"}
 

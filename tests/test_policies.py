@@ -358,7 +358,7 @@ def test_a_resumed_run_continues_each_policy_from_its_own_checkpoint(run_dir):
 
 def test_srl_eval_of_several_policies_plays_each_against_a_scripted_player_or_says_what_it_takes(tmp_path):
     """Against a scripted player the baseline is a random player in the evaluated policy's place."""
-    from srl.evaluate_policies import evaluate_policies
+    from srl.evaluate import evaluate_policies
 
     run_dir = tmp_path / "ttt"
     config = build_config({"env": "pettingzoo-aec", "env_kwargs": {"module": "pettingzoo.classic.tictactoe_v3",
@@ -419,7 +419,7 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     proc = subprocess.run([sys.executable, "-m", "srl.cli", "leaderboard", str(run_dir), "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["learner_elo"] == pytest.approx(league.learner_elo)
-    from srl.evaluate_policies import evaluate_policies
+    from srl.evaluate import evaluate_policies
 
     best = evaluate_policies(run_dir, episodes=6, seed=1, snapshot="best", against="random-legal")
     assert best["snapshot"] == league.best().name and sum(best["policies"]["learner"]["won_drawn_lost"]) == 6

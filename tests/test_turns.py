@@ -145,8 +145,8 @@ def test_tictactoe_adapter_plays_legal_zero_sum_games():
 
 def test_tictactoe_self_play_beats_random_more_often(run_dir):
     from srl import checkpoint
+    from srl.evaluate import score_against
     from srl.graph import build_graph, make_policy
-    from srl.versus import score_against
 
     config = load_config(
         "tictactoe-ppo",

@@ -69,6 +69,11 @@ class AgentStateBox(gym.spaces.Box):
         n = len(self.agents)
         return rows[:, : self.own_dim], rows[:, self.own_dim : self.own_dim + n], rows[:, self.own_dim + n :]
 
+    def action_mask(self, rows: Any) -> Any:
+        """[B, D] rows (tensors or arrays) -> the legal-move masks [B, mask_dim] at the end of each own
+        observation (1: legal; all 0: the row waits for its turn). The one place the mask is cut."""
+        return rows[:, self.own_dim - self.mask_dim : self.own_dim]
+
 
 def _flat_dim(space: gym.Space, agent: str) -> int:
     if not isinstance(space, gym.spaces.Box):

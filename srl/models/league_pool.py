@@ -56,9 +56,8 @@ class LeaguePool(Policy):
         self.nets: dict[int, Policy] = {}  # version -> its frozen network
         self.league = League()
         self._read_s = -float("inf")
-        self._mask: tuple[int, int] | None = None  # where a turn-based game's rows hold the mover's action mask
-        if isinstance(observation_space, AgentStateBox) and observation_space.mask_dim:
-            self._mask = (observation_space.own_dim - observation_space.mask_dim, observation_space.own_dim)
+        # a turn-based game's rows hold the mover's action mask
+        self._turns = observation_space if isinstance(observation_space, AgentStateBox) and observation_space.mask_dim else None
 
     def rollout_fields(self) -> dict[str, FieldSpec]:
         return {C.HIDDEN: FieldSpec((1,), np.float32)}
@@ -95,9 +94,9 @@ class LeaguePool(Policy):
         raise NotImplementedError("league-pool only acts: it does not train")
 
     def _random(self, obs: torch.Tensor) -> torch.Tensor:
-        if self._mask is None:
+        if self._turns is None:
             return torch.as_tensor(np.array([self.action_space.sample() for _ in range(len(obs))]), dtype=torch.int64)
-        masks = obs[:, self._mask[0] : self._mask[1]].cpu().numpy()
+        masks = self._turns.action_mask(obs).cpu().numpy()
         return torch.from_numpy(random_legal(masks, self.rng).astype(np.int64))
 
     def _net(self, version: int) -> Policy | None:

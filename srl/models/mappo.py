@@ -125,13 +125,13 @@ class MAPPOPolicy(Policy):
                 logits = logits.index_copy(0, rows, self.actors[g](actor_in[rows]))
                 value = value.index_copy(0, rows, self.critics[g](critic_in[rows]).squeeze(-1))
         if self.mask_dim:
-            allowed = own[:, self.own_dim - self.mask_dim :] > 0.5
+            allowed = self.space.action_mask(x) > 0.5
             waiting = ~allowed.any(dim=1, keepdim=True)
             logits = logits.masked_fill(~(allowed | waiting), -1e9)  # a waiting row keeps its logits
         return torch.log_softmax(logits, dim=-1), value
 
     def _active(self, obs: torch.Tensor) -> torch.Tensor:
-        mask = obs.reshape(obs.shape[0], -1)[:, self.own_dim - self.mask_dim : self.own_dim]
+        mask = self.space.action_mask(obs.reshape(obs.shape[0], -1))
         return (mask > 0.5).any(dim=1).float()
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:

@@ -71,6 +71,7 @@ class ScriptedPolicy(Policy):
         super().__init__(observation_space, action_space)
         if not isinstance(observation_space, AgentStateBox) or not observation_space.mask_dim:
             raise TypeError(f"{type(self).__name__} plays turn-based 'pettingzoo-aec' games; got {observation_space}")
+        self.space = observation_space
         self.own_dim, self.mask_dim = observation_space.own_dim, observation_space.mask_dim
         # seeded from torch's generator unless given, so a run's seed fixes its moves
         self.rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))) if seed is None else seed)
@@ -80,7 +81,7 @@ class ScriptedPolicy(Policy):
 
     def rollout(self, obs: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
         rows = obs.detach().cpu().numpy()
-        own, masks = rows[:, : self.own_dim - self.mask_dim], rows[:, self.own_dim - self.mask_dim : self.own_dim]
+        own, masks = rows[:, : self.own_dim - self.mask_dim], self.space.action_mask(rows)
         return {"action": torch.from_numpy(self.moves(own, masks).astype(np.int64))}
 
     def moves(self, own: np.ndarray, masks: np.ndarray) -> np.ndarray:

@@ -100,7 +100,8 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
 
 def _make_evaluator(graph: Graph, transport: Transport) -> Kernel:
     """The run's evaluator: its policy, or with several policies each lane's, on its lane's streams."""
-    from srl.workers.evaluator import EvaluatorKernel, Player
+    from srl.evaluation import Player
+    from srl.workers.evaluator import EvaluatorKernel
 
     c, device = graph.config, resolve(graph.config.devices.eval)
     # env ids past every training env's, so its episodes are not theirs

@@ -6,7 +6,8 @@ Training returns mix exploration noise and several parameter versions; the evalu
 returns (the controller shows their mean as `eval/episode_return_mean`). A round uses one
 version throughout. Between rounds it idles on the parameter stream, so on a small machine it
 costs the training workers little; each poll plays at most `steps_per_poll` steps so the inline
-launcher's other kernels keep their turn.
+launcher's other kernels keep their turn. A round is a `srl.evaluation.Match`, the loop `srl eval`
+plays.
 
 With several policies (srl.lanes) each acts for its own agents' rows of the one env, each with the
 newest version of its own parameters (one that does not train, with the weights it acts with),
@@ -17,46 +18,17 @@ and each policy's mean return per agent is reported beside the mean over every a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
-from srl import devices
 from srl.api.env import VectorEnv
-from srl.api.policy import Policy
+from srl.evaluation import Match, Player
 from srl.monitor.timing import TimeBreakdown
-from srl.spaces import Obs, map_obs
-from srl.streams.params import FixedParams, ParamSubscriber
+from srl.spaces import Obs
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
 
-
-def _every_row(obs: Obs) -> Obs:
-    return obs
-
-
-@dataclass
-class Player:
-    """A policy and where its weights come from, acting for `rows` of the env (all of them in a
-    one-policy run); `own` cuts its rows' observations out of the env's (srl.graph.Lane.own_obs)."""
-
-    policy: Policy
-    params: ParamSubscriber | FixedParams
-    name: str = ""
-    rows: list[int] | slice = field(default_factory=lambda: slice(None))
-    own: Callable[[Obs], Obs] = _every_row
-
-    def __post_init__(self) -> None:
-        self.policy.eval()
-        self.device = devices.of(self.policy)  # where its observations go
-
-    def act(self, obs: Obs) -> np.ndarray:
-        """Its most likely actions for its rows of the env's observation."""
-        with torch.inference_mode():
-            mine = map_obs(lambda a: torch.from_numpy(a).to(self.device), self.own(obs))  # one tensor, or one per leaf
-            return self.policy.rollout(mine, deterministic=True)["action"].cpu().numpy()
+__all__ = ["EvaluatorKernel", "Player"]
 
 
 class EvaluatorKernel(KernelDefaults):
@@ -74,9 +46,8 @@ class EvaluatorKernel(KernelDefaults):
         self.steps_per_poll = steps_per_poll
         self.clock = TimeBreakdown()  # labels nothing itself: the loop charges waiting and other
         self.obs: Obs | None = None
-        self.round_returns: list[np.ndarray] | None = None  # each episode's return per row; None: between rounds
+        self.match: Match | None = None  # the round being played (srl.evaluation.play); None: between rounds
         self.round_versions: list[int] = []
-        self.running = np.zeros(env.num_rows)
         self.next_round_s = 0.0  # the first round starts as soon as parameters arrive
         self._reset_report()
 
@@ -86,6 +57,11 @@ class EvaluatorKernel(KernelDefaults):
         self.eval_time_s = 0.0
 
     @property
+    def round_returns(self) -> list[np.ndarray] | None:
+        """Each episode's return per row of the round being played; None between rounds."""
+        return None if self.match is None else [e.returns for e in self.match.finished]
+
+    @property
     def receivers(self) -> list[Receiver]:
         return [r for player in self.players for r in player.params.receivers]
 
@@ -93,45 +69,27 @@ class EvaluatorKernel(KernelDefaults):
         self.obs = self.env.reset(seed=self.seed)
 
     def poll(self) -> bool:
-        if self.round_returns is None:
+        if self.match is None:
             for player in self.players:  # drain the streams while idle; load the newest
                 player.params.poll(player.policy)
             versions = [player.params.version for player in self.players]
             if min(versions) < 0 or time.monotonic() < self.next_round_s:
                 return False
-            self.round_returns, self.round_versions = [], versions
-            self.running[:] = 0.0
+            # a round starts where the last ended: on a fresh episode of the env
+            self.match, self.round_versions = Match(self.env, self.players, self.episodes, obs=self.obs), versions
         started = time.perf_counter()
         for _ in range(self.steps_per_poll):
-            if self._step():
+            if self.match.step():
+                self._end_round(self.match)
                 break
         self.eval_time_s += time.perf_counter() - started
         return True
 
-    def _step(self) -> bool:
-        """One env step; True when the round is complete."""
-        assert self.round_returns is not None and self.obs is not None
-        actions = [player.act(self.obs) for player in self.players]
-        action = np.zeros((self.env.num_rows, *actions[0].shape[1:]), actions[0].dtype)
-        for player, mine in zip(self.players, actions):
-            action[player.rows] = mine
-        step = self.env.step(action)
-        self.obs = step.obs
-        ended = step.terminated | step.truncated
-        for player in self.players:
-            player.policy.episodes_ended(ended[player.rows])  # a recurrent policy starts those rows over
-        self.running += step.reward
-        if not ended.any():  # one env: its rows end together
-            return False
-        self.round_returns.append(self.running.copy())
-        self.running[:] = 0.0
-        if len(self.round_returns) < self.episodes:
-            return False
-        self.returns, self.versions = self.round_returns, self.round_versions
-        self.round_returns = None
+    def _end_round(self, match: Match) -> None:
+        self.obs = match.obs
+        self.returns, self.versions = [e.returns for e in match.finished], self.round_versions
+        self.match = None
         self.next_round_s = time.monotonic() + self.interval_s
-        return True
-
     def report(self) -> dict:
         """The mean over every agent of each episode's return (as `srl eval` reports one env's), and
         with several policies each one's over its own agents."""

@@ -28,11 +28,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from pydantic import ValidationError
 
 from srl.devices import resolve
-from srl.envs.batched import BatchedTorchEnv
+from srl.envs.batched import BatchedTorchEnv, TorchVectorEnv
+from srl.evaluation import Player, play
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import atomic_file, write_text_atomic
 from srl.workers.nonfinite import load_state
@@ -112,18 +114,10 @@ class PodMember:
             mean = self.recent.mean_return
             assert mean is not None  # poll evaluates without an eval env only once there are episodes
             return float(mean)
-        with torch.inference_mode():
-            obs = env.reset(seed=self.eval_seed)
-            returns = torch.zeros(env.num_rows, dtype=torch.float64, device=env.device)
-            finished = torch.zeros(env.num_rows, dtype=torch.bool, device=env.device)
-            for _ in range(env.max_episode_steps):
-                action = policy.rollout(obs, deterministic=True)["action"]
-                obs, reward, terminated, truncated = env.step(action)
-                returns.add_(reward.double() * ~finished)
-                finished.logical_or_(terminated).logical_or_(truncated)
-                if bool(finished.all()):
-                    break
-        return float(returns.mean())
+        training = policy.training
+        played = play(TorchVectorEnv(env), [Player(policy)], env.num_envs, self.eval_seed)  # srl.evaluation
+        policy.train(training)  # the Player set it acting; the pod trains on
+        return float(np.mean([e.returns.mean() for e in played]))
 
     def evaluate_and_save(self) -> dict[str, Any]:
         eval_return = self.evaluate()

@@ -6,8 +6,9 @@ each policy's mean return per agent.
 uniformly at random), beside the same episodes with a random player in its place: a trained
 predator should catch more than a random one does, a trained prey be caught less (`return_mean`
 against `random_return_mean`, same seeds). `--against heuristic` (the game's scripted player,
-srl.evaluate.HEURISTICS) or a registered scripted policy (random-legal, connect4-lookahead) plays
-the others the same way. Random players of a turn-based game play legal moves.
+srl.evaluation.opponents.HEURISTICS), a registered scripted policy (random-legal,
+connect4-lookahead) or a snapshot of a self-play league plays the others the same way. Random
+players of a turn-based game play legal moves.
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from srl import checkpoint
 from srl.api.policy import Policy
 from srl.config import ConfigError, load_saved_config
 from srl.envs import make_vector_env, single_env_kwargs
-from srl.envs.central_state import AgentStateBox
-from srl.evaluate import EVAL_RUN_DIR, saved_config, scripted_player
-from srl.graph import Graph, Lane, build_graph, make_policy, space_spec
-from srl.models.scripted import random_legal, scripted_names
-from srl.spaces import Obs, map_obs
+from srl.evaluation.opponents import league_snapshot, load_network, resolve_opponent, snapshot_names
+from srl.evaluation.play import play
+from srl.evaluation.players import Actor, Player, RandomPlayer
+from srl.evaluation.run import EVAL_RUN_DIR, saved_config
+from srl.graph import Graph, Lane, build_graph, make_policy
 
 
 def is_multi_policy(run_dir: str | Path) -> bool:
@@ -47,7 +47,7 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     policies = {name: policy for name, (policy, _) in trained.items()}
     result: dict[str, Any] = {"run_dir": str(run_dir), "episodes": episodes, "policy_versions": versions}
     if snapshot is not None:
-        learner, net, name = _snapshot(graph, run_dir, snapshot, "--snapshot")
+        learner, net, name = _snapshot(graph, run_dir, snapshot)
         policies[learner], versions[learner], result["snapshot"] = net, int(name[1:]), name
     if against is None:
         result["policies"] = _summary(_play(graph, policies, episodes, seed, deterministic))
@@ -55,7 +55,7 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     result["against"] = against
     result["policies"] = {}
     for name, policy in policies.items():
-        others = {lane.name: _opponent(against, graph, lane, seed) for lane in graph.lanes if lane.name != name}
+        others = {lane.name: _opponent(against, graph, lane, run_dir, seed) for lane in graph.lanes if lane.name != name}
         mine = _summary(_play(graph, {name: policy, **others}, episodes, seed, deterministic))
         instead = _summary(_play(graph, others, episodes, seed, deterministic))  # a random player in its place
         result["policies"][name] = {"return_mean": mine[name]["return_mean"],
@@ -65,39 +65,39 @@ def evaluate_policies(run_dir: str | Path, episodes: int, seed: int, determinist
     return result
 
 
-def _opponent(against: str, graph: Graph, lane: Lane, seed: int) -> Policy | None:
-    """What plays `lane`'s agents against the policy evaluated: None (random), or a scripted
-    player: `heuristic` (the game's, srl.evaluate.HEURISTICS) or a registered scripted policy."""
-    if against == "random":
-        return None
-    if against == "best" or (against[:1] == "v" and against[1:].isdigit()):  # a snapshot of a self-play league
-        return _snapshot(graph, Path(str(graph.config.run.run_dir)), against, "--against")[1]
-    player = scripted_player(against, graph.config.env_kwargs.get("module", ""), lane.graph.observation_space,
-                             lane.graph.action_space, seed, otherwise="a scripted policy")
-    if player is None:
-        raise ConfigError(f"--against {against!r}: a run with several policies plays each against random ones "
-                          "(random), the game's heuristic player (heuristic) or a scripted policy "
-                          f"({', '.join(scripted_names())}); or all together (no --against)")
-    return player
+def _opponent(against: str, graph: Graph, lane: Lane, run_dir: Path, seed: int) -> Policy | None:
+    """What plays `lane`'s agents against the policy evaluated: None (random), a scripted player
+    or a snapshot of the run's self-play league (srl.evaluation.opponents)."""
+    learner = _learner(graph)
+    return resolve_opponent(
+        against, run_dir, graph.config.env_kwargs.get("module", ""), lane.graph.observation_space,
+        lane.graph.action_space, seed, network=lambda: _network(learner if learner is not None else lane), files=False,
+        hint="; or all together (no --against)")
 
 
-def _snapshot(graph: Graph, run_dir: Path, name: str, option: str) -> tuple[str, Policy, str]:
+def _learner(graph: Graph) -> Lane | None:
+    """The lane a self-play league snapshots (policies.<name>.league.of), if any."""
+    learners = [spec.league.of for spec in graph.config.policies.values() if spec.league is not None]
+    return next((lane for lane in graph.lanes if lane.name == learners[0]), None) if learners else None
+
+
+def _snapshot(graph: Graph, run_dir: Path, name: str) -> tuple[str, Policy, str]:
     """(the league's learner, its network with the weights of snapshot `name` or the best rated, the
     snapshot's name), from run_dir/league.json."""
-    from srl.league import FILE, League
+    from srl.league import FILE
 
-    learners = [spec.league.of for spec in graph.config.policies.values() if spec.league is not None]
-    if not learners or not (run_dir / FILE).is_file():
-        raise ConfigError(f"{option} {name}: {str(run_dir)!r} played no self-play league (no {FILE})")
-    league = League.load(run_dir / FILE)
-    snap = league.best() if name == "best" else league.snapshots.get(name)
-    if snap is None or snap.scripted:  # a scripted opponent of the pool is played with --against NAME
-        learned = [n for n, s in league.snapshots.items() if not s.scripted]
-        raise ConfigError(f"{option} {name}: no such snapshot in {run_dir / FILE} ({', '.join(learned) or 'none'})")
-    lane = next(lane for lane in graph.lanes if lane.name == learners[0])
-    net = make_policy(lane.graph.config, lane.graph.observation_space, lane.graph.action_space)
-    checkpoint.load_file(run_dir / snap.checkpoint, apply=lambda state: net.load_state_dict(state["policy"]))
-    return lane.name, net.eval(), snap.name
+    learner = _learner(graph)
+    if learner is None or not (run_dir / FILE).is_file():
+        raise ConfigError(f"--snapshot {name}: {str(run_dir)!r} played no self-play league (no {FILE})")
+    found = league_snapshot(run_dir, name)
+    if found is None:  # a scripted opponent of the pool is played with --against NAME
+        raise ConfigError(f"--snapshot {name}: no such snapshot in {run_dir / FILE} "
+                          f"({', '.join(snapshot_names(run_dir)) or 'none'})")
+    return learner.name, load_network(lambda: _network(learner), found[1]), found[0]
+
+
+def _network(lane: Lane) -> Policy:
+    return make_policy(lane.graph.config, lane.graph.observation_space, lane.graph.action_space)
 
 
 def _graph(run_dir: Path) -> Graph:
@@ -108,7 +108,7 @@ def _graph(run_dir: Path) -> Graph:
 
 def _load(lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
     c = lane.graph.config
-    policy = make_policy(c, lane.graph.observation_space, lane.graph.action_space)
+    policy = _network(lane)
     if not lane.graph.trains:  # it acted with these weights, or as it is made (a scripted policy)
         if lane.graph.weights_file is None:
             return policy.eval(), {"version": 0}
@@ -127,43 +127,17 @@ def _play(graph: Graph, policies: Mapping[str, Policy | None], episodes: int, se
     """Each lane's mean return per agent, episode by episode; lanes not in `policies` act at random."""
     c = graph.config
     env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1, wrappers=c.env_wrappers)
-    graph.action_space.seed(seed)
-    rng = np.random.default_rng(seed)
-    spec = space_spec(graph.action_space)
-    returns: dict[str, list[float]] = {lane.name: [] for lane in graph.lanes}
+    players: list[Actor] = []
+    for lane in graph.lanes:
+        policy, rows = policies.get(lane.name), list(lane.rows)
+        players.append(RandomPlayer(lane.graph.observation_space, graph.action_space, seed, rows=rows, own=lane.own_obs)
+                       if policy is None else
+                       Player(policy, name=lane.name, rows=rows, own=lane.own_obs, deterministic=deterministic))
     try:
-        obs = env.reset(seed=seed)
-        running = np.zeros(env.num_rows)
-        while len(returns[graph.lanes[0].name]) < episodes:
-            action = np.zeros((env.num_rows, *spec.shape), spec.dtype)
-            for lane in graph.lanes:
-                rows = list(lane.rows)
-                policy = policies.get(lane.name)
-                if policy is None:
-                    action[rows] = _random(graph, lane, obs, rows, rng)
-                    continue
-                with torch.inference_mode():
-                    own = map_obs(torch.from_numpy, lane.own_obs(obs))
-                    action[rows] = policy.rollout(own, deterministic=deterministic)["action"].numpy()
-            step = env.step(action)
-            running += step.reward
-            obs = step.obs
-            if (step.terminated | step.truncated).any():  # one env: every row ends together
-                for lane in graph.lanes:
-                    returns[lane.name].append(float(running[list(lane.rows)].mean()))
-                running[:] = 0
+        played = play(env, players, episodes, seed)
     finally:
         env.close()
-    return returns
-
-
-def _random(graph: Graph, lane: Lane, obs: Obs, rows: list[int], rng: np.random.Generator) -> Any:
-    """Random actions of a lane's rows: legal ones where its rows carry an action mask (turn-based
-    games, srl.envs.pettingzoo_aec), else the action space's."""
-    space = lane.graph.observation_space
-    if isinstance(space, AgentStateBox) and space.mask_dim and isinstance(obs, np.ndarray):
-        return random_legal(obs[rows, space.own_dim - space.mask_dim : space.own_dim], rng)
-    return [graph.action_space.sample() for _ in rows]
+    return {lane.name: [float(e.returns[list(lane.rows)].mean()) for e in played] for lane in graph.lanes}
 
 
 def _summary(returns: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
