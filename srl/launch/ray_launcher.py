@@ -55,15 +55,17 @@ def _ray() -> Any:
     return ray
 
 
-def actor_options(config: ExperimentConfig, role: Role, node_id: str | None = None) -> dict[str, Any]:
-    """`node_id`: a parameter relay's, the node of the subscribers it serves (soft: a restarted
-    relay whose node is gone runs elsewhere, its subscribers restarted direct, srl.launch.supervise)."""
+def actor_options(config: ExperimentConfig, role: Role, node_id: str | None = None, soft: bool = True) -> dict[str, Any]:
+    """`node_id`: a parameter relay's, the node of the subscribers it serves. Hard at the start (soft,
+    Ray was seen to put both relays of a run on the service's node, beside busy ones); soft for a
+    restart: a relay whose node is gone runs elsewhere, its subscribers restarted direct
+    (srl.launch.supervise)."""
     r = resources_of(config, role)
     options: dict[str, Any] = {"num_cpus": r.num_cpus, "num_gpus": r.num_gpus, "max_restarts": 0}
     if node_id is not None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=soft)
     if r.resources:
         options["resources"] = dict(r.resources)
     if r.memory:
@@ -145,8 +147,8 @@ class RayWorkers:
         self.graph = graph  # with the parameter relays the placement calls for (srl.launch.relays)
         self.wire = None if wire is None else self._place_streams(graph, wire)
 
-    def _new_actor(self, graph: Graph, spec: WorkerSpec) -> Any:
-        options = actor_options(graph.config, spec.role, self.relay_nodes.get(spec.name))
+    def _new_actor(self, graph: Graph, spec: WorkerSpec, first: bool = False) -> Any:
+        options = actor_options(graph.config, spec.role, self.relay_nodes.get(spec.name), soft=not first)
         actor = self._remote.options(**options).remote()
         self.actors[spec.name] = actor
         self.placement[spec.name] = Placement(
@@ -184,7 +186,7 @@ class RayWorkers:
         relays = [spec for spec in relayed.workers if spec.role == Role.RELAY]
         for spec, (node_id, _) in zip(relays, groups):
             self.relay_nodes[spec.name] = node_id
-            self.waiting[spec.name] = self._new_actor(relayed, spec)
+            self.waiting[spec.name] = self._new_actor(relayed, spec, first=True)
         await_placement(self.ray, self.placement)
         where.update(where_each(self.ray, {spec.name: self.waiting[spec.name] for spec in relays}))
         self.graph = relayed
