@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -270,14 +269,10 @@ def srl_run(run_dir: Path, *args: str) -> subprocess.Popen:
 def connections_per_listener(pid: int, ss=lambda argv: argv) -> list[int]:
     """Established connections accepted on each tcp port process `pid` listens on, sorted
     (`ss`, run where the process's network namespace is: `ss` maps an argv there)."""
-
-    def ss_lines(*args: str) -> list[str]:
-        out = subprocess.run(ss(["ss", "-tnpH", *args]), capture_output=True, text=True, check=True).stdout
-        return [line for line in out.splitlines() if f"pid={pid}," in line]
-
-    ports = {int(re.search(r":(\d+)\s", line).group(1)) for line in ss_lines("state", "listening")}  # type: ignore[union-attr]
-    established = [line.split() for line in ss_lines("state", "established")]
-    local_ports = [int(fields[2].rsplit(":", 1)[1]) for fields in established]
+    out = subprocess.run(ss(["ss", "-tanpH"]), capture_output=True, text=True, check=True).stdout
+    mine = [line.split() for line in out.splitlines() if f"pid={pid}," in line]
+    ports = {int(f[3].rsplit(":", 1)[1]) for f in mine if f[0] == "LISTEN"}
+    local_ports = [int(f[3].rsplit(":", 1)[1]) for f in mine if f[0] == "ESTAB"]
     return sorted(sum(1 for p in local_ports if p == port) for port in ports)
 
 
@@ -293,18 +288,18 @@ def service_pid(pids: list[int]) -> int | None:
     return None
 
 
-def service_connections_while_training(proc: subprocess.Popen, pids, ss=lambda argv: argv, timeout_s: float = 240) -> list[int]:
-    """Connections on each of the service's listeners (params.in, params.out) while the run
-    trains: the same in 4 looks over 1.5 s, every listener with one at least (all have joined)."""
+def service_connections_while_training(proc: subprocess.Popen, pids, ss=lambda argv: argv, timeout_s: float = 240) -> list[list[int]]:
+    """Connections on each of the service's listeners (params.in, params.out), looked at again
+    and again until the run ends: subscribers join over its first seconds, so a look may see fewer
+    than all, never more."""
     deadline, looks = time.monotonic() + timeout_s, []
     while time.monotonic() < deadline and proc.poll() is None:
         pid = service_pid(pids())
         if pid is not None:
             looks.append(connections_per_listener(pid, ss))
-            if len(looks) >= 4 and all(look == looks[-1] for look in looks[-4:]) and min(looks[-1], default=0) > 0:
-                return looks[-1]
         time.sleep(0.5)
-    raise AssertionError(f"the run ended or {timeout_s} s passed before the service's connections were seen: {looks}")
+    assert any(looks), f"the service's connections were never seen: {looks}"
+    return looks
 
 
 def finish(proc: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str]:
@@ -339,7 +334,8 @@ def test_a_local_run_through_one_relay_learns_and_the_service_sends_to_the_relay
     assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"].startswith("target_return 100"), output[-6000:]
-    assert counts == [1, 2], f"connections on the service's two listeners: {counts} (3 actors direct: [3, 4])"
+    assert [1, 2] in counts and max(map(max, filter(None, counts))) == 2, (
+        f"connections on the service's two listeners: {counts} (3 actors direct: [3, 4])")
     assert "relay:0" in output  # in the time breakdown: it ran
 
 
@@ -371,7 +367,7 @@ def test_across_hosts_the_service_holds_one_connection_per_subscriber_host_and_c
         "monitor.display=off", "monitor.learning_curve=false", "launch.num_actor_workers=4",
         "launch.ray_resources.actor.resources.sim=1", "launch.ray_resources.trainer.resources.host_a=1",
         "launch.ray_resources.params.resources.host_a=1", "launch.ray_resources.params.num_cpus=0",
-        "stop.target_return=100", "stop.total_env_steps=200000",
+        "stop.target_return=150", "stop.total_env_steps=300000",
         "launch.heartbeat_timeout_s=120",  # 8 Ray workers importing torch at once on 2 shared cores: 30 s was seen to pass
     ], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ray_cluster.env)  # fmt: skip
     try:
@@ -380,9 +376,14 @@ def test_across_hosts_the_service_holds_one_connection_per_subscriber_host_and_c
         code, output = finish(proc)
     assert code == 0, output
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["stop_reason"].startswith("target_return 100") and summary["restarts"] == {}, output[-6000:]
+    assert summary["stop_reason"].startswith("target_return 150") and summary["restarts"] == {}, output[-6000:]
     placement = json.loads((run_dir / "placement.json").read_text())
     a, b, c = (h.address for h in cluster.hosts)
     assert {placement["relay:0"]["host"], placement["relay:1"]["host"]} == {b, c}, placement
     assert sorted(placement[f"actor:{i}"]["host"] for i in range(4)) == [b, b, c, c], placement
-    assert counts == [2, 3], f"connections on the service's two listeners: {counts} (4 actors direct: [4, 5])"
+    # a Ray worker listens on a port of Ray's own too (its core worker's, a few connections of
+    # Ray's): the service's two are params.out, 2 (a relay per host), and params.in, 3 (the trainer
+    # too); without relays they hold 4 and 5
+    seen = [look for look in counts if look]
+    assert any(max(look) == 3 and 2 in look for look in seen), seen
+    assert max(map(max, seen)) == 3, f"connections on the service's listeners: {seen}"
