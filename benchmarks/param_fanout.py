@@ -13,7 +13,11 @@ Topologies (`--topology`):
 - `relay`: the TOPOLOGY of a relay per host, built from the same classes, NOT an srl feature: one
   process per subscriber host subscribes once to the service (tcp) and republishes each version it
   loads to a parameter service of its own on that host (ParamPublisher -> ParamServiceKernel over
-  the ipc LocalTransport), which that host's subscribers subscribe to, as its actors would.
+  the ipc LocalTransport), which that host's subscribers subscribe to, as its actors would;
+- `srl-relay`: srl's own relay worker (srl.workers.params.ParamRelayKernel, dataflow.param_relay),
+  one process per subscriber host looped as its worker shell loops it: subscribed once upstream
+  (tcp), serving that host's subscribers over the ipc LocalTransport; it forwards their WANTs
+  upstream and passes the frames on without decoding or loading them.
 
 Networks (`--nets`): `loopback` (every process in this namespace on 127.0.0.1; the subscriber
 "hosts" are groups of processes), or a rate such as `1gbit`, `100mbit`: a cluster of network
@@ -70,6 +74,7 @@ from srl.streams import wire as wire_format  # noqa: E402
 from srl.streams.framing import pack  # noqa: E402
 from srl.streams.listeners import connection_cap  # noqa: E402
 from srl.streams.params import (  # noqa: E402
+    ANSWER_INTERVAL_S,
     SERVICE_IN,
     SERVICE_OUT,
     ParamPublisher,
@@ -195,6 +200,24 @@ def relay(job: dict[str, Any]) -> None:
     remote.close()
 
 
+def srl_relay(job: dict[str, Any]) -> None:
+    """srl's relay worker on one host: its kernel, upstream over tcp, its subscribers over ipc."""
+    from srl.workers.params import ParamRelayKernel
+
+    stop = Stop()
+    remote, local = TcpTransport(wire_from(job["wire"]), max_sockets=4), local_transport(job)
+    kernel = ParamRelayKernel(remote, local, tensor_bytes(Model(job["size_bytes"])))
+    poller = zmq.Poller()  # one wait on both contexts' sockets
+    for receiver in kernel.receivers:
+        poller.register(receiver.socket, zmq.POLLIN)  # type: ignore[attr-defined]
+    print("ready", flush=True)
+    while not stop.now:
+        if not kernel.poll():
+            poller.poll(int(WAIT_S * 1000))
+    local.close()
+    remote.close()
+
+
 def local_transport(job: dict[str, Any], max_sockets: int = 4) -> Any:
     from srl.streams.local import LocalTransport
 
@@ -233,7 +256,7 @@ def subscribe(job: dict[str, Any]) -> None:
     transport.close()
 
 
-ROLES = {"serve": serve, "publish": publish, "relay": relay, "subscribe": subscribe}
+ROLES = {"serve": serve, "publish": publish, "relay": relay, "srl_relay": srl_relay, "subscribe": subscribe}
 
 
 # --- a cell ---------------------------------------------------------------------------------------
@@ -292,7 +315,7 @@ def read_line(proc: subprocess.Popen, want: str, timeout_s: float) -> str:
 
 
 def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: list[subprocess.Popen]) -> None:
-    relays = cell.topology == "relay"
+    relays = cell.topology in ("relay", "srl-relay")
     hosts = min(cell.hosts, cell.subscribers)
     connecting = hosts if relays else cell.subscribers
     wire = make_wire(places.service_host(), cell.size_bytes, connecting + 1)
@@ -309,7 +332,7 @@ def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: l
             job = {**base, "count": count, "last": versions}
             if relays:
                 job["ipc_dir"] = dirs.enter_context(tempfile.TemporaryDirectory(prefix="srl-fanout-"))
-                procs.append(places.start(1 + h, "relay", job))
+                procs.append(places.start(1 + h, "srl_relay" if cell.topology == "srl-relay" else "relay", job))
             subs.append(places.start(1 + h, "subscribe", job))
             procs.append(subs[-1])
         for proc in procs:
@@ -327,6 +350,9 @@ def run_cell(cell: Cell, places: Places, versions: int, rate_hz: float, procs: l
         for proc in subs:
             read_line(proc, "warm", 300)
         warm_s = time.monotonic() - published[0]
+        # WANTs of the warm-up folded into one answer go out ANSWER_INTERVAL_S after the first
+        # (srl.streams.params.WantAnswers): theirs, not the measured versions' copies
+        time.sleep(ANSWER_INTERVAL_S + ACK_WAIT_S)
         acked_before = places.acked_bytes(wire.port(SERVICE_OUT))
         for version in range(1, versions + 1):
             due = published[0] if version == 1 else published[version - 1] + 1.0 / rate_hz
@@ -420,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--subscribers", default="1,16,128")
     p.add_argument("--sizes", default="64k,1m")
     p.add_argument("--nets", default="loopback", help="loopback, or link rates such as 1gbit,100mbit")
-    p.add_argument("--topology", default="direct,relay", help="direct, relay (the topology, see above)")
+    p.add_argument("--topology", default="direct,relay,srl-relay",
+                   help="direct, relay (the topology), srl-relay (srl's relay worker): see above")
     p.add_argument("--hosts", type=int, default=4, help="subscriber hosts (relays, through relay)")
     p.add_argument("--versions", type=int, default=5, help="versions measured per cell")
     p.add_argument("--rate-hz", type=float, default=2.0, help="versions published per second")

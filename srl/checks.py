@@ -147,6 +147,9 @@ def _dataflow(config: ExperimentConfig) -> str | None:
                 f"dataflow.ring_splits ({flow.ring_splits})")
     if flow.transport == "tcp" and launch.launcher == "inline":
         return "field 'dataflow.transport': 'tcp' needs launch.launcher='local' or 'ray', got launch.launcher='inline'"
+    relay = _param_relay(config)
+    if relay:
+        return relay
     burn_in = getattr(config.algo, "burn_in", 0)
     if burn_in >= flow.sample_length:
         return (f"field 'algo.burn_in': {burn_in} must be less than sample_length ({flow.sample_length}): "
@@ -154,6 +157,22 @@ def _dataflow(config: ExperimentConfig) -> str | None:
     if flow.inference == "policy_worker" and launch.num_policy_workers > launch.num_actor_workers:
         return (f"field 'launch.num_policy_workers': {launch.num_policy_workers} exceeds num_actor_workers "
                 f"({launch.num_actor_workers}): each policy worker serves at least one actor")
+    return None
+
+
+def _param_relay(config: ExperimentConfig) -> str | None:
+    """per_host relays the one policy's parameter service to workers in processes of their own."""
+    flow, launch = config.dataflow, config.launch
+    field = "field 'dataflow.param_relay': 'per_host'"
+    if flow.param_relay != "per_host":
+        return None
+    if launch.launcher == "inline":
+        return f"{field} needs launch.launcher='local' or 'ray' (one process has no hosts), got launch.launcher='inline'"
+    if launch.launcher == "ray" and flow.transport != "tcp":
+        return f"{field} with launch.launcher='ray' needs dataflow.transport='tcp' (with 'shm' every worker is on one host)"
+    if config.policies or config.pod.enabled:
+        what = "policies" if config.policies else "pod.enabled=true"
+        return f"{field} relays the run's one parameter service; a run with {what} has none: use 'auto' or 'off'"
     return None
 
 

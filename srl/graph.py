@@ -37,7 +37,7 @@ from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS
 from srl.streams.inference import replies_name, requests_name
 from srl.streams.layout import ArraySpec, Layout
-from srl.streams.params import SERVICE, SERVICE_IN, SERVICE_OUT, tensor_bytes
+from srl.streams.params import SERVICE, SERVICE_IN, SERVICE_OUT, relay_prefix, tensor_bytes
 from srl.streams.samples import released_name, samples_name
 
 if TYPE_CHECKING:
@@ -112,6 +112,9 @@ class Graph:
     # a lane of a policy that does not train: it acts with these weights (None: as it is made)
     trains: bool = True
     weights_file: str | None = None
+    # dataflow.param_relay: each relayed subscriber's relay (its index), set by the launcher, which
+    # knows where workers run (with_param_relays); the others subscribe to the service itself
+    param_relays: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows_per_split(self) -> int:
@@ -418,6 +421,51 @@ def declare_streams(graph: Graph, tensors: tuple[int, ...]) -> list[StreamSpec]:
                               "versioned weights", tensors))
     streams += custom_streams(graph.workers, streams)
     return streams + control_streams(tuple(w.name for w in graph.workers))
+
+
+def param_subscribers(graph: Graph) -> tuple[str, ...]:
+    """The workers that take the service's parameters (params.out) in a graph without relays
+    (none for a run of policy lanes or pods: they have no service of the run's own)."""
+    out = next((st for st in graph.streams if st.name == SERVICE_OUT), None)
+    return () if out is None else out.consumers
+
+
+def with_param_relays(graph: Graph, groups: list[tuple[str, ...]]) -> Graph:
+    """`graph` with a parameter relay (relay:h, srl.workers.params.ParamRelayKernel) for each group
+    of subscribers in `groups` (the launcher's: one per host). Relay h subscribes to the service
+    once, on params.in/params.out, and its group subscribes to it on relay{h}.params.in/out."""
+    if not groups:
+        return graph
+    relays = [WorkerSpec(Role.RELAY, h) for h in range(len(groups))]
+    relayed = {w: h for h, group in enumerate(groups) for w in group}
+    names = tuple(r.name for r in relays)
+
+    def keep(workers: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(w for w in workers if w not in relayed)
+
+    streams = []
+    for st in graph.streams:
+        if st.name in (SERVICE_IN, SERVICE_OUT):
+            st = replace(st, producers=keep(st.producers) + (names if st.name == SERVICE_IN else ()),
+                         consumers=keep(st.consumers) + (names if st.name == SERVICE_OUT else ()))
+        if st.kind == "control":
+            continue
+        streams.append(st)
+    for h, (relay, group) in enumerate(zip(names, groups)):
+        prefix = relay_prefix(h)
+        streams.append(StreamSpec(prefix + SERVICE_IN, "params", relay, group, (relay,), Delivery.NEWEST,
+                                  "versioned weights", _params_frames(graph)))
+        streams.append(StreamSpec(prefix + SERVICE_OUT, "params", relay, (relay,), group, Delivery.NEWEST,
+                                  "versioned weights", _params_frames(graph)))
+    workers = [*graph.workers, *relays]
+    streams += control_streams(tuple(w.name for w in workers))
+    relayed_graph = replace(graph, workers=workers, streams=streams, param_relays=relayed)
+    check_streams(relayed_graph)
+    return relayed_graph
+
+
+def _params_frames(graph: Graph) -> tuple[int, ...]:
+    return next(st.frames for st in graph.streams if st.name == SERVICE_OUT)
 
 
 def _actors(indices: Iterable[int]) -> tuple[str, ...]:

@@ -19,9 +19,10 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from srl.graph import CONTROLLER, Graph, WorkerSpec
+from srl.graph import CONTROLLER, Graph, WorkerSpec, with_param_relays
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
+from srl.launch.relays import relay_groups
 from srl.launch.shell import open_transport, record_opened, worker_main
 from srl.launch.signals import interrupt_on_sigterm
 from srl.launch.supervise import POLL_S, Supervisor
@@ -74,8 +75,12 @@ class LocalWorkers:
 
 
 def run_local(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
-    """Run until a stop rule fires; return the reason. Raises WorkerFailed on a final worker failure."""
-    return run_workers(graph, outputs, monitor, LocalWorkers)
+    """Run until a stop rule fires; return the reason. Raises WorkerFailed on a final worker failure.
+    Every worker runs on this host: dataflow.param_relay=per_host puts one relay before all the
+    subscribers (auto: none, srl.launch.relays)."""
+    here = {spec.name: "localhost" for spec in graph.workers}
+    relayed = with_param_relays(graph, [group for _, group in relay_groups(graph, here)])
+    return run_workers(relayed, outputs, monitor, LocalWorkers)
 
 
 def run_workers(
@@ -93,6 +98,7 @@ def run_workers(
         blocks = SharedBlocks(run_id, graph.block_layouts() if wire is None else {})
         workers = make_workers(graph, run_id, ipc_dir, wire)
         wire = getattr(workers, "wire", wire)  # a cluster launcher places the streams on its nodes
+        graph = getattr(workers, "graph", graph)  # ... and may add parameter relays (srl.launch.relays)
         group_stores = _trainer_groups(graph, getattr(workers, "host", None))  # held until the run ends
         if group_stores:
             graph = dataclasses.replace(graph, trainer_groups={k: s.address for k, s in group_stores.items()})

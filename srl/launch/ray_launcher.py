@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from srl.config import ExperimentConfig, import_modules
-from srl.graph import Graph, WorkerSpec
+from srl.graph import Graph, WorkerSpec, with_param_relays
 from srl.launch.local import run_workers
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
@@ -55,9 +55,17 @@ def _ray() -> Any:
     return ray
 
 
-def actor_options(config: ExperimentConfig, role: Role) -> dict[str, Any]:
+def actor_options(config: ExperimentConfig, role: Role, node_id: str | None = None, soft: bool = True) -> dict[str, Any]:
+    """`node_id`: a parameter relay's, the node of the subscribers it serves. Hard at the start (soft,
+    Ray was seen to put both relays of a run on the service's node, beside busy ones); soft for a
+    restart: a relay whose node is gone runs elsewhere, its subscribers restarted direct
+    (srl.launch.supervise)."""
     r = resources_of(config, role)
     options: dict[str, Any] = {"num_cpus": r.num_cpus, "num_gpus": r.num_gpus, "max_restarts": 0}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=soft)
     if r.resources:
         options["resources"] = dict(r.resources)
     if r.memory:
@@ -135,10 +143,13 @@ class RayWorkers:
         self.placement: dict[str, Placement] = {}  # worker -> where its (last) actor runs, once placed
         self.run_dir = Path(str(graph.config.run.run_dir))
         self.waiting: dict[str, Any] = {}  # worker -> its actor, created but not running yet
+        self.relay_nodes: dict[str, str] = {}  # parameter relay -> the node it serves
+        self.graph = graph  # with the parameter relays the placement calls for (srl.launch.relays)
         self.wire = None if wire is None else self._place_streams(graph, wire)
 
-    def _new_actor(self, graph: Graph, spec: WorkerSpec) -> Any:
-        actor = self._remote.options(**actor_options(graph.config, spec.role)).remote()
+    def _new_actor(self, graph: Graph, spec: WorkerSpec, first: bool = False) -> Any:
+        options = actor_options(graph.config, spec.role, self.relay_nodes.get(spec.name), soft=not first)
+        actor = self._remote.options(**options).remote()
         self.actors[spec.name] = actor
         self.placement[spec.name] = Placement(
             self.ray, actor.where.remote(), resources_of(graph.config, spec.role),
@@ -148,16 +159,38 @@ class RayWorkers:
 
     def _place_streams(self, graph: Graph, wire: Any) -> Any:
         """dataflow.transport=tcp: every worker's actor first, then each stream a port on its owner's node."""
-        from srl.launch.ray_streams import place_streams
+        from srl.launch.ray_streams import place_streams, where_each
 
         for spec in graph.workers:
             self.waiting[spec.name] = self._new_actor(graph, spec)
         try:
             await_placement(self.ray, self.placement)  # place_streams asks each actor where it is
-            return place_streams(self.ray, graph, self.waiting, self.host, wire)
+            where = where_each(self.ray, self.waiting)
+            graph, wire = self._add_relays(graph, wire, where)
+            return place_streams(self.ray, graph, self.waiting, self.host, wire, where)
         except BaseException:
             self.close()  # the launcher has no handle on these workers yet
             raise
+
+    def _add_relays(self, graph: Graph, wire: Any, where: dict[str, dict[str, Any]]) -> tuple[Graph, Any]:
+        """A parameter relay on each node that srl.launch.relays calls for, placed there (`where`
+        gains theirs): the graph and wire the run goes on with."""
+        from srl.launch.ray_streams import where_each
+        from srl.launch.relays import relay_groups
+        from srl.streams.tcp_setup import with_streams_of
+
+        groups = relay_groups(graph, {name: w["node_id"] for name, w in where.items()})
+        if not groups:
+            return graph, wire
+        relayed = with_param_relays(graph, [group for _, group in groups])
+        relays = [spec for spec in relayed.workers if spec.role == Role.RELAY]
+        for spec, (node_id, _) in zip(relays, groups):
+            self.relay_nodes[spec.name] = node_id
+            self.waiting[spec.name] = self._new_actor(relayed, spec, first=True)
+        await_placement(self.ray, self.placement)
+        where.update(where_each(self.ray, {spec.name: self.waiting[spec.name] for spec in relays}))
+        self.graph = relayed
+        return relayed, with_streams_of(wire, relayed)
 
     def unplaced(self) -> list[str]:
         """Workers Ray has not placed yet, within ray_placement_timeout_s (their heartbeat clocks

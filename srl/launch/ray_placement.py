@@ -30,7 +30,8 @@ from srl.streams.control import Role
 
 UNMET_RECHECK_S = 1.0  # the autoscaler's view is asked at most this often per worker
 GIB = 2**30
-DEFAULTS = {Role.PARAMS: RayResources(num_cpus=0)}  # it only forwards weights
+# they only forward weights; a relay is placed on its subscribers' node, whose CPUs they hold
+DEFAULTS = {Role.PARAMS: RayResources(num_cpus=0), Role.RELAY: RayResources(num_cpus=0)}
 
 
 def resources_of(config: Any, role: Role) -> RayResources:

@@ -27,11 +27,19 @@ def node_wire(wire: Wire, node_ip: str) -> Wire:
     return dataclasses.replace(wire, bind_host=bind_host_on(node_ip, wire.bind_host))
 
 
-def place_streams(ray: Any, graph: Graph, actors: dict[str, Any], controller_ip: str, wire: Wire) -> Wire:
-    """`wire` with every stream's port on its owner's node. `actors`: worker name -> its Ray actor
-    (a srl.launch.ray_launcher.WorkerActor), created but not yet running."""
+def where_each(ray: Any, actors: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Worker name -> where its actor runs (WorkerActor.where: node_id, host, pid), asked of all at once."""
     names = list(actors)
-    node_ip = dict(zip(names, (w["host"] for w in ray.get([actors[n].where.remote() for n in names]))))
+    return dict(zip(names, ray.get([actors[n].where.remote() for n in names])))
+
+
+def place_streams(ray: Any, graph: Graph, actors: dict[str, Any], controller_ip: str, wire: Wire,
+                  where: dict[str, dict[str, Any]] | None = None) -> Wire:  # fmt: skip
+    """`wire` with every stream's port on its owner's node. `actors`: worker name -> its Ray actor
+    (a srl.launch.ray_launcher.WorkerActor), created but not yet running; `where`: where_each's
+    answer for them, if asked already."""
+    where = where_each(ray, actors) if where is None else where
+    node_ip = {name: w["host"] for name, w in where.items()}
     node_ip[CONTROLLER] = controller_ip
     owners = {s.name: s.owner for s in graph.streams if s.via == "transport"}
     streams_of: dict[str, list[str]] = {}  # owner -> the streams it binds (one pass: N owners, N streams)

@@ -51,6 +51,7 @@ class Role(IntEnum):
     BUFFER = 5  # replay memory between actors and trainer (srl.workers.buffer)
     EVAL = 6  # deterministic evaluation episodes (srl.workers.evaluator)
     CUSTOM = 7  # a worker kind of the user's, placed by `extra_workers` (srl.api.worker)
+    RELAY = 8  # one host's parameter service, fed by the run's (srl.workers.params.ParamRelayKernel)
 
     @property
     def trains(self) -> bool:

@@ -24,7 +24,7 @@ import zmq
 
 from srl.streams.framing import pack, packed_bytes, unpack
 from srl.streams.layout import Layout
-from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, NEWEST_ONLY, Drops, bound_socket, messages_within
+from srl.streams.queues import DEFAULT_MAX_QUEUED_BYTES, Drops, bound_socket, messages_within, newest_only
 from srl.streams.transport import Message, Receiver, Sender, Transport, as_buffer, decode_header, encode_header
 
 MAX_PARTS = 1 << 16
@@ -196,7 +196,7 @@ class LocalTransport(ZmqTransport):
 
     def _bound(self, socket: zmq.Socket, kind: int, name: str) -> None:
         largest = self.message_bytes.get(name, HEADER_MESSAGE_BYTES)
-        messages = None if name in NEWEST_ONLY else messages_within(self.max_queued_bytes, largest)
+        messages = None if newest_only(name) else messages_within(self.max_queued_bytes, largest)
         bound_socket(socket, messages)  # the kernel's buffers: the OS default for ipc
 
     def _address(self, name: str, bind: bool) -> str:

@@ -22,6 +22,18 @@ next version until its actors have this one either. So both ends ask again: a su
 for a version sends WANT(version) every WANT_RETRY_S, which the service answers once it holds that
 version, and a trainer that heard no segment it could use since it published sends the same
 version again every REPUBLISH_S, which the service sends on to its subscribers again.
+
+A WANT cannot be answered to its asker alone: params.out is a publisher, which has no address per
+subscriber (a reply socket per subscriber is the one-socket-per-peer growth that issue 34 removes
+elsewhere), so an answer goes to every subscriber. The service answers the first WANT at once and
+folds the WANTs of the next ANSWER_INTERVAL_S into one answer (`WantAnswers`): 1,024 late joiners
+asking at once cost one or two copies to each, not one answer per asker to all (measured before:
+2,732 copies of a version for 1,024 subscribers at 1 Gbit, benchmarks/param_fanout.py).
+
+Across hosts a relay per host (srl.workers.params.ParamRelayKernel, placed by the launcher:
+dataflow.param_relay) subscribes once to the service and serves its host's subscribers on streams
+of its own, `relay{h}.params.in` / `relay{h}.params.out` (`relay_prefix`): the service sends one
+copy per host, not per subscriber.
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ import torch
 from srl import devices, transfer
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.schema import COUNT, EPOCH, Kinds, Schema, checked, one_of
-from srl.streams.transport import Receiver, Transport
+from srl.streams.transport import Receiver, Sender, Transport
 
 SERVICE_IN = "params.in"
 SERVICE_OUT = "params.out"
@@ -43,6 +55,20 @@ SERVICE = "params:0"  # the worker that serves them
 PUBLISH, WANT = 1, 2
 WANT_RETRY_S = 0.2
 REPUBLISH_S = 1.0
+# WANTs within this long of an answer are answered together once it has passed: below
+# WANT_RETRY_S, so an asker whose WANT was folded in is answered before it asks again
+ANSWER_INTERVAL_S = WANT_RETRY_S / 2
+RELAY = "relay"  # relay h is the worker relay:h; its streams carry relay_prefix(h)
+
+
+def relay_prefix(relay: int) -> str:
+    """The prefix of relay `relay`'s own streams: its subscribers ask and take there."""
+    return f"{RELAY}{relay}."
+
+
+def relay_streams(relay: int) -> dict[str, str]:
+    """A relayed subscriber's parameter streams, by the name the stream code opens them under."""
+    return {name: relay_prefix(relay) + name for name in (SERVICE_IN, SERVICE_OUT)}
 
 
 def tensor_bytes(module: torch.nn.Module) -> list[int]:
@@ -149,10 +175,9 @@ class ParamSubscriber:
     def __init__(self, transport: Transport, module: torch.nn.Module) -> None:
         schema = weights_schema(tensor_bytes(module))
         self._in = checked(transport, transport.subscriber(SERVICE_OUT), SERVICE_OUT, schema)
-        self._want = transport.sender(SERVICE_IN)
+        self._asking = Asking(transport.sender(SERVICE_IN), patience_s=WANT_RETRY_S)
         self.version = -1
         self.generation = 0
-        self._want_due_s: float | None = None  # when to ask (WANT) next; None: not waiting
         self.receivers: list[Receiver] = [self._in]
 
     def poll(self, module: torch.nn.Module, waiting_for: int = 0) -> bool:
@@ -163,20 +188,62 @@ class ParamSubscriber:
         if newest is not None and ordering(newest.header) > (self.generation, self.version):
             load_frames(module, newest.frames)
             self.generation, self.version = ordering(newest.header)
-            self._want_due_s = None
+            self._asking.done()
             return True
-        self._ask(waiting_for)
+        self._asking.ask(self.version, waiting_for)
         return False
 
-    def _ask(self, waiting_for: int) -> None:
-        """WANT at once while it has no version (a late joiner), every WANT_RETRY_S after; for a
-        later version, from WANT_RETRY_S after it began waiting (most arrive in milliseconds)."""
-        if self.version >= 0 and waiting_for <= self.version:
-            self._want_due_s = None
+
+class Asking:
+    """When a subscriber (or a relay, for its subscribers) asks the service for a version (WANT):
+    at once while it holds none (a late joiner, a restarted worker or relay), every WANT_RETRY_S
+    after; for a later version, from `patience_s` after it began waiting (most versions arrive in
+    milliseconds: a subscriber waits WANT_RETRY_S; a relay asks upstream at once, its subscriber
+    waited already), then every WANT_RETRY_S."""
+
+    def __init__(self, sender: Sender, patience_s: float) -> None:
+        self._sender, self.patience_s = sender, patience_s
+        self._due_s: float | None = None  # when to ask next; None: not waiting
+        self.asked = 0
+
+    def done(self) -> None:
+        self._due_s = None
+
+    def ask(self, held: int, waiting_for: int) -> None:
+        if held >= 0 and waiting_for <= held:
+            self._due_s = None
             return
         now = time.monotonic()
-        if self._want_due_s is None:
-            self._want_due_s = now if self.version < 0 else now + WANT_RETRY_S
-        if now >= self._want_due_s:
-            self._want.send((WANT, max(waiting_for, 0)))
-            self._want_due_s = now + WANT_RETRY_S
+        if self._due_s is None:
+            self._due_s = now if held < 0 else now + self.patience_s
+        if now >= self._due_s:
+            self._sender.send((WANT, max(waiting_for, 0)))
+            self._due_s = now + WANT_RETRY_S
+            self.asked += 1
+
+
+class WantAnswers:
+    """Which WANTs the service answers now (by publishing the version it holds to all: see the
+    module doc): the first at once, those within ANSWER_INTERVAL_S of an answer together at its
+    end; a WANT waits while the service holds no version as new as it asks for."""
+
+    def __init__(self) -> None:
+        self._wanted: int | None = None  # the lowest version asked for and not answered yet
+        self._answered_s = -float("inf")
+
+    def add(self, versions: Sequence[int]) -> None:
+        if versions:
+            self._wanted = min(versions) if self._wanted is None else min(self._wanted, *versions)
+
+    def sent(self, version: int) -> None:
+        """A version went to every subscriber: the WANTs it answers are done."""
+        if self._wanted is not None and version >= self._wanted:
+            self._wanted = None
+
+    def due(self, held: int) -> bool:
+        """Whether to answer now, holding version `held` (-1: none); True marks them answered."""
+        now = time.monotonic()
+        if self._wanted is None or held < self._wanted or now - self._answered_s < ANSWER_INTERVAL_S:
+            return False
+        self._wanted, self._answered_s = None, now
+        return True

@@ -38,6 +38,12 @@ KERNEL_BUFFER_BYTES = 4 << 20  # tcp: at most this in each kernel buffer (SO_SND
 NEWEST_ONLY = ("params.in", "params.out")
 
 
+def newest_only(name: str) -> bool:
+    """A parameter stream: the service's, or a relay's (relay{h}.params.out, srl.streams.params)."""
+    head, _, rest = name.partition(".")
+    return name in NEWEST_ONLY or (head.startswith("relay") and head[5:].isdigit() and rest in NEWEST_ONLY)
+
+
 def messages_within(budget_bytes: int, message_bytes: int) -> int:
     """The queue length (a ZeroMQ HWM) that holds at most `budget_bytes` of messages of up to
     `message_bytes` each; at least 1."""

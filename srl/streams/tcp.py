@@ -46,10 +46,10 @@ from srl.streams.local import ZmqTransport
 from srl.streams.queues import (
     DEFAULT_MAX_QUEUED_BYTES,
     KERNEL_BUFFER_BYTES,
-    NEWEST_ONLY,
     Drops,
     bound_socket,
     messages_within,
+    newest_only,
 )
 from srl.streams.rejections import Rejections
 from srl.streams.transport import Message, Receiver, Sender
@@ -120,7 +120,7 @@ class _SignedReceiver(Receiver):
             except (FramingError, WireError) as error:
                 self._reject(error)
                 continue
-            if last is not None and sealed.seq > last + 1 and self.name not in NEWEST_ONLY:
+            if last is not None and sealed.seq > last + 1 and not newest_only(self.name):
                 self.drops.add(self.name, sealed.seq - last - 1, "a sender's messages skipped on the way")
         return out
 
@@ -174,8 +174,8 @@ class TcpTransport(ZmqTransport):
         socket.setsockopt(zmq.MAXMSGSIZE, largest)
         socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)  # a silent peer's connection ends
         budget = self.wire.max_queued_bytes
-        newest_only = name in NEWEST_ONLY and kind in (zmq.PUB, zmq.PUSH)  # see srl.streams.queues
-        messages = None if newest_only else messages_within(budget, largest)
+        conflate = newest_only(name) and kind in (zmq.PUB, zmq.PUSH)  # see srl.streams.queues
+        messages = None if conflate else messages_within(budget, largest)
         bound_socket(socket, messages, min(budget, KERNEL_BUFFER_BYTES))
 
     def _address(self, name: str, bind: bool) -> str:

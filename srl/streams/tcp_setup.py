@@ -8,12 +8,14 @@ The secret is made here, in the launcher's memory, and reaches workers only as a
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import socket
 from typing import Any
 
 from srl.config import ConfigError
 from srl.streams.listeners import connection_cap
+from srl.streams.params import SERVICE_IN, SERVICE_OUT
 from srl.streams.queues import messages_within
 from srl.streams.tcp import WILDCARDS, Wire
 from srl.streams.wire import Limits
@@ -71,6 +73,21 @@ def make_wire(graph: Any) -> Wire:
     return Wire(
         secrets.token_bytes(SECRET_BYTES), ports, host, limits=run_limits(graph),
         max_queued_bytes=graph.config.dataflow.max_queued_bytes_per_peer,
-        message_bytes=graph.message_bytes(shares_memory=False),
-        connection_caps={s.name: connection_cap(len(s.workers) - 1) for s in streams},  # all but its owner connect
+        message_bytes=graph.message_bytes(shares_memory=False), connection_caps=connection_caps(graph),
     )
+
+
+def connection_caps(graph: Any) -> dict[str, int]:
+    """Each stream's: all but its owner connect. The service's parameter streams leave room for
+    every relayed subscriber too: a restarted one subscribes to the service itself (srl.launch.supervise)."""
+    relayed = len(graph.param_relays)
+    return {s.name: connection_cap(len(s.workers) - 1 + (relayed if s.name in (SERVICE_IN, SERVICE_OUT) else 0))
+            for s in graph.streams if s.via == "transport"}  # fmt: skip
+
+
+def with_streams_of(wire: Wire, graph: Any) -> Wire:
+    """`wire` for `graph`, which a launcher made from the graph `wire` was made for by adding
+    workers and streams (parameter relays, srl.graph.with_param_relays): their largest messages and
+    connection caps (the ports are the launcher's to find)."""
+    return dataclasses.replace(wire, message_bytes=graph.message_bytes(shares_memory=False),
+                               connection_caps=connection_caps(graph))

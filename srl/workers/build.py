@@ -14,14 +14,14 @@ from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
 from srl.streams.inference import InferenceServer
-from srl.streams.params import ParamPublisher, tensor_bytes
-from srl.streams.prefixed import PrefixedTransport
+from srl.streams.params import ParamPublisher, relay_prefix, relay_streams, tensor_bytes
+from srl.streams.prefixed import PrefixedTransport, RenamedTransport
 from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel, InferencePort, SampleSink
 from srl.workers.kernel import Kernel
 from srl.workers.nonfinite import SKIP_EPISODE, EnvGuard, SkipLimit
-from srl.workers.params import ParamServiceKernel
+from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop
 from srl.workers.trainer import TrainerKernel
@@ -124,6 +124,9 @@ def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     c = graph.config
+    relay = graph.param_relays.get(spec.name)
+    if relay is not None:  # its host's relay serves its parameters (srl.graph.with_param_relays)
+        transport = RenamedTransport(transport, relay_streams(relay))
     if spec.role == Role.ACTOR:
         return make_actor(graph, transport, spec.index)
     if spec.role == Role.EVAL:
@@ -151,6 +154,9 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return _make_trainer(graph, spec, transport)
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport, tensor_bytes(initial_policy(graph)))  # takes only this policy's weights
+    if spec.role == Role.RELAY:
+        served = PrefixedTransport(transport, relay_prefix(spec.index))  # its host's subscribers' streams
+        return ParamRelayKernel(transport, served, tensor_bytes(initial_policy(graph)))
     if spec.role == Role.CUSTOM:
         from srl.workers.custom import make_custom
 
