@@ -573,6 +573,9 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
         if not config.policies[name].trains:
             _acting_only(lane_graph, name, config.policies[name].checkpoint)
         lanes.append(Lane(name, rows, lane_graph))
+    chosen = {lane.graph.config.policy for lane in lanes if config.policies[lane.name].policy is None}
+    if config.policy == AUTO and len(chosen) == 1:  # every lane that takes the run's policy chose the same:
+        config.policy = chosen.pop()  # config.yaml records it (lanes that differ choose again from auto)
     # the actors' own slots hold every agent's rows: each lane's policy outputs and version in
     # columns of its own, which only its rows fill (srl.workers.lanes); episode starts in one for all
     columns = {lane_column(lane.name, k): spec for lane in lanes for k, spec in lane_outputs(lane.graph).items()}
