@@ -28,6 +28,7 @@ from srl.config import (
     translate_moved,
     with_cwd_on_path,
 )
+from srl.default_policy import AUTO
 from srl.envs.native_backends import vector_entry_point
 
 
@@ -105,7 +106,9 @@ def check_config(config: ExperimentConfig) -> None:
 
 def _names(config: ExperimentConfig) -> str | None:
     """The registered names the config chooses (its algorithm's: build_config, which types `algo` by it)."""
-    named: list[tuple[str, registry.Registry[Any], str]] = [("policy", registry.policies, config.policy)]
+    named: list[tuple[str, registry.Registry[Any], str]] = []
+    if config.policy != AUTO:  # auto is chosen where the spaces are known (srl.default_policy)
+        named.append(("policy", registry.policies, config.policy))
     named += [(f"extra_workers[{i}].kind", registry.workers, w.kind) for i, w in enumerate(config.extra_workers)]
     for field, table, name in named:
         try:
@@ -340,11 +343,15 @@ def _policies(config: ExperimentConfig) -> str | None:
             if not_scripted:
                 return (f"field 'policies.{name}.league.scripted': {not_scripted} are no registered scripted "
                         f"policies; allowed: {scripted}")
+        if spec.league is not None and (config.policies[spec.league.of].policy or config.policy) == AUTO:
+            return (f"field 'policies.{spec.league.of}.policy': the league of {name!r} keeps snapshots of it, so its "
+                    "network is named, not auto (e.g. policy: mappo)")
         if spec.checkpoint is not None and spec.trainable:
             return (f"field 'policies.{name}.checkpoint': a policy that trains starts from the run's own checkpoints "
                     "(run.resume); set trainable: false to act with these weights")
         try:
-            registry.policies.get(spec.policy or config.policy)
+            if (spec.policy or config.policy) != AUTO:
+                registry.policies.get(spec.policy or config.policy)
             lane = policy_config(config, name)
         except registry.UnknownNameError as e:
             return f"field 'policies.{name}.policy': {e}"
@@ -358,7 +365,7 @@ def _policies(config: ExperimentConfig) -> str | None:
 def _action_noise(config: ExperimentConfig) -> str | None:
     """Colored action noise is drawn where actions are chosen and handed to the policy's rollout."""
     beta = getattr(config.algo_config, "action_noise_beta", 0)
-    if not beta:
+    if not beta or config.policy == AUTO:  # auto: compat.check_combination refuses what does not fit
         return None
     rollout = getattr(registry.policies.get(config.policy), "rollout", None)
     if rollout is None or "noise" not in inspect.signature(rollout).parameters:

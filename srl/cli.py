@@ -9,6 +9,10 @@ _STARTED_S = time.time()  # before the heavy imports: `time_s` in metrics counts
 import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from srl.config import ExperimentConfig
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -23,8 +27,29 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from srl.config import show_config
     from srl.load import load_config
 
-    print(show_config(load_config(args.experiment, args.overrides), changed_only=args.changed), end="")
+    config = load_config(args.experiment, args.overrides)
+    print(show_config(config, changed_only=args.changed), end="")
+    print(f"# {_policy_line(config)}")  # a YAML comment: the output stays a config file
     return 0
+
+
+def _policy_line(config: ExperimentConfig) -> str:
+    """Which policy acts and why, from the env's spaces (one env is built, as `srl graph` does)."""
+    import gymnasium as gym
+
+    from srl.config import ConfigError
+    from srl.default_policy import choose_policy
+    from srl.envs import describe_spaces
+
+    if config.policies:
+        return "policies: each of `policies` acts as named (srl graph lists them)"
+    try:
+        _, observation_space, action_space = describe_spaces(config.env, config.env_kwargs, config.env_backend,
+                                                             config.env_wrappers)
+    except (ConfigError, ImportError, ValueError, TypeError, KeyError, gym.error.Error) as e:
+        why = str(e.args[0] if isinstance(e, KeyError) and e.args else e).splitlines()[0]
+        return f"policy: {config.policy} (the env could not be built here to choose by its spaces: {why})"
+    return choose_policy(config, observation_space, action_space).line()
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

@@ -544,8 +544,11 @@ class ExperimentConfig(Settings):
         "vector entry point, all in one call (CartPole-v1); envpool: EnvPool, all in one call ([envpool] extra); "
         "auto: vector for CartPole-v1 with no env_kwargs, else loop. Same-step auto-reset in every case.",
     )
-    policy: str = Field("actor-critic-mlp", description="A registered policy name. actor-critic-mlp reads one Box: "
-                        "for any other observation (Dict, Tuple, Discrete, ...) multi-input acts in its place.")
+    policy: str = Field("auto", description="A registered policy name, or auto: chosen by the observation and the "
+                        "algorithm (ppo, appo, impala: actor-critic-cnn for an image, multi-input for a Dict, Tuple "
+                        "or small image, actor-critic-mlp for a vector; docs/spaces.md), and written as the policy "
+                        "chosen in the run's config.yaml. actor-critic-mlp reads one Box: for any other observation "
+                        "multi-input acts in its place.")
     policy_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the policy.")
     algorithm: str = Field("ppo", description="A registered algorithm name; its hyperparameters go in `algo`.")
     algo: SerializeAsAny[AlgorithmConfig] | dict[str, Any] = Field(

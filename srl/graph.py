@@ -30,6 +30,7 @@ from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
+from srl.default_policy import AUTO, PolicyChoice, choose_policy
 from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
 from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
@@ -61,17 +62,14 @@ def space_spec(space: gym.Space) -> FieldSpec:
     raise ConfigError(f"unsupported space {space}: srl supports Box, Discrete, MultiDiscrete and MultiBinary spaces")
 
 
-def policy_name(config: ExperimentConfig, observation_space: gym.Space) -> str:
-    """The policy that acts: the default MLP reads one Box, so for a Dict, Tuple or discrete
-    observation it is the multi-input policy (srl.models.multi_input: an encoder per key, a CNN
-    for images, then the same MLP heads), which is what a user of the default means there."""
-    if config.policy == "actor-critic-mlp" and not isinstance(observation_space, gym.spaces.Box):
-        return "multi-input"
-    return config.policy
+def policy_name(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space | None = None) -> str:
+    """The policy that acts (srl.default_policy: `auto` chosen by the spaces and algorithm; the
+    MLP, which reads one Box, becomes multi-input for any other observation)."""
+    return choose_policy(config, observation_space, action_space).name
 
 
 def make_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
-    factory = registry.policies.get(policy_name(config, observation_space))
+    factory = registry.policies.get(policy_name(config, observation_space, action_space))
     return factory(observation_space, action_space, **config.policy_kwargs)
 
 
@@ -108,6 +106,8 @@ class Graph:
     lanes: list[Lane] = field(default_factory=list)
     # a lane's graph: every worker of the run (whose epochs it reads), and its workers' run names
     run_workers: tuple[str, ...] = ()
+    # the policy that acts and why (srl.default_policy); config.policy holds its name once built
+    policy_choice: PolicyChoice = PolicyChoice("", "")
     names: dict[str, str] = field(default_factory=dict)
     # a lane of a policy that does not train: it acts with these weights (None: as it is made)
     trains: bool = True
@@ -228,12 +228,11 @@ class Graph:
         c = self.config
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
-        acting = policy_name(c, self.observation_space)
         if self.lanes:
             lines += [f"  policy {lane.name}: agents {[self.agents[i] for i in lane.rows]} -> {lane.graph.config.policy} "
                       f"({lane.graph.config.algorithm}), workers {sorted(lane.names.values())}" for lane in self.lanes]
-        elif acting != c.policy:
-            lines.append(f"  policy {acting} (for {c.policy}, which reads one Box)")
+        else:
+            lines.append(f"  {self.policy_choice.line()}")
         lines.append("  workers: " + " ".join(w.name + (f" ({w.kind})" if w.kind else "") for w in self.workers)
                      + " controller")
         for st in self.streams:
@@ -304,12 +303,16 @@ def build_graph(config: ExperimentConfig) -> Graph:
 
 def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_space: gym.Space,
               action_space: gym.Space) -> Graph:
-    """The one-policy dataflow of `config` for `agents` acting in these spaces."""
+    """The one-policy dataflow of `config` for `agents` acting in these spaces. `policy: auto` is
+    replaced by the policy it chose, so that config.yaml records it and a resume builds it again."""
+    choice = choose_policy(config, observation_space, action_space)
+    if config.policy == AUTO:
+        config.policy = choice.name
     policy = _checked_policy(config, observation_space, action_space)
     if config.pod.enabled and policy.recurrent:
         raise ConfigError(f"field 'pod.enabled': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
     graph = Graph(config, agents, observation_space, action_space, policy.rollout_fields(),
-                  policy_inputs=policy.input_fields())
+                  policy_inputs=policy.input_fields(), policy_choice=choice)
     _check_recurrent(graph, policy.recurrent)
     if config.pod.enabled:  # one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
         # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
@@ -340,7 +343,7 @@ def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, acti
     from srl.compat import check_combination
 
     try:
-        factory = registry.policies.get(policy_name(config, observation_space))
+        factory = registry.policies.get(policy_name(config, observation_space, action_space))
         policy = make_policy(config, observation_space, action_space)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policy': {e}") from None
@@ -642,6 +645,9 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
         if not config.policies[name].trains:
             _acting_only(lane_graph, name, config.policies[name].checkpoint)
         lanes.append(Lane(name, rows, lane_graph))
+    chosen = {lane.graph.config.policy for lane in lanes if config.policies[lane.name].policy is None}
+    if config.policy == AUTO and len(chosen) == 1:  # every lane that takes the run's policy chose the same:
+        config.policy = chosen.pop()  # config.yaml records it (lanes that differ choose again from auto)
     # the actors' own slots hold every agent's rows: each lane's policy outputs and version in
     # columns of its own, which only its rows fill (srl.workers.lanes); episode starts in one for all
     columns = {lane_column(lane.name, k): spec for lane in lanes for k, spec in lane_outputs(lane.graph).items()}

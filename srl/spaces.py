@@ -15,7 +15,8 @@ space (so single-input policies work unchanged), or for a Dict/Tuple space a fla
 Not chosen: a numpy structured dtype (one column, but keys interleaved row by row, and torch
 cannot read it); a nested dict in every stream (every generic loop would have to recurse).
 
-Leaves kept: Box (float32, or uint8 when the Box is uint8), Discrete (int64), MultiDiscrete and
+Leaves kept: Box (float32, or uint8 when the Box is uint8, or a bool or 0..255 integer Box of 2 or 3
+dims: srl.images), Discrete (int64), MultiDiscrete and
 MultiBinary (their dtype). Text, Graph, Sequence and OneOf (variable size, or not an array) raise
 `UnsupportedSpace`, naming the key path and what to do.
 """
@@ -30,6 +31,7 @@ import numpy as np
 
 from srl.api.policy import FieldSpec
 from srl.data.columns import OBS
+from srl.images import as_uint8_space, carried_as_uint8
 
 SEP = "/"  # joins nested keys in a leaf's path (a layout name joins its parts with '.')
 Obs = np.ndarray | dict[str, np.ndarray]  # rows of one array, or leaf path -> rows
@@ -86,10 +88,12 @@ def leaf_spaces(space: gym.Space, path: str = "") -> dict[str, gym.Space]:
 
 def leaf_array_spec(space: gym.Space, path: str = "") -> tuple[tuple[int, ...], np.dtype, gym.Space]:
     """(per-row shape, dtype, reported space) of the array holding one leaf's values."""
-    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8:
+    if carried_as_uint8(space):
         # images stay uint8 on their way to the policy (4x fewer bytes through shared memory
-        # and replay); every srl policy converts its input to float itself
-        return tuple(space.shape), np.dtype(np.uint8), space
+        # and replay); every srl policy converts its input to float itself. A bool or small-integer
+        # grid (MinAtar's 0/1 planes) becomes uint8 with its own bounds, on purpose: the bounds, not
+        # the dtype, say how a CNN scales it (srl.images)
+        return tuple(space.shape), np.dtype(np.uint8), as_uint8_space(space)
     if isinstance(space, gym.spaces.Box):
         if space.dtype == np.float32:
             return tuple(space.shape), np.dtype(np.float32), space

@@ -169,7 +169,7 @@ def test_the_default_policy_becomes_multi_input_for_a_dict_observation():
     assert fields["obs/image"].dtype == np.uint8 and fields["obs/image"].shape == (8, 8, 3)
     assert fields["obs/vector"].dtype == np.float32 and "obs" not in fields
     assert graph.actor_layout().arrays["sample.0.0.obs/image"].dtype == np.uint8
-    assert "policy multi-input (for actor-critic-mlp" in graph.describe()
+    assert "policy: multi-input (policy=auto: Dict observation" in graph.describe()
     assert isinstance(make_policy(config, graph.observation_space, graph.action_space), MultiInputActorCritic)
 
 

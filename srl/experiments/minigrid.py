@@ -21,6 +21,7 @@ def _doorkey(env: str, total_env_steps: int, target_return: float) -> Experiment
     return ExperimentConfig(
         env=env,
         env_wrappers=["minigrid.wrappers.ImgObsWrapper"],
+        policy="actor-critic-mlp",  # measured so (docstring); auto would give a CNN
         policy_kwargs={"hidden_sizes": [64, 64]},
         dataflow=DataflowConfig(envs_per_actor=8, sample_length=128, segment_slots=1, max_policy_lag=5),
         stop=StopConfig(total_env_steps=total_env_steps, target_return=target_return),

@@ -110,6 +110,7 @@ def minigrid_doorkey8_ppo() -> ExperimentConfig:
     return ExperimentConfig(
         env="MiniGrid-DoorKey-8x8-v0",
         env_wrappers=["minigrid.wrappers.OneHotPartialObsWrapper", "minigrid.wrappers.ImgObsWrapper"],
+        policy="actor-critic-mlp",  # measured so (docstring); auto would give a CNN
         policy_kwargs={"hidden_sizes": [64, 64]},
         dataflow=_on_policy(envs=16, sample_length=128),
         stop=StopConfig(total_env_steps=2_000_000, target_return=DOORKEY8_TARGET),

@@ -171,6 +171,8 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
                   f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
+    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); a run of lanes: srl graph
+        console.print(graph.policy_choice.line(), markup=False, highlight=False, soft_wrap=True)
     if config.launch.launcher == "inline":
         from srl.launch.inline import run_inline as launch
     elif config.launch.launcher == "ray":

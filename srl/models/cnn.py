@@ -1,7 +1,8 @@
 """Actor-critic over image observations: the Nature-DQN convolutional trunk ("actor-critic-cnn").
 
-Observations are [H, W] (one grey frame, srl.envs.atari) or [C, H, W] (stacked frames), pixel
-values 0..255 (uint8 from the env, kept uint8 by srl; they are scaled by 1/255 here). The trunk is
+Observations are [H, W] (one grey frame, srl.envs.atari), [C, H, W] (stacked frames) or [H, W, C]
+(an RGB frame such as Crafter's 64x64x3), laid out as srl.images.image_layout reads them; values
+are scaled to [0, 1] by the space's bounds (pixels 0..255 by 1/255, a 0/1 grid not at all). The trunk is
 conv 32x8x8 stride 4, 64x4x4 stride 2, 64x3x3 stride 1, then a 512-unit linear layer, all ReLU,
 shared by a policy head (Discrete logits, orthogonal gain 0.01) and a value head (gain 1): the
 network of Mnih et al. 2015 as the PPO paper's Atari runs use it.
@@ -26,6 +27,7 @@ from torch import nn
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
 from srl.data import columns
+from srl.images import MIN_SIDE, image_layout, value_range
 from srl.models.heads import log_prob_entropy, pick, sample
 from srl.models.mlp import orthogonal
 
@@ -75,10 +77,17 @@ class ActorCriticCNN(Policy):
         if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError(f"actor-critic-cnn needs a Discrete action space, got {action_space}")
         shape = tuple(observation_space.shape)
-        self.image_shape = (1, *shape) if len(shape) == 2 else shape
-        if min(self.image_shape[1:]) < 36:
-            raise ValueError(f"actor-critic-cnn needs images of at least 36x36 (the trunk's strides), got {shape}")
-        channels, height, width = self.image_shape
+        self.layout = image_layout(shape)
+        # as the env gives the rows: permuted to [C, H, W] in _forward where channels come last
+        self.image_shape = (self.layout.height, self.layout.width, self.layout.channels) if self.layout.channels_last \
+            else self.layout.chw
+        channels, height, width = self.layout.chw
+        if min(height, width) < MIN_SIDE:
+            raise ValueError(f"actor-critic-cnn needs images of at least {MIN_SIDE}x{MIN_SIDE} (the trunk's strides), "
+                             f"got {shape} read as {self.layout.name} ({height}x{width}, {channels} channels); "
+                             "smaller images take policy=multi-input (its small-image convolutions)")
+        self.value_low, high = value_range(observation_space)
+        self.value_scale = 1.0 / (high - self.value_low)
         self.trunk = nature_trunk(channels, height, width, features)
         self.actor_head = orthogonal(nn.Linear(features, int(action_space.n)), 0.01)
         self.critic_head = orthogonal(nn.Linear(features, 1), 1.0)
@@ -93,8 +102,15 @@ class ActorCriticCNN(Policy):
         # minibatch of 256 frames trains about 20% faster here (2-core EPYC, torch 2.13). The
         # pixels are laid out while still uint8 and converted once, straight to the dtype the
         # first convolution computes in: the frames are a minibatch's largest tensor.
-        x = obs.reshape(obs.shape[0], *self.image_shape).contiguous(memory_format=torch.channels_last)
-        x = x.to(torch.bfloat16 if bfloat16 else torch.float32, copy=True).mul_(1.0 / 255.0)
+        x = obs.reshape(obs.shape[0], *self.image_shape)
+        if self.layout.channels_last:
+            x = x.permute(0, 3, 1, 2)  # a view: [B, C, H, W] whose memory is already channels-last
+        x = x.contiguous(memory_format=torch.channels_last)
+        x = x.to(torch.bfloat16 if bfloat16 else torch.float32, copy=True)
+        if self.value_low:
+            x.sub_(self.value_low)
+        if self.value_scale != 1.0:
+            x.mul_(self.value_scale)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bfloat16):
             h = self.trunk(x)
         h = h.float()  # the heads and everything computed from them stay float32

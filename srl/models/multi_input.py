@@ -3,15 +3,17 @@
 The policy is given the observation as a dict leaf path -> tensor [B, ...] (srl.spaces: nested
 keys joined by '/', e.g. "image", "state/0"). Each leaf has an encoder, chosen by its space:
 
-    "cnn"      uint8 Box of 3 dims (an image, HxWxC or CxHxW: the channels are the smaller of the
-               first and last dims) -> convolutions -> `cnn_features` ReLU units. Images of at
-               least 36x36 get the Nature-DQN trunk (srl.models.cnn), smaller ones (grids such as
-               MiniGrid's 7x7) two 3x3 convolutions of stride 1. A 2-dim Box is one channel.
+    "cnn"      an image (srl.images.is_image: a Box of 2 or 3 dims carried as uint8, HxW, HxWxC
+               or CxHxW as srl.images.image_layout reads it) -> convolutions -> `cnn_features`
+               ReLU units. Images of at least 36x36 get the Nature-DQN trunk (srl.models.cnn),
+               smaller ones (grids such as MiniGrid's 7x7, MinAtar's 10x10) two 3x3 convolutions
+               of stride 1. A 2-dim Box is one channel.
     "mlp"      any other Box (flattened) -> one tanh layer of `mlp_features` units
     "onehot"   Discrete and MultiDiscrete -> a one-hot vector (per component, concatenated)
     "flatten"  the values as floats, unchanged (MultiBinary's default)
 
-uint8 values are scaled by 1/255 whatever their encoder (pixels). `encoders={"image": "flatten"}`
+uint8 values are scaled to [0, 1] by their space's bounds whatever their encoder
+(srl.images.value_range: pixels 0..255 by 1/255, a 0/1 grid not at all). `encoders={"image": "flatten"}`
 overrides the choice for a leaf path. The encodings are concatenated into one feature vector, and
 an `ActorCriticMLP` over that vector (`hidden_sizes`; its action heads, sampling and log-probs)
 acts and gives the value: this policy takes every action space that one takes. The encoders are
@@ -33,6 +35,7 @@ from torch import nn
 
 from srl.api.policy import FieldSpec, Policy
 from srl.api.registry import register_policy
+from srl.images import MIN_SIDE, carried_as_uint8, image_layout, is_image, value_range
 from srl.models.cnn import nature_trunk
 from srl.models.mlp import ActorCriticMLP, orthogonal
 from srl.spaces import leaf_spaces
@@ -41,7 +44,7 @@ ENCODERS = ("cnn", "mlp", "onehot", "flatten")
 
 
 def default_encoder(space: gym.Space) -> str:
-    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3:
+    if is_image(space):
         return "cnn"
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         return "onehot"
@@ -51,14 +54,17 @@ def default_encoder(space: gym.Space) -> str:
 
 
 class _Float(nn.Module):
-    """[B, ...] values -> float32, uint8 ones scaled to [0, 1]."""
+    """[B, ...] values -> float32, uint8 ones scaled to [0, 1] by their space's bounds."""
 
     def __init__(self, space: gym.Space) -> None:
         super().__init__()
-        self.scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+        low, high = value_range(space) if carried_as_uint8(space) else (0.0, 1.0)
+        self.low, self.scale = low, 1.0 / (high - low)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.float()
+        if self.low:
+            x = x - self.low
         return x * self.scale if self.scale != 1.0 else x
 
 
@@ -107,14 +113,10 @@ class ImageCNN(_Float):
 
     def __init__(self, space: gym.spaces.Box, features: int) -> None:
         super().__init__(space)
-        shape = tuple(space.shape)
-        self.channels_last = len(shape) == 3 and shape[2] < shape[0]
-        if self.channels_last:
-            c, h, w = shape[2], shape[0], shape[1]
-        else:
-            c, h, w = (1, *shape) if len(shape) == 2 else shape
-        self.chw = (c, h, w)
-        if min(h, w) >= 36:
+        layout = image_layout(tuple(space.shape))
+        self.channels_last = layout.channels_last
+        self.chw = c, h, w = layout.chw
+        if min(h, w) >= MIN_SIDE:
             self.trunk = nature_trunk(c, h, w, features)
         else:  # a small image or grid: the Nature trunk's strides would leave nothing of it
             self.trunk = nn.Sequential(
@@ -126,7 +128,8 @@ class ImageCNN(_Float):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.channels_last:
-            x = x.permute(0, 3, 1, 2)
+            c, h, w = self.chw
+            x = x.reshape(len(x), h, w, c).permute(0, 3, 1, 2)
         return self.trunk(super().forward(x.reshape(len(x), *self.chw)))
 
 
