@@ -9,7 +9,6 @@ One Ray cluster serves the module's runs (starting one takes Ray tens of seconds
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -27,7 +26,7 @@ import pytest
 import srl
 from srl.testing import check_counts, hosts
 from srl.testing.hosts import Cluster, LatencyRelay, hosts_up
-from srl.testing.ray_hosts import RayHosts
+from srl.testing.ray_hosts import RayHosts, workers_on
 
 TESTS = Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 600
@@ -218,17 +217,6 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return proc.returncode, output
-
-
-def workers_on(cluster: Cluster, label: str) -> list[str]:
-    """srl workers running on host `label`, by title ("actor:1")."""
-    titles = []
-    for pid in cluster.pids(label):
-        with contextlib.suppress(psutil.Error, IndexError):
-            title = psutil.Process(pid).cmdline()[0]
-            if title.startswith("srl:"):
-                titles.append(":".join(title.split(":")[2:]))
-    return sorted(titles)
 
 
 def when_training(run_dir: Path, env_steps: int, then, timeout_s: float = 300) -> threading.Thread:
