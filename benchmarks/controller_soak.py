@@ -342,11 +342,17 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
         for _ in range(args.repeats):
             for workers in args.workers:
-                runs.append(soak(workers, args.processes, args.warmup_s, args.steady_s, args.after_s, run_dir))
+                load = [round(x, 2) for x in os.getloadavg()]
+                try:
+                    runs.append(soak(workers, args.processes, args.warmup_s, args.steady_s, args.after_s, run_dir))
+                except RuntimeError as error:  # not warm in time: reported, and the other sizes still run
+                    runs.append({"workers": workers, "error": str(error)})
+                runs[-1]["loadavg_at_start"] = load
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     out = {"runs": runs, "false_timeouts": {}, "cpus": len(os.sched_getaffinity(0))}
     for run in runs:
-        out["false_timeouts"][run["workers"]] = out["false_timeouts"].get(run["workers"], 0) + run["false_timeouts"]
+        if "false_timeouts" in run:
+            out["false_timeouts"][run["workers"]] = out["false_timeouts"].get(run["workers"], 0) + run["false_timeouts"]
     print(json.dumps(out))
     return out
 

@@ -56,7 +56,8 @@ sys.path.insert(0, str(ROOT))
 from srl.testing.hosts import hosts_up  # noqa: E402
 from srl.testing.ray_hosts import RayHosts, workers_on  # noqa: E402
 
-RESOURCES = {"a": {"host_a": 8}, "b": {"host_b": 8, "sim": 1}, "c": {"host_c": 8, "sim": 1}}
+# `sim`: one actor per host (pong); `spare`: room on b for c's actor too (the host-loss run)
+RESOURCES = {"a": {"host_a": 8}, "b": {"host_b": 8, "sim": 1, "spare": 4}, "c": {"host_c": 8, "sim": 1, "spare": 4}}
 ON_A = ["trainer", "params", "policy"]
 CPUS_PER_NODE = 4  # Ray's count, not the machine's: one_host puts trainer, policy worker and both actors on a
 RUN_LIMIT_S = 600  # a run that has not ended by then (its time_limit_s) is stopped and reported
@@ -166,10 +167,11 @@ def run_cell(ray: RayHosts, cell: str, rate: str | None, args: argparse.Namespac
 
 
 def host_loss(ray: RayHosts, work: Path) -> dict:
-    """cartpole-ppo to 475, two actors on b and c; at 5,000 env steps every process of an actor's host dies."""
+    """cartpole-ppo to 475, two actors on b or c (Ray spreads them); at 5,000 env steps every
+    process of an actor's host dies."""
     cluster = ray.cluster
     run_dir = work / "host-loss"
-    argv = ["cartpole-ppo", "launch.num_actor_workers=2", "launch.ray_resources.actor.resources.sim=1",
+    argv = ["cartpole-ppo", "launch.num_actor_workers=2", "launch.ray_resources.actor.resources.spare=1",
             "stop.target_return=475", "launch.ray_resources.trainer.resources.host_a=1",
             "launch.ray_resources.params.resources.host_a=1", "launch.ray_resources.params.num_cpus=0"]  # fmt: skip
     lines = Lines(srl_run(ray, run_dir, argv))
