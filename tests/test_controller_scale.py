@@ -6,10 +6,15 @@
   broadcast, not 0.2 s and a broadcast each;
 - under Ray, one ray.wait over every worker's run per loop, and each worker's ports asked for at once;
 - a policy worker or trainer of 2,000 actors opens its sockets: ZeroMQ's context is sized by the
-  graph (its default of 1,023 stopped it), and a process past its declared count gets a clear error.
+  graph (its default of 1,023 stopped it), and a process past its declared count gets a clear error;
+- every worker's heartbeat is looked at a few times a second, not on every turn of the loop (a
+  turn per drain: up to a thousand a second while reports stream in, each O(N));
+- a report's JSON is parsed once, by the inbox's check, not again by its reader.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -18,7 +23,14 @@ from srl.checks import build_config
 from srl.config import ConfigError
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
-from srl.launch.supervise import EPOCHS_RESEND_PAIRS, EPOCHS_RESEND_S, ERROR_REPORT_WAIT_S, POLL_S, Supervisor
+from srl.launch.supervise import (
+    EPOCHS_RESEND_PAIRS,
+    EPOCHS_RESEND_S,
+    ERROR_REPORT_WAIT_S,
+    POLL_S,
+    SILENCE_CHECK_S,
+    Supervisor,
+)
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, EPOCHS, Kind, Role, WorkerLink
 from srl.streams.incarnations import Incarnations
 from srl.streams.inline import InlineTransport
@@ -274,3 +286,42 @@ def test_one_drain_reads_a_bounded_number_of_reports(monkeypatch):
     assert supervisor.monitor.env_steps == 5
     supervisor.drain(), supervisor.drain()
     assert supervisor.monitor.env_steps == 12
+
+
+def test_heartbeats_are_looked_at_a_few_times_a_second_not_on_every_loop(clock):
+    """The loop turns once per drain, up to a thousand times a second while reports stream in;
+    looking at all N heartbeats on each turn cost 4,096 workers more than their reports. A silent
+    worker is still found within SILENCE_CHECK_S of its timeout."""
+    supervisor, workers, _, _ = supervised(2000)
+    monitor, names = supervisor.monitor, list(supervisor.specs)
+    looked: list[int] = []
+    silent_workers = monitor.silent_workers
+    monitor.silent_workers = lambda workers: looked.append(len(workers)) or silent_workers(workers)
+    for _ in range(1000):  # one second of loops 1 ms apart
+        clock.now_s += 0.001
+        monitor.last_report_s.update(dict.fromkeys(names, clock.now_s))
+        supervisor.check()
+    assert sum(looked) <= (1 / SILENCE_CHECK_S + 1) * len(names), len(looked)
+    timeout_s = supervisor.graph.config.launch.heartbeat_timeout_s
+    fell_silent_s = clock.now_s
+    while ("kill", "actor:5", 0) not in workers.log and clock.now_s < fell_silent_s + 2 * timeout_s:
+        clock.now_s += 0.001
+        monitor.last_report_s.update({name: clock.now_s for name in names if name != "actor:5"})
+        supervisor.check()
+    assert [entry[1] for entry in workers.log if entry[0] == "kill"] == ["actor:5"]
+    assert clock.now_s - fell_silent_s <= timeout_s + SILENCE_CHECK_S + 0.002
+
+
+def test_a_report_s_json_is_parsed_once(monkeypatch):
+    """The inbox's check parses each report to check it; the reader takes that payload (parsing
+    it again was a seventh of the controller's time a report)."""
+    supervisor, _, transport, _ = supervised(4)
+    link = WorkerLink(transport, Role.ACTOR, 0)
+    for _ in range(10):
+        link.send(Kind.REPORT, {"env_steps": 1, "episode_returns": [2.0], "episode_lengths": [3]})
+    parsed: list[int] = []
+    loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, *a, **k: parsed.append(1) or loads(text, *a, **k))
+    supervisor.drain()
+    assert supervisor.monitor.env_steps == 10 and supervisor.monitor.episodes.count == 10
+    assert len(parsed) == 10

@@ -9,9 +9,9 @@ One Ray cluster serves the module's runs (starting one takes Ray tens of seconds
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,7 +27,7 @@ import pytest
 import srl
 from srl.testing import check_counts, hosts
 from srl.testing.hosts import Cluster, LatencyRelay, hosts_up
-from srl.testing.ray_hosts import RayHosts
+from srl.testing.ray_hosts import RayHosts, workers_on
 
 TESTS = Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 600
@@ -220,17 +220,6 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
     return proc.returncode, output
 
 
-def workers_on(cluster: Cluster, label: str) -> list[str]:
-    """srl workers running on host `label`, by title ("actor:1")."""
-    titles = []
-    for pid in cluster.pids(label):
-        with contextlib.suppress(psutil.Error, IndexError):
-            title = psutil.Process(pid).cmdline()[0]
-            if title.startswith("srl:"):
-                titles.append(":".join(title.split(":")[2:]))
-    return sorted(titles)
-
-
 def when_training(run_dir: Path, env_steps: int, then, timeout_s: float = 300) -> threading.Thread:
     """Call `then()` in a thread once the run reports `env_steps` (its result in thread.result)."""
 
@@ -385,3 +374,29 @@ def test_across_a_lost_host_no_transition_arrives_twice(ray_hosts, run_dir):
     totals = check_counts([b["obs"] for b in recorded], [b["terminated"] for b in recorded], 7)
     lives = {env_id % 100_000 for env_id, _ in totals["per_stream"]}
     assert len(lives) >= 3, lives  # each actor's first life, and the lost one's life after its restart
+
+
+def test_losing_the_host_of_the_trainer_and_the_parameter_service_ends_the_run_with_a_clear_error(ray_hosts, run_dir):
+    """The trainer and the parameter service on host c (asking for host_c: nowhere else to go),
+    the actor on b. Host c dies mid-run: both are restarted together, Ray cannot place them, and
+    within launch.ray_placement_timeout_s of that the run ends with a non-zero exit naming the
+    worker and why; it never hangs (the run's own time limit is far beyond the bound asserted)."""
+    cluster = ray_hosts.cluster
+    proc = srl_on(
+        ray_hosts, run_dir, "stop.target_return=null", "stop.total_env_steps=100000000", "stop.time_limit_s=500",
+        "launch.ray_placement_timeout_s=10", "launch.ray_resources.trainer.resources.host_c=1",
+        "launch.ray_resources.params.resources.host_c=1", "launch.ray_resources.params.num_cpus=0",
+        "launch.ray_resources.actor.resources.host_b=1",
+    )  # fmt: skip
+    killer = when_training(run_dir, 3_000, lambda: (time.monotonic(), workers_on(cluster, "c"), cluster.kill_host("c")))
+    code, output = finish(proc)
+    ended_s = time.monotonic()
+    killer.join()
+    assert killer.result is not None, output
+    killed_s, on_c, killed = killer.result
+    assert sorted(on_c) == ["params:0", "trainer:0"] and killed, killer.result
+    assert code not in (0, None), output
+    assert ended_s - killed_s < 240, (ended_s - killed_s, output[-3000:])  # Ray's node death, then 10 s of waiting
+    why = re.search(r"run failed: worker (trainer|params):0 failed:\nRay could not place it within "
+                    r"launch\.ray_placement_timeout_s=10 s: .*custom resources \{host_c: 1\}", output)  # fmt: skip
+    assert why, output[-3000:]

@@ -27,7 +27,7 @@ from srl.launch.monitor import PER_WORKER_TIMES
 from srl.monitor.episodes import WINDOW
 from srl.monitor.info import episode_info_ok
 from srl.monitor.timing import REPORT_KEY
-from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role
+from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role, decode_report
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
 
@@ -126,6 +126,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "halt": _text,
     "write_failed": _write_failed,
 }
+_FIELD_ORDER = {key: i for i, key in enumerate(FIELDS)}
 _PLAYS = ("env_steps", "episode_returns", "episode_lengths")
 _TRAINS = ("segments_dropped", "updates")
 REQUIRED: dict[Role, tuple[str, ...]] = {  # what the controller reads of each role's reports
@@ -142,8 +143,10 @@ def payload_problem(kind: Kind, role: Role, payload: dict[str, Any]) -> str | No
         missing = [key for key in REQUIRED.get(role, ()) if key not in payload]
         if missing:
             return f"a {role.title} report without {', '.join(missing)}"
-    bad = [key for key, check in FIELDS.items() if key in payload and not check(payload[key])]
+    # the payload's keys, not every field's: a report holds a few of them (FIELDS' order kept for the message)
+    bad = [key for key in payload if key in FIELDS and not FIELDS[key](payload[key])]
     if bad:
+        bad.sort(key=_FIELD_ORDER.__getitem__)
         return f"report fields of the wrong type or out of bounds: {', '.join(bad)}"
     returns, lengths = payload.get("episode_returns", []), payload.get("episode_lengths", [])
     if len(returns) != len(lengths):
@@ -236,6 +239,9 @@ class ReportBounds:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.units, self.started_s, self.clock = units, started_s, clock
         self.used: dict[tuple[int, int], dict[str, float]] = {worker: {} for worker in units}
+        # each role's counts, found once (per report, every rate was looked at and most skipped)
+        self._rates = {role: [(key, rate) for key, rate in RATES.items() if rate.roles is None or role in rate.roles]
+                       for role in Role}  # fmt: skip
 
     @classmethod
     def of_graph(cls, graph: Graph, started_s: float) -> ReportBounds:
@@ -254,8 +260,8 @@ class ReportBounds:
         used, units = self.used[worker], self.units[worker]
         elapsed_s = max(self.clock() - self.started_s, 0.0) + SLACK_S
         charges = {}
-        for key, rate in RATES.items():
-            if rate.roles is not None and role not in rate.roles:
+        for key, rate in self._rates[role]:
+            if key not in payload and key != "episodes":  # (episodes absent: the returns it carries)
                 continue
             amount = _amount(key, payload)
             if not amount:
@@ -271,15 +277,23 @@ class ReportBounds:
         return None
 
 
-def report_check(workers: Iterable[tuple[Role, int]], bounds: ReportBounds | None = None) -> Callable[[Message], None]:
+class ReportCheck:
     """The content check of the controller's inbox (srl.streams.control.report_schema): a report
     of one of `workers` (role, index), whose payload the controller can read, and (given
-    `bounds`) whose counts its worker can have made."""
-    known = {(int(role), index) for role, index in workers}
+    `bounds`) whose counts its worker can have made.
 
-    def check(message: Message) -> None:
+    The payload it parsed is kept for the reader (`payload`): parsed again there, JSON was a
+    seventh of the controller's time a report."""
+
+    def __init__(self, workers: Iterable[tuple[Role, int]], bounds: ReportBounds | None = None) -> None:
+        self.known = {(int(role), index) for role, index in workers}
+        self.bounds = bounds
+        # id(message) -> (the message, held so that its id is not reused; its payload), till the reader takes it
+        self._parsed: dict[int, tuple[Message, dict[str, Any]]] = {}
+
+    def __call__(self, message: Message) -> None:
         kind, role, index = message.header
-        if (role, index) not in known:
+        if (role, index) not in self.known:
             raise Malformed(f"a report of {Role(role).title}:{index}, no worker of this run")
         try:
             payload = json.loads(bytes(message.frames[0]))
@@ -288,9 +302,21 @@ def report_check(workers: Iterable[tuple[Role, int]], bounds: ReportBounds | Non
         if type(payload) is not dict:
             raise Malformed("a report payload that is not a JSON object")
         problem = payload_problem(Kind(kind), Role(role), payload)
-        if not problem and bounds is not None and kind != Kind.ERROR:  # (an error report's counts are not read)
-            problem = bounds.problem(Role(role), index, payload)
+        if not problem and self.bounds is not None and kind != Kind.ERROR:  # (an error report's counts are not read)
+            problem = self.bounds.problem(Role(role), index, payload)
         if problem:
             raise Malformed(problem)
+        self._parsed[id(message)] = (message, payload)
 
-    return check
+    def payload(self, message: Message) -> dict[str, Any]:
+        """The payload of a report this check passed (parsed once); taken, not kept."""
+        held = self._parsed.pop(id(message), None)
+        return held[1] if held is not None and held[0] is message else decode_report(message)[3]
+
+    def forget(self) -> None:
+        """Drop the payloads not taken (a reader that stopped midway)."""
+        self._parsed.clear()
+
+
+def report_check(workers: Iterable[tuple[Role, int]], bounds: ReportBounds | None = None) -> ReportCheck:
+    return ReportCheck(workers, bounds)

@@ -32,7 +32,6 @@ from srl.streams.control import (
     EPOCHS,
     Kind,
     Role,
-    decode_report,
     report_schema,
     send_command,
 )
@@ -54,6 +53,11 @@ DRAIN_LIMIT = 4096
 # after exits, the time their error reports may still take to arrive: waited once for all the
 # workers found ended together (a lost node's), not once each
 ERROR_REPORT_WAIT_S = 0.2
+# how often every worker's heartbeat is looked at (at most; a tenth of the timeout where that is
+# shorter): one look costs O(N), and the loop goes round once per drain, up to a thousand times a
+# second while reports stream in. Looked at each loop, 4,096 workers cost the controller more than
+# the reports themselves; a silence is at worst this much later than the timeout (>= 1 s).
+SILENCE_CHECK_S = 0.25
 
 
 class Workers(Protocol):
@@ -115,13 +119,16 @@ class Supervisor:
         # only reports of this run's workers that hold what the monitor reads (srl.launch.reports)
         # ... and whose counts their worker can have made since the workers' launch (ReportBounds)
         bounds = ReportBounds.of_graph(graph, monitor.started_s)
-        schema = report_schema(report_check(((w.role, w.index) for w in graph.workers), bounds))
+        self._reports = report_check(((w.role, w.index) for w in graph.workers), bounds)
+        schema = report_schema(self._reports)
         self.inbox = checked(transport, inbox, CONTROLLER_IN, schema)
         # other services of the controller that drop and count messages (`take_rejected`): the
         # trainers' rendezvous (srl.streams.rendezvous)
         self.also_rejecting = list(also_rejecting)
         self.workers, self.incarnations = workers, incarnations
         self.policy = RestartPolicy(graph.config.launch.max_restarts, graph.config.launch.restart_window_s)
+        self._silence_check_s = min(SILENCE_CHECK_S, graph.config.launch.heartbeat_timeout_s / 10)
+        self._silence_due_s = 0.0  # when every worker's heartbeat is next looked at
         self._epochs_sent_s = 0.0  # over tcp: when epochs were last broadcast (0: never, no restart yet)
         self._restarted: dict[str, None] = {}  # over tcp: every worker restarted, in order (their pairs are resent)
         self._resend_next = 0  # ... the position in it of the next pair to resend
@@ -162,7 +169,8 @@ class Supervisor:
         for service in self.also_rejecting:
             self.monitor.on_rejected(service.take_rejected())
         for message in messages:
-            kind, role, index, payload = decode_report(message)
+            kind, role, index = Kind(message.header[0]), Role(message.header[1]), message.header[2]
+            payload = self._reports.payload(message)  # parsed once, by the inbox's check
             if kind == Kind.ERROR:
                 self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
                 if payload.get("halt"):
@@ -171,6 +179,7 @@ class Supervisor:
                     self.write_fault = WriteFailed(*payload["write_failed"])
             else:
                 self.monitor.on_report(role, index, payload, final=kind == Kind.FINAL)
+        self._reports.forget()
 
     def check(self) -> None:
         """Restart every worker that ended or went silent (WorkerFailed when not allowed); a
@@ -193,11 +202,20 @@ class Supervisor:
                           for name, code in ended.items()])  # fmt: skip
         for name in getattr(self.workers, "unplaced", list)():  # Ray: waiting for resources (judged by it)
             self.monitor.on_unplaced(name)
-        timeout = f"no heartbeat for {self.graph.config.launch.heartbeat_timeout_s} s"
+        self._check_silence()
+        self._check_stall()
+
+    def _check_silence(self) -> None:
+        """Restart the workers whose heartbeat is older than the timeout: every SILENCE_CHECK_S,
+        not every loop (see there)."""
+        now = time.monotonic()
+        if now < self._silence_due_s:
+            return
+        self._silence_due_s = now + self._silence_check_s
         silent = self.monitor.silent_workers(list(self.specs))
         if silent:
+            timeout = f"no heartbeat for {self.graph.config.launch.heartbeat_timeout_s} s"
             self._failed([(name, timeout, None) for name in silent])
-        self._check_stall()
 
     def _check_stall(self) -> None:
         """Lock step: every worker reports, yet nothing has moved for launch.stall_timeout_s."""

@@ -155,6 +155,17 @@ class Cluster:
         """Cut (up=False) or restore host `label`'s link to the bridge (its veth's root end)."""
         _ip("link", "set", self.host(label).veth, "up" if up else "down")
 
+    def set_rate(self, label: str, rate: str | None) -> None:
+        """Shape host `label`'s link to `rate` (tc's units: "1gbit", "100mbit"), or unshape it
+        (None): a benchmark measures several rates on one cluster, whose Ray takes a minute to start."""
+        host = self.host(label)
+        if rate is not None and not RATE.match(rate):
+            raise HostsError(f"rate {rate!r}: a number and bit, kbit, mbit or gbit, e.g. 100mbit")
+        _tc("qdisc", "del", "dev", host.veth, "root", check=False)
+        _tc("-n", host.netns, "qdisc", "del", "dev", "eth0", "root", check=False)
+        if rate is not None:
+            _shape(host, rate)
+
     def link_bytes(self, label: str) -> int:
         """Bytes through host `label`'s link so far, both directions (its veth's counters)."""
         stats = Path("/sys/class/net") / self.host(label).veth / "statistics"
@@ -354,8 +365,8 @@ def _ip(*args: str, check: bool = True) -> str:
     return _run(["ip", *args], check)
 
 
-def _tc(*args: str) -> str:
-    return _run(["tc", *args], True)
+def _tc(*args: str, check: bool = True) -> str:
+    return _run(["tc", *args], check)
 
 
 def _run(argv: list[str], check: bool) -> str:

@@ -15,6 +15,7 @@ not through Ray's objects), so three fit on a 2-core machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -22,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from srl.testing.hosts import Cluster, HostsError
 
@@ -41,6 +44,17 @@ while time.monotonic() < deadline:
     time.sleep(0.5)
 sys.exit(f"{len(alive)} of {want} Ray nodes joined")
 """
+
+
+def workers_on(cluster: Cluster, label: str) -> list[str]:
+    """srl workers running on host `label`, by title ("actor:1"): where Ray placed them now."""
+    titles = []
+    for pid in cluster.pids(label):
+        with contextlib.suppress(psutil.Error, IndexError):
+            title = psutil.Process(pid).cmdline()[0]
+            if title.startswith("srl:"):
+                titles.append(":".join(title.split(":")[2:]))
+    return sorted(titles)
 
 
 def ray_command() -> list[str]:
