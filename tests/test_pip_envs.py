@@ -53,8 +53,18 @@ def test_every_documented_recipe_builds():
         build_graph(load_config(experiment, overrides))
 
 
-def test_modules_can_call_the_function_that_registers_a_packages_ids():
-    """MinAtar's gymnasium ids exist only after minatar.gym.register_envs() is called."""
+def test_modules_can_call_the_function_that_registers_a_packages_ids(monkeypatch):
+    """MinAtar's gymnasium ids exist only after minatar.gym.register_envs() is called. Another test
+    in this process may have called it already (tests/minatar_env.py does on import): the registry
+    and srl's record of calls are given back as they were before any."""
+    import gymnasium as gym
+
+    import srl.config
+
+    registry = {k: v for k, v in gym.envs.registry.items() if not k.startswith("MinAtar/")}
+    monkeypatch.setattr(gym.envs.registration, "registry", registry)
+    monkeypatch.setattr(gym.envs, "registry", registry)
+    monkeypatch.setattr(srl.config, "_CALLED", set())
     with pytest.raises(ConfigError, match="unknown environment 'MinAtar/Breakout-v1'|MinAtar/Breakout-v1"):
         build_graph(build_config({"env": "MinAtar/Breakout-v1"}))
     config = build_config({"env": "MinAtar/Breakout-v1", "modules": "minatar.gym:register_envs"})
