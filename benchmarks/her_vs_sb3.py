@@ -14,7 +14,7 @@ machine's load hits both; both are timed from their launch (interpreter start an
     python benchmarks/her_vs_sb3.py --only srl --seeds 1
 
 Both sides use the python running this script (stable-baselines3 and gymnasium-robotics installed;
-gymnasium-robotics 1.4.2 needs mujoco < 4). Progress goes to stderr; standard output gets ONE
+gymnasium-robotics 1.4.2 needs mujoco < 3.12). Progress goes to stderr; standard output gets ONE
 JSON line: each side's runs, the median time to target, and srl's speed-up over SB3.
 """
 

@@ -36,7 +36,7 @@ def fetchreach_sac_her() -> ExperimentConfig:
     networks, 1,000 steps before learning, one update per env step, 20k env steps) without the
     zoo's TimeFeatureWrapper and observation normalisation. One env (episodes are 50 steps, each
     ended by the time limit); eval: 20 greedy episodes, return -(steps away from the goal).
-    Needs gymnasium-robotics (the [test] extra) with mujoco < 4 (1.4.2 fails on mujoco 4.0's enums)."""
+    Needs gymnasium-robotics (the [test] extra) with mujoco < 3.12 (1.4.2 fails on the joint-type enums of 3.12 and newer)."""
     return ExperimentConfig(
         env="gymnasium_robotics:FetchReach-v4",
         policy="squashed-gaussian-mlp",
