@@ -47,14 +47,23 @@ class PolicyChoice:
 def choose_policy(config: ExperimentConfig, observation_space: gym.Space,
                   action_space: gym.Space | None = None) -> PolicyChoice:
     """The policy that acts for `config` in these spaces (see the module's docstring)."""
-    if config.policy != AUTO:
-        if config.policy == MLP and not isinstance(observation_space, gym.spaces.Box):
+    return choose_by_names(config.policy, config.algorithm, observation_space, action_space)
+
+
+def choose_by_names(policy: str, algorithm: str, observation_space: gym.Space,
+                    action_space: gym.Space | None = None) -> PolicyChoice:
+    """`choose_policy` for a policy and algorithm given by name (a pod built by srl.workers.pod.make_pod)."""
+    if policy != AUTO:
+        if policy == MLP and not isinstance(observation_space, gym.spaces.Box):
             return PolicyChoice(MULTI, f"policy={MLP} reads one Box; multi-input acts in its place for "
                                        f"the {_kind(observation_space)} observation")
-        return PolicyChoice(config.policy, f"policy={config.policy} as given")
-    if not trains_actor_critic(config.algorithm):
-        note = f"; algorithm {config.algorithm} has no CNN policy" if images.is_image(observation_space) else ""
-        return PolicyChoice(MLP, f"policy=auto: algorithm {config.algorithm} has no default of its own{note}")
+        if policy == _algorithm_default(algorithm):  # algorithm=dqn alone brings q-mlp (srl.checks.algorithm_defaults)
+            note = f"; algorithm {algorithm} has no CNN policy" if images.is_image(observation_space) else ""
+            return PolicyChoice(policy, f"policy={policy}, algorithm {algorithm}'s own{note}")
+        return PolicyChoice(policy, f"policy={policy} as given")
+    if not trains_actor_critic(algorithm):
+        note = f"; algorithm {algorithm} has no CNN policy" if images.is_image(observation_space) else ""
+        return PolicyChoice(MLP, f"policy=auto: algorithm {algorithm} has no default of its own{note}")
     if images.is_image(observation_space):
         return _image_policy(observation_space, action_space)
     if not isinstance(observation_space, gym.spaces.Box):
@@ -83,6 +92,13 @@ def trains_actor_critic(algorithm: str) -> bool:
     except registry.UnknownNameError:
         return False  # srl.checks names it
     return algo.policy_kind == "actor-critic" and not algo.needs_recurrent
+
+
+def _algorithm_default(algorithm: str) -> str | None:
+    try:
+        return registry.algorithms.get(algorithm).algorithm_cls.default_policy
+    except registry.UnknownNameError:
+        return None
 
 
 def _kind(space: gym.Space) -> str:

@@ -79,8 +79,9 @@ def run_srl(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def test_custom_env_and_algorithm_walkthrough_runs_as_written(tmp_path):
     (tmp_path / "my_rl.py").write_text(doc_module_code())
     commands = doc_commands("The environment", "The algorithm", "The experiment", "Run it")
-    assert [argv[:2] for argv in commands] == [["srl", "run"], ["srl", "graph"], ["srl", "list"], ["srl", "eval"]]
-    run, graph, listing, evaluate = commands
+    assert [argv[:2] for argv in commands] == [["srl", "run"], ["srl", "graph"], ["srl", "list"], ["srl", "eval"],
+                                               ["srl", "eval"]]  # fmt: skip
+    run, graph, listing, evaluate, against = commands
 
     run_srl(run, tmp_path)
     [run_dir] = glob.glob(str(tmp_path / "runs" / "sign-a2c-*"))  # the default run_dir
@@ -100,6 +101,10 @@ def test_custom_env_and_algorithm_walkthrough_runs_as_written(tmp_path):
     evaluate = [os.path.relpath(run_dir, tmp_path) if arg == RUN_DIR_PLACEHOLDER else arg for arg in evaluate]
     result = json.loads(run_srl(evaluate, tmp_path).stdout)
     assert result["return_mean"] >= 9.0, result  # the trained policy, acting on its most likely action
+    assert against[-2:] == ["--against", "random"], against
+    against = [os.path.relpath(run_dir, tmp_path) if arg == RUN_DIR_PLACEHOLDER else arg for arg in against]
+    beside = json.loads(run_srl(against, tmp_path).stdout)
+    assert beside["return_mean"] >= 9.0 and beside["random_return_mean"] < beside["return_mean"] - 2, beside
 
 
 def test_a_module_that_is_nowhere_is_one_line_naming_the_field_and_where_it_looked(tmp_path):

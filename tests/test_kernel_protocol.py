@@ -10,7 +10,7 @@ import typing
 import pytest
 
 from srl.api import Worker, register_worker
-from srl.graph import build_graph
+from srl.graph import build_graph, param_subscribers, with_param_relays
 from srl.load import load_config
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
@@ -43,9 +43,12 @@ METHODS = [name for name, value in vars(Kernel).items() if inspect.isfunction(va
 
 
 def built_kernels(tmp_path):
-    """(role, kernel) for every worker of EXPERIMENTS, each built as the inline launcher builds it."""
+    """(role, kernel) for every worker of EXPERIMENTS, each built as the inline launcher builds it;
+    cartpole-ppo's parameter subscribers behind a relay, as a launcher across hosts places one."""
     for experiment, overrides in EXPERIMENTS.items():
         graph = build_graph(load_config(experiment, [*overrides, f"run.run_dir={tmp_path / experiment}"]))
+        if experiment == "cartpole-ppo":
+            graph = with_param_relays(graph, [param_subscribers(graph)])
         transport = InlineTransport()
         kernels = []
         try:

@@ -433,14 +433,14 @@ def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_p
     from srl.launch.league import LeagueKeeper
 
     config = tag_config(policy_mapping=MAPPED, run={"run_dir": str(tmp_path)},
-                        policies={"predator": {}, "prey": {"league": {"of": "predator"}}})
+                        policies={"predator": {"policy": "actor-critic-mlp"}, "prey": {"league": {"of": "predator"}}})
     keeper = LeagueKeeper(config, "prey", config.policies["prey"].league)
     keeper.league.add(20, 1000, "league/v20.pt")
     keeper.on_results({"20": [3, 1, 0], "-1": [5, 0, 0]})  # -1: before any snapshot (random moves)
     snap = keeper.league.snapshots["v20"]
     assert (snap.wins, snap.draws, snap.losses) == (0, 1, 3) and keeper.league.learner_elo < 1200.0
     config = tag_config(policy_mapping=MAPPED, run={"run_dir": str(tmp_path)},
-                        policies={"predator": {}, "prey": {"league": {"of": "predator", "scripted": ["random-legal"]}}})
+                        policies={"predator": {"policy": "actor-critic-mlp"}, "prey": {"league": {"of": "predator", "scripted": ["random-legal"]}}})
     keeper = LeagueKeeper(config, "prey", config.policies["prey"].league)
     keeper.on_results({"-2": [0, 0, 4]})  # the scripted opponent's tag: it lost 4, the learner won them
     assert keeper.league.pool == ["random-legal"] and keeper.league.snapshots["random-legal"].wins == 4
