@@ -53,3 +53,42 @@ def test_sac_update_moves_critics_toward_the_target_and_writes_priorities():
     restored = SAC(SquashedGaussianMLP(OBS, ACT, hidden_sizes=(16,)), SACConfig(critic_hidden_sizes=[16]), 0)
     restored.load_state_dict(sac.state_dict())
     assert torch.equal(restored.log_alpha, sac.log_alpha)
+
+
+def test_normalize_obs_keeps_running_moments_that_travel_with_the_weights_and_feed_the_critics():
+    """normalize_obs: the running mean and variance merged batch by batch equal those of all the
+    observations at once; they are buffers (in state_dict: the parameter stream and checkpoints
+    carry them); SAC's step folds each batch in, and actor and critics read the standardized view."""
+    from srl.models.squashed_gaussian import ObsNormalizer
+
+    rng = np.random.default_rng(4)
+    data = rng.normal([1.3, 0.75, -4.0], [0.01, 0.2, 3.0], (300, 3)).astype(np.float32)
+    norm = ObsNormalizer(3)
+    for chunk in np.array_split(data, 7):
+        norm.update(torch.from_numpy(chunk))
+    np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(norm.var.numpy(), data.var(0), rtol=1e-4)
+    standardized = norm(torch.from_numpy(data)).numpy()
+    np.testing.assert_allclose(standardized.mean(0), 0.0, atol=1e-4)
+    np.testing.assert_allclose(standardized.std(0), 1.0, atol=1e-3)
+
+    torch.manual_seed(2)
+    policy = SquashedGaussianMLP(OBS, ACT, hidden_sizes=(16,), normalize_obs=True)
+    assert {"normalizer.mean", "normalizer.var", "normalizer.count"} <= set(policy.state_dict())
+    sac = SAC(policy, SACConfig(critic_hidden_sizes=[16]), 0)
+    n = 64
+    obs = torch.from_numpy(data[:n])
+    batch = {C.OBS: obs, C.ACTION: torch.rand(n, 2), C.REWARD: torch.ones(n), C.DISCOUNT: torch.zeros(n),
+             C.NEXT_OBS: obs, C.WEIGHT: torch.ones(n), C.PRIORITY: torch.zeros(n)}
+    seen = []
+    critic_forward = sac.critic.forward
+    sac.critic.forward = lambda o, a: (seen.append(o), critic_forward(o, a))[1]  # type: ignore[method-assign]
+    sac.step(batch, 0)
+    assert float(policy.normalizer.count) == n
+    np.testing.assert_allclose(policy.normalizer.mean.numpy(), data[:n].mean(0), rtol=1e-5, atol=1e-6)
+    assert all(np.abs(o.mean(0).numpy()).max() < 1e-3 for o in seen)  # the critics read the standardized view
+    copy = SquashedGaussianMLP(OBS, ACT, hidden_sizes=(16,), normalize_obs=True)
+    copy.load_state_dict(policy.state_dict())
+    assert torch.equal(copy.rollout(obs, deterministic=True)["action"], policy.rollout(obs, deterministic=True)["action"])
+    with pytest.raises(ValueError, match="normalize_obs"):
+        SquashedGaussianMLP(gym.spaces.Dict({"a": OBS}), ACT, normalize_obs=True)

@@ -119,12 +119,17 @@ class SAC(Algorithm):
 
     def step(self, batch: dict[str, torch.Tensor], env_steps: int) -> dict[str, float]:
         obs, next_obs, action = obs_of(batch), obs_of(batch, C.NEXT_OBS), batch[C.ACTION]  # leaf path -> tensor for a Dict
+        update_stats = getattr(self.policy, "update_obs_stats", None)  # normalize_obs (srl.models.squashed_gaussian)
+        if update_stats is not None:
+            update_stats(obs)
+        critic_view = getattr(self.policy, "normalize", lambda o: o)  # the critics read what the actor reads
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
             next_action, next_log_prob = self.policy.sample(next_obs)
-            q1_t, q2_t = self.critic_target(next_obs, next_action)
+            q1_t, q2_t = self.critic_target(critic_view(next_obs), next_action)
             target = batch[C.REWARD] + batch[C.DISCOUNT] * (torch.min(q1_t, q2_t) - alpha * next_log_prob)
-        q1, q2 = self.critic(obs, action)
+        obs_seen = critic_view(obs)
+        q1, q2 = self.critic(obs_seen, action)
         critic_loss = 0.5 * (batch[C.WEIGHT] * ((q1 - target).square() + (q2 - target).square())).mean()
         self.critic_opt.zero_grad()
         critic_loss.backward()
@@ -132,7 +137,7 @@ class SAC(Algorithm):
 
         new_action, log_prob = self.policy.sample(obs)
         self.critic.requires_grad_(False)  # the actor's loss moves the actor only
-        q_new = torch.min(*self.critic(obs, new_action))
+        q_new = torch.min(*self.critic(obs_seen, new_action))
         self.critic.requires_grad_(True)
         actor_loss = (alpha * log_prob - q_new).mean()
         self.actor_opt.zero_grad()

@@ -33,14 +33,15 @@ def bitflip_dqn_her() -> ExperimentConfig:
 def fetchreach_sac_her() -> ExperimentConfig:
     """gymnasium-robotics FetchReach-v4 with SAC + HER, in the spirit of rl-baselines3-zoo's
     FetchReach entry (SAC, HerReplayBuffer future k=4, gamma 0.95, lr 1e-3, batch 256, 64x64
-    networks, 1,000 steps before learning, one update per env step, 20k env steps) without the
-    zoo's TimeFeatureWrapper and observation normalisation. One env (episodes are 50 steps, each
+    networks, 1,000 steps before learning, one update per env step, 20k env steps, observations
+    standardized by running statistics as the zoo's VecNormalize does: normalize_obs) without the
+    zoo's TimeFeatureWrapper. One env (episodes are 50 steps, each
     ended by the time limit); eval: 20 greedy episodes, return -(steps away from the goal).
     Needs gymnasium-robotics (the [test] extra) with mujoco < 3.12 (1.4.2 fails on the joint-type enums of 3.12 and newer)."""
     return ExperimentConfig(
         env="gymnasium_robotics:FetchReach-v4",
         policy="squashed-gaussian-mlp",
-        policy_kwargs={"hidden_sizes": [64, 64]},
+        policy_kwargs={"hidden_sizes": [64, 64], "normalize_obs": True},
         dataflow=DataflowConfig(envs_per_actor=1, sample_length=8),
         replay=ReplayConfig(capacity=1_000_000, batch_size=256, prioritized=False, n_step=1, gamma=0.95, warmup=1_000,
                             replay_ratio=256.0, her=HerConfig(strategy="future", k=4)),
