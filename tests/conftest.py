@@ -84,6 +84,19 @@ def no_cuda_outside_gpu_tests(request, monkeypatch):
 
 
 @pytest.fixture
+def params_clock(monkeypatch):
+    """A hand-driven clock for srl.streams.params (its WANT timing): set `params_clock.now`."""
+    from types import SimpleNamespace
+
+    from srl.streams import params as params_module
+
+    fake = SimpleNamespace(now=100.0)
+    fake.monotonic = lambda: fake.now
+    monkeypatch.setattr(params_module, "time", fake)
+    return fake
+
+
+@pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import srl.launch.monitor as monitor_module
-import srl.streams.params as params_module
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import FieldSpec
@@ -368,15 +367,6 @@ def test_param_service_keeps_the_newest_version_and_answers_want():
 
 
 # ------------------------------------------------------------------------------ run monitor
-
-
-@pytest.fixture
-def params_clock(monkeypatch):
-    """A hand-driven clock for srl.streams.params: set `params_clock.now`."""
-    fake = SimpleNamespace(now=100.0)
-    fake.monotonic = lambda: fake.now
-    monkeypatch.setattr(params_module, "time", fake)
-    return fake
 
 
 def test_a_version_held_back_on_either_hop_is_asked_for_again(params_clock):

@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -53,15 +52,6 @@ from srl.streams.prefixed import PrefixedTransport, RenamedTransport
 from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 
 SUBSCRIBERS = 3
-
-
-@pytest.fixture
-def params_clock(monkeypatch):
-    """A hand-driven clock for srl.streams.params (WANT timing): set `params_clock.now`."""
-    fake = SimpleNamespace(now=100.0)
-    fake.monotonic = lambda: fake.now
-    monkeypatch.setattr(params_module, "time", fake)
-    return fake
 
 
 class Host:
