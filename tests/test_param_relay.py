@@ -206,7 +206,7 @@ def graph_of(launcher: str = "local", **flow):
 
 
 def test_the_launcher_s_rule_relays_per_host_only_across_hosts():
-    graph = graph_of()
+    graph = graph_of(param_relay="auto")
     actors = [f"actor:{a}" for a in range(6)]
     assert param_subscribers(graph) == tuple(actors)
     one_host = {w.name: "a" for w in graph.workers}
@@ -219,6 +219,7 @@ def test_the_launcher_s_rule_relays_per_host_only_across_hosts():
     assert relay_groups(per_host, one_host) == [("a", tuple(actors))]
     assert relay_groups(per_host, hosts)[-1] == ("a", ("actor:5",)), "per_host: the service's host too"
     assert relay_groups(graph_of(param_relay="off"), hosts) == []
+    assert relay_groups(graph_of(), hosts) == [], "off by default"
 
 
 def test_the_relayed_graph_declares_the_relay_s_streams_and_the_service_s_fewer_subscribers():
@@ -348,13 +349,13 @@ def ray_cluster() -> Iterator:
 
 def test_across_hosts_the_service_holds_one_connection_per_subscriber_host_and_cartpole_learns(ray_cluster, run_dir):
     """Trainer and service on host a, two actors on each of b and c (inline inference: the actors
-    subscribe): with the default dataflow.param_relay=auto the launcher starts a relay on b and one
+    subscribe): with dataflow.param_relay=auto the launcher starts a relay on b and one
     on c, and the service's params.out holds 2 connections, not 4."""
     cluster = ray_cluster.cluster
     proc = cluster.spawn("a", [
         sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", "launch.launcher=ray",
         f"launch.ray_address={ray_cluster.address}", "dataflow.transport=tcp", "run.seed=1", f"run.run_dir={run_dir}",
-        "monitor.display=off", "monitor.learning_curve=false", "launch.num_actor_workers=4",
+        "dataflow.param_relay=auto", "monitor.display=off", "monitor.learning_curve=false", "launch.num_actor_workers=4",
         "launch.ray_resources.actor.resources.sim=1", "launch.ray_resources.trainer.resources.host_a=1",
         "launch.ray_resources.params.resources.host_a=1", "launch.ray_resources.params.num_cpus=0",
         "stop.target_return=150", "stop.total_env_steps=300000",
