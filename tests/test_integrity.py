@@ -395,7 +395,7 @@ def test_a_resume_without_checkpoints_is_refused_unless_asked_to_start_fresh(run
     # the policy's count starts from 0, not from the lost checkpoint; the run's goes on (srl.launch.launches):
     # every env step of the first launch is re-done
     assert launched and all(r["env_steps_redone"] == first["env_steps"] for r in launched)
-    assert min(r["env_steps"] - r["env_steps_redone"] for r in launched) < first["env_steps"], "counted from 0"
+    assert min(r["env_steps"] - r["env_steps_redone"] for r in launched) <= first["env_steps"], "counted from 0"
     assert checkpoint.load_latest(run_dir)["run_id"] == first["run_id"]
     again = load_config("cartpole-ppo", [f"run.resume={run_dir}"])  # its config.yaml says start_fresh
     assert again.run.if_no_checkpoint == "refuse"
