@@ -28,6 +28,7 @@ import srl
 from srl.testing import check_counts, hosts
 from srl.testing.hosts import Cluster, LatencyRelay, hosts_up
 from srl.testing.ray_hosts import RayHosts, workers_on
+from srl.testing.ray_hosts import finish as finish_run
 
 TESTS = Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 600
@@ -211,13 +212,7 @@ def srl_on(ray_hosts: RayHosts, run_dir: Path, *args: str) -> subprocess.Popen:
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str]:
-    try:
-        output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return proc.returncode, output
+    return finish_run(proc, RUN_TIMEOUT_S)
 
 
 def when_training(run_dir: Path, env_steps: int, then, timeout_s: float = 300) -> threading.Thread:

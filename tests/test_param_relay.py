@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -294,13 +293,9 @@ def service_connections_while_training(proc: subprocess.Popen, pids, ss=lambda a
 
 
 def finish(proc: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str]:
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return proc.returncode, output
+    from srl.testing.ray_hosts import finish as finish_run
+
+    return finish_run(proc, timeout_s)
 
 
 def children_of(proc: subprocess.Popen):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -131,3 +132,15 @@ class RayHosts:
 
     def describe(self) -> dict[str, Any]:
         return {"address": self.address, "nodes": {label: proc.pid for label, proc in self.nodes.items()}}
+
+
+def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str]:
+    """Wait for an `srl run` started in its own process group (text output); on a timeout or an
+    error, kill the group so nothing it started outlives the caller."""
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, output
