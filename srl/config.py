@@ -466,6 +466,9 @@ class PodConfig(Settings):
     )
     device: str = Field("cpu", description="Torch device of a pod (auto, cpu, cuda, cuda:N; srl.devices); an "
                         "ensemble's members take one GPU each with cuda.")
+    cuda_graphs: Literal["auto", "on", "off"] = Field(
+        "auto", description="Capture a pod's rollout and update as CUDA graphs (srl.workers.pod): auto = where its "
+        "device is CUDA; off = eager (as on the CPU), to compare. Ensemble members run eager.")
     ensemble: EnsembleConfig = Field(
         default_factory=EnsembleConfig,
         description="Tournament-based ensemble of pods (pod=true): pod.ensemble.population=K trains K at once.",

@@ -267,9 +267,11 @@ def test_a_pods_rollout_with_a_nan_ends_the_run_naming_the_env_index():
     kernel.env.step = poisoned_step
     kernel.start()
     kernel.poll()  # steps 1-4: finite, one update
+    kernel.poll()  # steps 5-8: found on the device, not trained on; read at the report (no sync per iteration)
+    assert kernel.report()["policy_version"] == 1  # the poisoned rollout was not trained on
     with pytest.raises(RunHalted, match="'batched-cartpole' returned a non-finite reward at env index 5"):
         kernel.poll()
-    assert kernel.version == 1  # the poisoned rollout was not trained on
+    assert kernel.version == 1
     kernel.close()
 
 

@@ -55,14 +55,25 @@ class ActorCritic(Algorithm):
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = Adam(self.params, lr=config.lr, eps=config.adam_eps)
 
-    def learning_rate(self, env_steps: int) -> float:
+    def learning_rate(self, env_steps: int | torch.Tensor) -> float | torch.Tensor:
+        """The rate at `env_steps`; a device tensor for a device count (a pod's: computed there)."""
+        if isinstance(env_steps, torch.Tensor):
+            # float32 on CUDA (the fused kernel reads a float rate), float64 elsewhere (the Python rate, exactly)
+            dtype = torch.float32 if env_steps.device.type == "cuda" else torch.float64
+            rate = torch.ones((), dtype=dtype, device=env_steps.device) * self.config.lr
+            if not self.config.anneal_lr:
+                return rate
+            horizon = self.config.anneal_env_steps or self.total_env_steps
+            floor = self.config.final_lr_fraction
+            left = (1.0 - (1.0 - floor) * env_steps.to(torch.float64) / horizon).clamp(min=floor)
+            return rate * left.to(dtype)
         if not self.config.anneal_lr:
             return self.config.lr
         horizon = self.config.anneal_env_steps or self.total_env_steps
         floor = self.config.final_lr_fraction
         return self.config.lr * max(floor, 1.0 - (1.0 - floor) * env_steps / horizon)
 
-    def _set_learning_rate(self, env_steps: int) -> float:
+    def _set_learning_rate(self, env_steps: int | torch.Tensor) -> float | torch.Tensor:
         """Sets the optimizer's rate for an update at `env_steps`; returns it."""
         lr = self.learning_rate(env_steps)
         for group in self.optimizer.param_groups:
@@ -97,3 +108,10 @@ def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
     if var.item() == 0.0:
         return float("nan")
     return (1.0 - (target - prediction).var() / var).item()
+
+
+def explained_variance_tensor(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """`explained_variance` left on the device (a 0-dim tensor; nan when the targets are constant)."""
+    var = target.var()
+    explained = 1.0 - (target - prediction).var() / var
+    return torch.where(var == 0.0, torch.full_like(explained, float("nan")), explained)

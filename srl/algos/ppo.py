@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, explained_variance, normalized
+from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, explained_variance_tensor, normalized
 from srl.algos.gae import compute_gae
 from srl.algos.ppo_recurrent import recurrent_epochs
 from srl.algos.value_norm import ValueNorm
@@ -154,7 +154,25 @@ class PPO(ActorCritic):
         "losses/clipfrac" are means over all minibatch updates of this step, each measured before
         its gradient step; "charts/learning_rate" is the rate used; "losses/explained_variance"
         compares the stored values with the GAE returns (nan when the returns are constant).
+        The stats of `device_step`, read to the host in one copy.
         """
+        on_device = self.device_step(batch, env_steps)
+        stats = dict(zip(on_device, torch.stack(list(on_device.values())).tolist()))
+        stats["charts/learning_rate"] = float(self.learning_rate(env_steps))  # exact (not rounded to float32)
+        self.observe_stats(stats)
+        return stats
+
+    def observe_stats(self, stats: dict[str, float]) -> None:
+        """An update's stats on the host: the runaway warning (once per process)."""
+        self.updates_made += 1
+        if not self.warned_runaway:
+            self.warned_runaway = warn_if_runaway(self.config, stats, self.updates_made)
+
+    def device_step(self, batch: dict[str, torch.Tensor], env_steps: int | torch.Tensor) -> dict[str, torch.Tensor]:
+        """`step` with its stats left on the device (0-dim float32 tensors): nothing is read back
+        to the host, so a pod's update neither waits for the device nor stops a CUDA graph's
+        capture (srl.workers.pod). `env_steps` may be a device tensor (the schedule is then
+        computed on the device, and Adam takes the rate as a tensor)."""
         cfg = self.config
         lr = self._set_learning_rate(env_steps)
         device = self.params[0].device
@@ -177,21 +195,22 @@ class PPO(ActorCritic):
             means, explained = recurrent_epochs(
                 self.policy, self.apply_loss, batch, advantage, returns, cfg.epochs, cfg.num_minibatches, cfg.burn_in
             )
+            explained_t = torch.as_tensor(explained, dtype=torch.float32, device=device)
         else:
-            means, explained = self._epochs(batch, advantage, returns)
-        stats = dict(zip(STAT_NAMES, means.tolist()))
-        stats["charts/learning_rate"] = lr
-        stats["losses/explained_variance"] = explained
-        self.updates_made += 1
-        if not self.warned_runaway:
-            self.warned_runaway = warn_if_runaway(cfg, stats, self.updates_made)
+            means, explained_t = self._epochs(batch, advantage, returns)
+        stats = dict(zip(STAT_NAMES, means.unbind()))
+        stats["charts/learning_rate"] = torch.as_tensor(lr, dtype=torch.float32, device=device)
+        stats["losses/explained_variance"] = explained_t
         return stats
 
     def _epochs(
         self, batch: dict[str, torch.Tensor], advantage: torch.Tensor, returns: torch.Tensor
-    ) -> tuple[torch.Tensor, float]:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """`epochs` passes over the T * B transitions, one `apply_loss` per minibatch: the mean of
-        its stats, and the explained variance of the stored values."""
+        its stats, and the explained variance of the stored values (both on the device).
+
+        On CUDA a minibatch permutation is the argsort of uniform draws from the default
+        generator (which a CUDA graph registers), not `randperm`: same distribution, capturable."""
         cfg = self.config
         steps = advantage.shape[0]  # T; row T only served to bootstrap
         self.check_batch(cfg, *advantage.shape)
@@ -214,9 +233,9 @@ class PPO(ActorCritic):
             if cfg.num_minibatches == 1:
                 totals += self._update(*data)
             else:
-                for idx in torch.randperm(advantage.numel(), device=advantage.device).tensor_split(cfg.num_minibatches):
+                for idx in _permutation(advantage.numel(), advantage.device).tensor_split(cfg.num_minibatches):
                     totals += self._update(*(map_obs(itemgetter(idx), x) for x in data))
-        return totals / (cfg.epochs * cfg.num_minibatches), explained_variance(data[3], data[5])
+        return totals / (cfg.epochs * cfg.num_minibatches), explained_variance_tensor(data[3], data[5])
 
     def _update(self, obs: torch.Tensor | dict[str, torch.Tensor], action: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
         """One gradient step on a minibatch (the rest of `apply_loss`'s arguments); its stats."""
@@ -275,6 +294,14 @@ class PPO(ActorCritic):
             if "value_norm" not in state:
                 raise ValueError("this checkpoint was trained without algo.value_norm; resume it with value_norm=false")
             self.value_norm.load_state_dict(state["value_norm"])
+
+
+def _permutation(n: int, device: torch.device) -> torch.Tensor:
+    """A random permutation of 0..n-1: `randperm` on the CPU (as before: same draws), the argsort
+    of n uniform draws on CUDA (no host sync, capturable in a CUDA graph)."""
+    if device.type == "cuda":
+        return torch.rand(n, device=device).argsort()
+    return torch.randperm(n, device=device)
 
 
 def _masked_mean(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:

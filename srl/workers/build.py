@@ -173,6 +173,6 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
             algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
             total_env_steps=c.stop.total_env_steps, seed=c.run.seed, device=resolve(c.pod.device), run_dir=Path(str(c.run.run_dir)),
             checkpoint_interval_s=c.run.checkpoint_interval_s, resume=c.run.resume is not None, stop=lock_step_stop(c),
-            run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
+            run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates, cuda_graphs=c.pod.cuda_graphs,
         )
     raise ValueError(f"unknown role {spec.role}")

@@ -92,6 +92,7 @@ class PodMember:
         pod = self.pod
         seen = len(pod.finished_returns)  # pod.report() empties these lists; only new ones count
         pod.poll()
+        pod.sync()  # this update's episodes, per update (a member scores itself from them)
         self.recent.add(pod.finished_returns[seen:], pod.finished_lengths[seen:])
         self.updates_since_eval += 1
         if self.updates_since_eval >= self.eval_interval_updates and (self.eval_env is not None or len(self.recent)):
@@ -217,6 +218,7 @@ def make_member(config: Any, index: int) -> PodMember:
         total_env_steps=max(1, c.stop.total_env_steps // e.population), seed=seed,  # each member's schedule
         device=resolve(c.pod.device, index), run_dir=folder, checkpoint_interval_s=c.run.checkpoint_interval_s,
         resume=c.run.resume is not None, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
+        cuda_graphs="off",  # an adoption changes hyperparameters a graph would hold as constants
     )
     eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.pod.device, index), **c.env_kwargs) if e.eval_episodes else None
     return PodMember(

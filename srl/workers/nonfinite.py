@@ -286,3 +286,98 @@ def _all_finite(tensors: list[torch.Tensor]) -> bool:
         if t.is_floating_point():
             groups.setdefault((t.device, t.dtype), []).append(t)
     return all(bool(torch.stack(torch._foreach_norm(ts)).isfinite().all()) for ts in groups.values())
+
+
+class DeviceUpdateGuard:
+    """`UpdateGuard` for a pod, decided on the device: nothing is read back to the host.
+
+    The algorithm's `device_step` (stats as device tensors) runs; then one foreach norm over the
+    floating tensors of the policy and the algorithm's state gives a device flag `ok` (every norm
+    finite, and the rollout finite: `rollout_ok`), and every state tensor becomes
+    `where(ok, new, saved)` while the saved copy becomes the state again. A bad update is so
+    undone without the host knowing (the host waiting for that flag every update was one of the
+    syncs that kept a pod's iteration out of a CUDA graph, issue 35). The counts (`skipped_t`,
+    `in_a_row_t`) and which tensor went bad first (`first_bad_t`, an index into `names`, -1 for
+    the rollout) stay device tensors for the pod to read at its reports. A norm that overflows
+    on finite values counts as non-finite here (UpdateGuard looks closer; a pod's tiny networks
+    are nowhere near 1e38)."""
+
+    def __init__(self, policy: torch.nn.Module, algorithm: Algorithm, max_in_a_row: int, device: torch.device) -> None:
+        self.policy, self.algorithm, self.max_in_a_row = policy, algorithm, max_in_a_row
+        self._saved: list[torch.Tensor] | None = None
+        self.names: list[str] = []  # the state tensors' paths ("policy.actor_head.weight", ...)
+        self.float_names: list[str] = []  # those of the floating ones (first_bad_t indexes these)
+        step = getattr(algorithm, "device_step", None)
+        self._device_step = step if step is not None else self._host_step
+        with torch.inference_mode(False):
+            self.skipped_t = torch.zeros((), dtype=torch.int64, device=device)  # every update undone so far
+            self.in_a_row_t = torch.zeros((), dtype=torch.int64, device=device)
+            self.first_bad_t = torch.zeros((), dtype=torch.int64, device=device)  # of the last undone
+            self.ok = torch.ones((), dtype=torch.bool, device=device)  # the last update was kept
+
+    def _host_step(self, batch: dict[str, torch.Tensor], env_steps: torch.Tensor) -> dict[str, torch.Tensor]:
+        """An algorithm without `device_step`: its `step`, which reads to the host (not capturable)."""
+        stats = self.algorithm.step(batch, int(env_steps))
+        return {k: torch.as_tensor(float(v), dtype=torch.float32, device=env_steps.device) for k, v in stats.items()}
+
+    def _tensors(self) -> list[torch.Tensor]:
+        names: list[str] = []
+        tensors: list[torch.Tensor] = []
+        _named_tensors({"policy": self.policy.state_dict(), "algorithm": self.algorithm.state_dict()}, "", names, tensors)
+        self.names = names
+        return tensors
+
+    def step(self, batch: dict[str, torch.Tensor], env_steps: torch.Tensor, rollout_ok: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The update's stats (device tensors), kept or undone on the device (`self.ok` says which)."""
+        if self._saved is None:  # the first update: keep the state it starts from
+            self._saved = [t.detach().clone() for t in self._tensors()]
+        stats = self._device_step(batch, env_steps)
+        tensors = self._tensors()
+        if len(tensors) != len(self._saved):
+            raise RuntimeError(f"the policy's and algorithm's state changed from {len(self._saved)} to {len(tensors)} "
+                               "tensors between updates; a pod's update guard needs a fixed layout")
+        floats = [t for t in tensors if t.is_floating_point()]
+        self.float_names = [n for n, t in zip(self.names, tensors) if t.is_floating_point()]
+        if floats:
+            finite = torch.isfinite(torch.stack([n.to(torch.float64) for n in _norms(floats)]))
+            all_finite = finite.all()
+            first = torch.where(all_finite, -1, (~finite).long().argmax())
+        else:
+            all_finite, first = rollout_ok, torch.full_like(self.first_bad_t, -1)
+        ok = all_finite & rollout_ok
+        with torch.no_grad():
+            kept = [torch.where(ok, t, s) for t, s in zip(tensors, self._saved)]
+            torch._foreach_copy_(tensors, kept)
+            torch._foreach_copy_(self._saved, tensors)
+            self.ok.copy_(ok)
+            self.skipped_t.add_((~ok).long())
+            self.in_a_row_t.copy_(torch.where(ok, 0, self.in_a_row_t + 1))
+            self.first_bad_t.copy_(torch.where(ok, self.first_bad_t, first))
+        return stats
+
+    def describe(self, first_bad: int) -> str:
+        return "the rollout (a NaN or an infinity from the env)" if first_bad < 0 else self.float_names[first_bad]
+
+
+def _norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """One foreach norm per dtype (foreach ops take one dtype), in the tensors' order."""
+    out: list[torch.Tensor | None] = [None] * len(tensors)
+    groups: dict[Any, list[int]] = {}
+    for k, t in enumerate(tensors):
+        groups.setdefault(t.dtype, []).append(k)
+    for ks in groups.values():
+        for k, norm in zip(ks, torch._foreach_norm([tensors[k] for k in ks])):
+            out[k] = norm
+    return [n for n in out if n is not None]
+
+
+def _named_tensors(tree: Any, path: str, names: list[str], tensors: list[torch.Tensor]) -> None:
+    if isinstance(tree, torch.Tensor):
+        names.append(path)
+        tensors.append(tree)
+    elif isinstance(tree, dict):
+        for k, v in tree.items():
+            _named_tensors(v, f"{path}.{k}" if path else str(k), names, tensors)
+    elif isinstance(tree, (list, tuple)):
+        for k, v in enumerate(tree):
+            _named_tensors(v, f"{path}.{k}", names, tensors)

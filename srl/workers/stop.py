@@ -35,15 +35,23 @@ class LockStepStop:
             for value in returns:
                 self.returns.append(float(value))
                 self.episodes += 1
-            self.reason = self._decide(updates, env_steps)
+            mean = sum(self.returns) / len(self.returns) if self.returns else None
+            self.reason = self._decide(updates, env_steps, self.episodes, mean)
         return self.reason
 
-    def _decide(self, updates: int, env_steps: int) -> str | None:
-        if self.target_return is not None and self.episodes >= self.window:
-            mean = sum(self.returns) / len(self.returns)
-            if mean >= self.target_return:
-                return (f"target_return {self.target_return} reached "
-                        f"(mean of last {self.window} episodes: {mean:.2f})")  # fmt: skip
+    def after_summary(self, updates: int, env_steps: int, episodes: int, window_mean: float) -> str | None:
+        """`after_update` from a summary kept on the device (a pod's, srl.workers.pod): every
+        episode seen so far and the mean return of the last `window` of them (any value before
+        `window` episodes)."""
+        if self.reason is None:
+            self.episodes = episodes
+            self.reason = self._decide(updates, env_steps, episodes, window_mean)
+        return self.reason
+
+    def _decide(self, updates: int, env_steps: int, episodes: int, mean: float | None) -> str | None:
+        target = self.target_return
+        if target is not None and episodes >= self.window and mean is not None and mean >= target:
+            return f"target_return {target} reached (mean of last {self.window} episodes: {mean:.2f})"
         if self.max_updates is not None and updates >= self.max_updates:
             return f"max_updates {self.max_updates} reached"
         if env_steps >= self.total_env_steps:
