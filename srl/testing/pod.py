@@ -17,6 +17,7 @@ import torch
 
 from srl.monitor.episodes import ReturnWindow
 from srl.workers.pod import PodKernel, make_pod
+from srl.workers.stop import LockStepStop
 
 
 def pod_settings(config: Any) -> dict[str, Any]:
@@ -66,6 +67,8 @@ def train_pod(
     on_poll: Callable[[PodKernel, ReturnWindow], None] | None = None,
     schedule_env_steps: int | None = None,
     torch_threads: int | None = None,
+    lock_step: bool = False,
+    report_interval_s: float = 0.0,
     **pod_kwargs: Any,
 ) -> PodRun:
     """Build a pod with `make_pod(**pod_kwargs)` and poll it until the mean return of the last
@@ -76,20 +79,30 @@ def train_pod(
     default `total_env_steps`. `torch_threads`, if given, is passed to `torch.set_num_threads`
     first (1 is fastest for CartPole-sized networks on a 2-core CPU).
 
+    By default the pod reports after every poll (one read of the device each) and this loop
+    decides. With `lock_step`, the pod decides itself (srl.workers.stop.LockStepStop, one update
+    late, as `run.deterministic=true` does) and reports only every `report_interval_s`: the pod's
+    iterations then never wait for the device (srl.workers.pod), as on a GPU they should.
+
         run = train_pod(target_return=475.0, seed=1, **pod_settings(load_config("cartpole-pod")))
     """
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
     started = time.perf_counter()
-    kernel = make_pod(total_env_steps=schedule_env_steps or total_env_steps, **pod_kwargs)
+    stop = LockStepStop(total_env_steps, target_return, window=window) if lock_step else None
+    kernel = make_pod(total_env_steps=schedule_env_steps or total_env_steps, stop=stop, **pod_kwargs)
     episodes = ReturnWindow(window)
     env_steps = updates = 0
     history: list[tuple[int, float, float | None]] = []
     reason = ""
     try:
         kernel.start()
+        last_report = time.perf_counter()
         while True:
-            kernel.poll()
+            polled = kernel.poll()
+            if stop is not None and polled and time.perf_counter() - last_report < report_interval_s:
+                continue
+            last_report = time.perf_counter()
             r = kernel.report()
             env_steps += r["env_steps"]
             updates += r["updates"]
@@ -98,6 +111,11 @@ def train_pod(
             history.append((env_steps, time.perf_counter() - started, mean))
             if on_poll is not None:
                 on_poll(kernel, episodes)
+            if stop is not None:
+                if not polled:
+                    reason = str(stop.reason)
+                    break
+                continue
             full = episodes.count >= window
             if target_return is not None and mean is not None and full and mean >= target_return:
                 reason = f"target_return {target_return} reached (mean of last {window} episodes: {mean:.2f})"
@@ -110,6 +128,10 @@ def train_pod(
                 break
         wall = time.perf_counter() - started
         final = kernel.finish()
+        if stop is not None:  # the episodes of the last reads
+            episodes.add(final["episode_returns"], final["episode_lengths"], final["episodes"])
+            env_steps += final["env_steps"]
+            updates += final["updates"]
     finally:
         kernel.close()
     return PodRun(
