@@ -14,8 +14,11 @@ Parts (`--parts`, in this order):
   (`--batches`) for pong-ppo's Nature CNN and cartpole-ppo's MLP: median and 90th-percentile
   latency of one batch, and rows/s. A batch is one slot, or with `--rows-per-slot R` N / R slots,
   as when a policy worker answers that many actors at once.
-* **pod**: `srl run cartpole-pod` on `--device` and on the CPU, seeds `--pod-seeds`: launch to 475,
-  and the pod worker's own wall time (its stepping and training, start-up left out).
+* **pod**: `srl run cartpole-pod-gpu` on a CUDA `--device` with `pod.cuda_graphs` on and off, and
+  `srl run cartpole-pod` on the CPU, seeds `--pod-seeds`: launch to 475, and the pod worker's own
+  wall time (its stepping and training, start-up left out); then each one's steady state in this
+  process (benchmarks/pod_gpu.py): per-iteration time and env steps/s with training, kernels and
+  launch calls per iteration (torch.profiler), the GPU's busy share.
 * **pong**: PPO training throughput on Pong, srl (`pong-ppo` with `--workers` actors, one policy
   worker, trainer and policy worker on `--device`) against Sample Factory 2.1.1 APPO (`--device=gpu`)
   with the same envs, workers and batch, the same env-step budget (`--pong-steps`), one after the
@@ -142,17 +145,36 @@ def srl_run(experiment: str, overrides: list[str], timeout_s: float) -> dict[str
 
 
 def pod_times(device: str, seeds: list[int]) -> dict[str, Any]:
+    """The pod part: `srl run` to 475 (seeds `seeds`; launch to the target and the pod worker's
+    wall, medians) and the steady state in this process (benchmarks/pod_gpu.py: per-iteration
+    time with training, kernels per iteration, busy share): on a CUDA `device` cartpole-pod-gpu
+    with its CUDA graphs on and off; on the CPU cartpole-pod, the CPU's preset."""
+    from pod_gpu import steady_state
+
+    variants: list[tuple[str, str, str, str]] = []  # (name, experiment, device, pod.cuda_graphs)
+    if device.startswith("cuda"):
+        variants += [("cuda_graphs", "cartpole-pod-gpu", device, "on"), ("cuda_eager", "cartpole-pod-gpu", device, "off")]
+    variants.append(("cpu", "cartpole-pod", "cpu", "off"))
     out: dict[str, Any] = {}
-    for name in dict.fromkeys([device, "cpu"]):
+    for name, experiment, dev, graphs in variants:
         runs = []
         for seed in seeds:
-            runs.append(srl_run("cartpole-pod", [f"run.seed={seed}", f"pod.device={name}"], timeout_s=300))
-            log(f"pod on {name}, seed {seed}: {runs[-1]}")
+            runs.append(srl_run(experiment, [f"run.seed={seed}", f"pod.device={dev}", f"pod.cuda_graphs={graphs}"],
+                                timeout_s=300))
+            log(f"pod {name} ({experiment}), seed {seed}: {runs[-1]}")
         reached = [r for r in runs if r.get("time_to_target_s") is not None]  # the others say why not
         walls = [r["pod_worker_wall_s"] for r in reached if r.get("pod_worker_wall_s") is not None]
         targets = [r["time_to_target_s"] for r in reached]
-        out[name] = {"runs": runs, "pod_worker_wall_s_median": statistics.median(walls) if walls else None,
-                     "time_to_target_s_median": statistics.median(targets) if targets else None}
+        launches = [r["launch_to_exit_s"] for r in reached]
+        out[name] = {"experiment": experiment, "device": dev, "cuda_graphs": graphs, "runs": runs,
+                     "pod_worker_wall_s_median": statistics.median(walls) if walls else None,
+                     "time_to_target_s_median": statistics.median(targets) if targets else None,
+                     "launch_to_exit_s_median": statistics.median(launches) if launches else None}
+        try:  # the steady state, in this process (its own pod)
+            out[name]["steady_state"] = steady_state(dev, graphs, experiment, iterations=100 if dev == "cpu" else 300)
+        except Exception as e:  # noqa: BLE001  (the runs' figures stand without it)
+            out[name]["steady_state"] = {"error": f"{type(e).__name__}: {e}"}
+        log(f"pod {name}: steady state {out[name]['steady_state']}")
     return out
 
 

@@ -16,7 +16,7 @@ from srl.workers.pod import make_pod
 from srl.workers.stop import LockStepStop
 
 # every way a tensor's value reaches the host from Python
-HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy")
+HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy")
 SMALL = {"env": "batched-cartpole", "num_envs": 16, "sample_length": 8, "policy_kwargs": {"hidden_sizes": [16]},
          "algo": PPOConfig(epochs=2, num_minibatches=2, lr=0.01, anneal_lr=True), "total_env_steps": 100_000}
 

@@ -146,3 +146,63 @@ def train_pod(
         kernel=kernel,
         history=history,
     )
+
+
+# ------------------------------------------------------------------ checks that need CUDA (tests/test_pod_gpu.py)
+
+
+def graphs_against_eager(polls: int = 8, seed: int = 1, device: str = "cuda", experiment: str = "cartpole-pod-gpu") -> dict[str, Any]:
+    """The same pod (seed, settings) with `pod.cuda_graphs` off and on: its parameters and
+    report after `polls` iterations, as JSON-able lists (the gpu test compares them). The eager
+    iterations after the first run under torch.cuda.set_sync_debug_mode("error"): any op that
+    waits for the device there raises, naming itself."""
+    from srl.load import load_config
+
+    settings = pod_settings(load_config(experiment, ["run.run_dir=/nonexistent"]))
+    settings["total_env_steps"] = settings.pop("schedule_env_steps")
+    out: dict[str, Any] = {}
+    for graphs in ("off", "on"):
+        kernel = make_pod(seed=seed, device=device, cuda_graphs=graphs, **settings)
+        for k in range(polls):
+            strict = graphs == "off" and k > 0
+            if strict:
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                kernel.poll()
+            finally:
+                if strict:
+                    torch.cuda.set_sync_debug_mode("default")
+        report = kernel.report()
+        out[graphs] = {"params": [p.detach().double().cpu().flatten().tolist() for p in kernel.policy.parameters()],
+                       "report": {k: v for k, v in report.items() if not k.endswith("_time_s")},
+                       "captured": kernel._graphs is not None}
+        kernel.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m srl.testing.pod graphs|reach [--device D] [--seed S]`: one JSON line (run by the
+    gpu tests in a process of their own, as CUDA wants)."""
+    import argparse
+    import json
+
+    from srl.load import load_config
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check", choices=["graphs", "reach"])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--experiment", default="cartpole-pod-gpu")
+    parser.add_argument("--polls", type=int, default=8)
+    args = parser.parse_args(argv)
+    if args.check == "graphs":
+        print(json.dumps(graphs_against_eager(args.polls, args.seed, args.device, args.experiment)))
+        return
+    config = load_config(args.experiment, ["run.run_dir=/nonexistent", f"pod.device={args.device}"])
+    run = train_pod(total_env_steps=config.stop.total_env_steps, target_return=475.0, seed=args.seed,
+                    device=args.device, lock_step=True, report_interval_s=0.1, **pod_settings(config))
+    print(json.dumps({**run.summary(), "graphs": run.kernel._graphs is not None}))
+
+
+if __name__ == "__main__":
+    main()

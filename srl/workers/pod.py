@@ -336,7 +336,7 @@ class PodKernel:
             bad = bad | ~torch.isfinite(obs.reshape(self.T, self.rows, -1)).all(-1)
         flat = bad.flatten()
         first = flat.long().argmax()
-        field = torch.where(bad_reward.flatten()[first], 1, 2)
+        field = torch.where(bad_reward.flatten().gather(0, first.view(1)).squeeze(0), 1, 2)  # (x[t] of a 0-dim t reads t)
         found = flat.any()
         self._rollout_ok.copy_(~found)
         where = torch.stack([torch.ones_like(first), field, first, self._version_t])

@@ -1,0 +1,115 @@
+"""A pod's steady state on one device (benchmarks/gpu.py's pod part): per-iteration time and env
+steps/s with training, kernels per iteration (torch.profiler) and the device's busy share.
+
+    python benchmarks/pod_gpu.py --device cuda --graphs on     # one JSON line
+    python benchmarks/pod_gpu.py --device cpu                   # a smoke run anywhere
+
+One iteration = `sample_length` steps of every env (acting included), then one PPO update; the
+pod warms up (and on CUDA captures its graphs) first, then `--iterations` are timed with one
+device synchronisation at the end (the pod reads nothing back inside an iteration:
+srl.workers.pod). The profiler then records one more iteration: on CUDA the kernels the device
+ran in it (graph-launched ones included), the host's launch calls (cudaLaunchKernel*,
+cudaGraphLaunch, memcpy/memset), and the busy share = the kernels' summed device time over the
+wall time of `--profile-iterations` iterations; on the CPU the aten ops run (the CPU's "kernels").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync", "cuLaunchKernel")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def steady_state(device: str, graphs: str = "auto", experiment: str = "cartpole-pod-gpu", iterations: int = 200,
+                 profile_iterations: int = 20, seed: int = 1, repeats: int = 3) -> dict[str, Any]:
+    """Timed iterations of the experiment's pod on `device` (`graphs`: pod.cuda_graphs)."""
+    from srl.load import load_config
+    from srl.testing.pod import pod_settings
+    from srl.workers.pod import WARMUP_ITERATIONS, make_pod
+
+    dev = torch.device(device)
+    settings = pod_settings(load_config(experiment, ["run.run_dir=/nonexistent", "launch.launcher=inline"]))
+    settings["total_env_steps"] = settings.pop("schedule_env_steps")
+    kernel = make_pod(seed=seed, device=dev, cuda_graphs=graphs, **settings)
+    per_iteration = kernel.T * kernel.env.num_envs
+    try:
+        for _ in range(WARMUP_ITERATIONS + 3):  # warm-up, capture
+            kernel.poll()
+        kernel.report()
+        times = []
+        for _ in range(repeats):
+            _sync(dev)
+            started = time.perf_counter()
+            for _ in range(iterations):
+                kernel.poll()
+            _sync(dev)
+            times.append((time.perf_counter() - started) / iterations)
+        kernel.report()  # (one read: the timed iterations did none)
+        iteration_s = statistics.median(times)
+        out: dict[str, Any] = {
+            "device": str(kernel.device), "cuda_graphs": kernel._graphs is not None, "num_envs": kernel.env.num_envs,
+            "sample_length": kernel.T, "env_steps_per_iteration": per_iteration,
+            "iteration_ms": round(iteration_s * 1e3, 4), "iteration_ms_repeats": [round(t * 1e3, 4) for t in times],
+            "env_steps_per_s_with_training": round(per_iteration / iteration_s),
+        }
+        out.update(_profiled(kernel, dev, profile_iterations))
+        return out
+    finally:
+        kernel.close()
+
+
+def _profiled(kernel: Any, device: torch.device, iterations: int) -> dict[str, Any]:
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _sync(device)
+    with profile(activities=activities) as prof:
+        started = time.perf_counter()
+        for _ in range(iterations):
+            kernel.poll()
+        _sync(device)
+        wall_s = time.perf_counter() - started
+    events = prof.events()
+    if device.type == "cuda":
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        launches = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(LAUNCH_CALLS)]
+        busy_us = sum(getattr(e, "device_time", getattr(e, "cuda_time", 0.0)) for e in kernels)
+        return {"profiled_iterations": iterations, "cuda_kernels_per_iteration": round(len(kernels) / iterations, 1),
+                "launch_calls_per_iteration": round(len(launches) / iterations, 1),
+                "gpu_busy_share": round(busy_us / 1e6 / wall_s, 3), "profiled_wall_ms_per_iteration":
+                round(wall_s * 1e3 / iterations, 3)}
+    ops = [e for e in events if e.name.startswith("aten::")]
+    return {"profiled_iterations": iterations, "aten_ops_per_iteration": round(len(ops) / iterations, 1)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--graphs", default="auto", choices=["auto", "on", "off"])
+    parser.add_argument("--experiment", default="cartpole-pod-gpu")
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--profile-iterations", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = steady_state(args.device, args.graphs, args.experiment, args.iterations, args.profile_iterations)
+    print(json.dumps(out), flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
