@@ -7,7 +7,9 @@ steps/s with training, kernels per iteration (torch.profiler) and the device's b
 One iteration = `sample_length` steps of every env (acting included), then one PPO update; the
 pod warms up (and on CUDA captures its graphs) first, then `--iterations` are timed with one
 device synchronisation at the end (the pod reads nothing back inside an iteration:
-srl.workers.pod). The profiler then records one more iteration: on CUDA the kernels the device
+srl.workers.pod). `start_s` (the env's reset and the first act) and `warmup_and_capture_s` (the
+WARMUP_ITERATIONS eager iterations, the capture and one replay) are the one-off costs that a run
+to 475 pays besides its iterations. The profiler then records one more iteration: on CUDA the kernels the device
 ran in it (graph-launched ones included), the host's launch calls (cudaLaunchKernel*,
 cudaGraphLaunch, memcpy/memset), and the busy share = the kernels' summed device time over the
 wall time of `--profile-iterations` iterations; on the CPU the aten ops run (the CPU's "kernels").
@@ -45,8 +47,14 @@ def steady_state(device: str, graphs: str = "auto", experiment: str = "cartpole-
     kernel = make_pod(seed=seed, device=dev, cuda_graphs=graphs, **settings)
     per_iteration = kernel.T * kernel.env.num_envs
     try:
-        for _ in range(WARMUP_ITERATIONS + 3):  # warm-up, capture
+        started = time.perf_counter()
+        kernel.start()
+        _sync(dev)
+        start_s = time.perf_counter() - started
+        for _ in range(WARMUP_ITERATIONS + 1):  # warm-up, then capture (and one replay)
             kernel.poll()
+        _sync(dev)
+        warmup_s = time.perf_counter() - started - start_s
         kernel.report()
         times = []
         for _ in range(repeats):
@@ -61,6 +69,7 @@ def steady_state(device: str, graphs: str = "auto", experiment: str = "cartpole-
         out: dict[str, Any] = {
             "device": str(kernel.device), "cuda_graphs": kernel._graphs is not None, "num_envs": kernel.env.num_envs,
             "sample_length": kernel.T, "env_steps_per_iteration": per_iteration,
+            "start_s": round(start_s, 3), "warmup_and_capture_s": round(warmup_s, 3),
             "iteration_ms": round(iteration_s * 1e3, 4), "iteration_ms_repeats": [round(t * 1e3, 4) for t in times],
             "env_steps_per_s_with_training": round(per_iteration / iteration_s),
         }
@@ -86,7 +95,7 @@ def _profiled(kernel: Any, device: torch.device, iterations: int) -> dict[str, A
     if device.type == "cuda":
         kernels = [e for e in events if e.device_type == DeviceType.CUDA]
         launches = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(LAUNCH_CALLS)]
-        busy_us = sum(getattr(e, "device_time", getattr(e, "cuda_time", 0.0)) for e in kernels)
+        busy_us = sum(e.device_time if hasattr(e, "device_time") else e.cuda_time for e in kernels)
         return {"profiled_iterations": iterations, "cuda_kernels_per_iteration": round(len(kernels) / iterations, 1),
                 "launch_calls_per_iteration": round(len(launches) / iterations, 1),
                 "gpu_busy_share": round(busy_us / 1e6 / wall_s, 3), "profiled_wall_ms_per_iteration":

@@ -60,3 +60,50 @@ def test_a_ppo_update_does_not_import_dynamo():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_device_tensor_rate_gives_the_float_rates_parameters_without_a_host_read(fused, monkeypatch):
+    """A pod sets the rate as a tensor (its schedule on the device); neither path reads it, or the
+    step count, back to the host (the foreach path used to: float(step) per step)."""
+    torch.manual_seed(0)
+    start = [torch.randn(5, 3), torch.randn(3)]
+    results = []
+    for rate in (2e-3, torch.tensor(2e-3, dtype=torch.float64)):
+        params = [p.clone().requires_grad_(True) for p in start]
+        opt = Adam(params, lr=rate, eps=1e-5)
+        opt.fused = fused and opt.fused
+        torch.manual_seed(1)
+        for _ in range(20):
+            for p in params:
+                p.grad = torch.randn_like(p)
+            if isinstance(rate, torch.Tensor):
+                for name in ("item", "tolist", "__float__", "__bool__", "__int__"):
+                    monkeypatch.setattr(torch.Tensor, name, _refused(name))
+            opt.step()
+            monkeypatch.undo()
+        results.append(params)
+    for p, q in zip(*results):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+
+
+def _refused(name):
+    def read(self, *args, **kwargs):
+        raise AssertionError(f"host read in Adam.step: Tensor.{name}")
+    return read
+
+
+def test_leaving_the_fused_kernel_is_said_once(monkeypatch, capsys):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no fused Adam for this device")
+
+    monkeypatch.setattr(torch, "_fused_adam_", refuse, raising=False)
+    params = [torch.ones(4, requires_grad=True)]
+    opt = Adam(params, lr=0.1)
+    opt.fused = True
+    for _ in range(3):
+        params[0].grad = torch.ones(4)
+        opt.step()
+    err = capsys.readouterr().err
+    assert err.count("Adam leaves its fused kernel") == 1 and "no fused Adam for this device" in err
+    assert float(opt.steps[0]) == 3.0 and params[0].detach().lt(1.0).all()

@@ -151,3 +151,15 @@ def test_train_pod_lock_step_stops_at_the_target_one_update_late():
     late = train_pod(total_env_steps=100_000, target_return=30.0, lock_step=True, report_interval_s=10.0, **common)
     assert late.reached and late.return_mean is not None and late.episodes >= 100
     assert late.updates == updates_to_decide({"total_env_steps": 10**9, "target_return": 30.0}) + 1
+
+
+@pytest.mark.slow
+def test_cartpole_pod_gpu_preset_reaches_475_on_the_cpu_too():
+    """The GPU preset's settings learn wherever they run (on the CPU 1,024 envs take ~20-40 s)."""
+    from srl.load import load_config
+    from srl.testing.pod import pod_settings
+
+    settings = pod_settings(load_config("cartpole-pod-gpu", ["run.run_dir=/nonexistent", "pod.device=cpu"]))
+    run = train_pod(total_env_steps=3_000_000, target_return=475.0, seed=1, device="cpu", lock_step=True,
+                    report_interval_s=1.0, **settings)
+    assert run.reached and run.return_mean is not None and run.return_mean >= 475, run.summary()
