@@ -250,6 +250,9 @@ def _pod(config: ExperimentConfig) -> str | None:
         return "field 'dataflow.nonfinite_env': a pod cannot restart one env of its batch; with pod.enabled=true use 'error'"
     if config.extra_workers:
         return "field 'extra_workers': they take the dataflow's streams, which pod.enabled=true has not"
+    if config.pod.cuda_graphs == "on" and not str(devices.resolve(config.pod.device)).startswith("cuda"):
+        return (f"field 'pod.cuda_graphs': 'on' captures CUDA graphs, and pod.device={config.pod.device!r} is not "
+                "CUDA here; allowed: auto (graphs where the device is CUDA) or off")
     return _ensemble(config) if population > 1 else None
 
 

@@ -163,3 +163,16 @@ def test_cartpole_pod_gpu_preset_reaches_475_on_the_cpu_too():
     run = train_pod(total_env_steps=3_000_000, target_return=475.0, seed=1, device="cpu", lock_step=True,
                     report_interval_s=1.0, **settings)
     assert run.reached and run.return_mean is not None and run.return_mean >= 475, run.summary()
+
+
+def test_cuda_graphs_on_without_cuda_is_refused_naming_the_field():
+    from srl.checks import ConfigError
+    from srl.load import load_config
+
+    with pytest.raises(ConfigError, match="field 'pod.cuda_graphs'.*allowed: auto"):
+        load_config("cartpole-pod", ["pod.cuda_graphs=on"])
+    with pytest.raises(ConfigError, match="pod.cuda_graphs"):
+        load_config("cartpole-pod", ["pod.cuda_graphs=sometimes"])
+    assert load_config("cartpole-pod-gpu", ["pod.cuda_graphs=off"]).pod.cuda_graphs == "off"
+    with pytest.raises(ValueError, match="pod.cuda_graphs=on needs a CUDA device"):
+        make_pod(**{**SMALL, "cuda_graphs": "on"})
