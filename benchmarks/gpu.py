@@ -14,11 +14,12 @@ Parts (`--parts`, in this order):
   (`--batches`) for pong-ppo's Nature CNN and cartpole-ppo's MLP: median and 90th-percentile
   latency of one batch, and rows/s. A batch is one slot, or with `--rows-per-slot R` N / R slots,
   as when a policy worker answers that many actors at once.
-* **pod**: `srl run cartpole-pod-gpu` on a CUDA `--device` with `pod.cuda_graphs` on and off, and
-  `srl run cartpole-pod` on the CPU, seeds `--pod-seeds`: launch to 475, and the pod worker's own
-  wall time (its stepping and training, start-up left out); then each one's steady state in this
-  process (benchmarks/pod_gpu.py): per-iteration time and env steps/s with training, kernels and
-  launch calls per iteration (torch.profiler), the GPU's busy share.
+* **pod**: `srl run cartpole-pod-gpu` on a CUDA `--device` (CUDA graphs on), and `srl run
+  cartpole-pod` on the CPU, seeds `--pod-seeds`: launch to 475, and the pod worker's own wall time
+  (its stepping and training, start-up left out); then the steady state in this process
+  (benchmarks/pod_gpu.py) of those and of the eager CUDA pod (`pod.cuda_graphs=off`): per-iteration
+  time and env steps/s with training, kernels and launch calls per iteration (torch.profiler), the
+  GPU's busy share. About 100 s on an H200 with seeds 1-3.
 * **pong**: PPO training throughput on Pong, srl (`pong-ppo` with `--workers` actors, one policy
   worker, trainer and policy worker on `--device`) against Sample Factory 2.1.1 APPO (`--device=gpu`)
   with the same envs, workers and batch, the same env-step budget (`--pong-steps`), one after the
@@ -151,27 +152,31 @@ def pod_times(device: str, seeds: list[int]) -> dict[str, Any]:
     with its CUDA graphs on and off; on the CPU cartpole-pod, the CPU's preset."""
     from pod_gpu import steady_state
 
-    variants: list[tuple[str, str, str, str]] = []  # (name, experiment, device, pod.cuda_graphs)
+    # (name, experiment, device, pod.cuda_graphs, runs to 475?, timed steady-state iterations): the eager
+    # CUDA pod is only timed (75 ms an iteration on an H200: its runs to 475 took 35 s more)
+    variants: list[tuple[str, str, str, str, bool, int]] = []
     if device.startswith("cuda"):
-        variants += [("cuda_graphs", "cartpole-pod-gpu", device, "on"), ("cuda_eager", "cartpole-pod-gpu", device, "off")]
-    variants.append(("cpu", "cartpole-pod", "cpu", "off"))
+        variants += [("cuda_graphs", "cartpole-pod-gpu", device, "on", True, 300),
+                     ("cuda_eager", "cartpole-pod-gpu", device, "off", False, 30)]
+    variants.append(("cpu", "cartpole-pod", "cpu", "off", True, 60))
     out: dict[str, Any] = {}
-    for name, experiment, dev, graphs in variants:
-        runs = []
-        for seed in seeds:
-            runs.append(srl_run(experiment, [f"run.seed={seed}", f"pod.device={dev}", f"pod.cuda_graphs={graphs}"],
-                                timeout_s=300))
-            log(f"pod {name} ({experiment}), seed {seed}: {runs[-1]}")
-        reached = [r for r in runs if r.get("time_to_target_s") is not None]  # the others say why not
-        walls = [r["pod_worker_wall_s"] for r in reached if r.get("pod_worker_wall_s") is not None]
-        targets = [r["time_to_target_s"] for r in reached]
-        launches = [r["launch_to_exit_s"] for r in reached]
-        out[name] = {"experiment": experiment, "device": dev, "cuda_graphs": graphs, "runs": runs,
-                     "pod_worker_wall_s_median": statistics.median(walls) if walls else None,
-                     "time_to_target_s_median": statistics.median(targets) if targets else None,
-                     "launch_to_exit_s_median": statistics.median(launches) if launches else None}
+    for name, experiment, dev, graphs, to_target, iterations in variants:
+        out[name] = {"experiment": experiment, "device": dev, "cuda_graphs": graphs}
+        if to_target:
+            runs = []
+            for seed in seeds:
+                runs.append(srl_run(experiment, [f"run.seed={seed}", f"pod.device={dev}", f"pod.cuda_graphs={graphs}"],
+                                    timeout_s=300))
+                log(f"pod {name} ({experiment}), seed {seed}: {runs[-1]}")
+            reached = [r for r in runs if r.get("time_to_target_s") is not None]  # the others say why not
+            walls = [r["pod_worker_wall_s"] for r in reached if r.get("pod_worker_wall_s") is not None]
+            targets = [r["time_to_target_s"] for r in reached]
+            launches = [r["launch_to_exit_s"] for r in reached]
+            out[name].update(runs=runs, pod_worker_wall_s_median=statistics.median(walls) if walls else None,
+                             time_to_target_s_median=statistics.median(targets) if targets else None,
+                             launch_to_exit_s_median=statistics.median(launches) if launches else None)
         try:  # the steady state, in this process (its own pod)
-            out[name]["steady_state"] = steady_state(dev, graphs, experiment, iterations=100 if dev == "cpu" else 300)
+            out[name]["steady_state"] = steady_state(dev, graphs, experiment, iterations=iterations)
         except Exception as e:  # noqa: BLE001  (the runs' figures stand without it)
             out[name]["steady_state"] = {"error": f"{type(e).__name__}: {e}"}
         log(f"pod {name}: steady state {out[name]['steady_state']}")
