@@ -108,8 +108,15 @@ class PodKernel:
         on_cuda = self.device.type == "cuda"
         if cuda_graphs == "on" and not on_cuda:
             raise ValueError(f"pod.cuda_graphs=on needs a CUDA device, the pod's is {self.device}")
-        # an algorithm without device_step reads its stats to the host every update: not capturable
-        self.use_graphs = on_cuda and cuda_graphs != "off" and hasattr(algorithm, "device_step")
+        self.use_graphs = on_cuda and cuda_graphs != "off"
+        blockers = _graph_blockers(policy, algorithm)
+        if self.use_graphs and blockers:
+            if cuda_graphs == "on":
+                raise ValueError(f"pod.cuda_graphs=on: {blockers} reads values back to the host every update, "
+                                 "which a CUDA graph cannot hold; use pod.cuda_graphs=auto or off")
+            print(f"srl: the pod runs eagerly on {self.device}: {blockers} reads values back to the host every "
+                  "update, which a CUDA graph cannot hold", file=sys.stderr, flush=True)
+            self.use_graphs = False
         self.T = int(sample_length)
         self.seed = int(seed)
         self.rows = env.num_rows
@@ -498,6 +505,17 @@ class PodKernel:
 
     def close(self) -> None:
         self.env.close()
+
+
+def _graph_blockers(policy: Policy, algorithm: Algorithm) -> str:
+    """What keeps a pod's update out of a CUDA graph ('' for nothing): each reads to the host."""
+    if not hasattr(algorithm, "device_step"):
+        return f"algorithm {type(algorithm).__name__} (no device_step)"
+    if getattr(algorithm, "value_norm", None) is not None:
+        return "algo.value_norm"
+    if getattr(policy, "recurrent", False):
+        return "a recurrent policy"
+    return ""
 
 
 # ------------------------------------------------------------------------------ driving a pod
