@@ -42,8 +42,11 @@ def steady_state(device: str, graphs: str = "auto", experiment: str = "cartpole-
     from srl.workers.pod import WARMUP_ITERATIONS, make_pod
 
     dev = torch.device(device)
-    settings = pod_settings(load_config(experiment, ["run.run_dir=/nonexistent", "launch.launcher=inline"]))
+    config = load_config(experiment, ["run.run_dir=/nonexistent", "launch.launcher=inline"])
+    settings = pod_settings(config)
     settings["total_env_steps"] = settings.pop("schedule_env_steps")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads_for(trains=True))  # as `srl run` sets them (srl.launch.inline)
     kernel = make_pod(seed=seed, device=dev, cuda_graphs=graphs, **settings)
     per_iteration = kernel.T * kernel.env.num_envs
     try:
@@ -74,9 +77,11 @@ def steady_state(device: str, graphs: str = "auto", experiment: str = "cartpole-
             "env_steps_per_s_with_training": round(per_iteration / iteration_s),
         }
         out.update(_profiled(kernel, dev, profile_iterations))
+        out["torch_threads"] = torch.get_num_threads()
         return out
     finally:
         kernel.close()
+        torch.set_num_threads(threads)
 
 
 def _profiled(kernel: Any, device: torch.device, iterations: int) -> dict[str, Any]:
@@ -111,10 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--experiment", default="cartpole-pod-gpu")
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--profile-iterations", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     out = steady_state(args.device, args.graphs, args.experiment, args.iterations, args.profile_iterations)
     print(json.dumps(out), flush=True)
     return out
