@@ -21,8 +21,9 @@ Rollout outputs made under `torch.inference_mode` are inference tensors, which a
 refuses to save; they are copied into the buffers (ordinary tensors) at once, so PPO's
 `analyze` works on the stored observations and actions.
 
-Finished episodes are tracked on the device (running return and length per row); only the
-finished ones cross to the host, once per rollout. `report()` has the keys both an actor's and
+Finished episodes are tracked on the device (running return and length per row, then a ring of
+the last 100 finished ones); nothing crosses to the host inside an iteration: a report reads the
+ring, the counters and the last update's stats in one copy (see PodKernel). `report()` has the keys both an actor's and
 the trainer's reports have (see `srl.launch.monitor.RunMonitor.on_report`); `finish()` adds
 "params_sha256". `srl.testing.pod.train_pod(...)` drives a pod to a target return in-process.
 """
