@@ -29,7 +29,8 @@ from srl.config import (
     with_cwd_on_path,
 )
 from srl.default_policy import AUTO
-from srl.envs.native_backends import vector_entry_point
+from srl.envs.native_backends import backend_choice, vector_entry_point
+from srl.layout import machine_layout
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
@@ -54,8 +55,29 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
     except ValidationError as e:
         raise ConfigError(format_error(e, "algo.", entry.config_cls)) from None
     algorithm_defaults(config)
+    machine_defaults(config)
     check_config(config)
     return config
+
+
+def machine_defaults(config: ExperimentConfig) -> None:
+    """launch.layout=machine: the actors' count, size and niceness that the config leaves unset,
+    from this machine (srl.layout.machine_layout); num_actor_workers rounded up to a multiple of
+    num_trainers. Not for an inline run, a pod, or a Ray cluster (ray_address: not this machine)."""
+    launch = config.launch
+    if launch.layout != "machine" or launch.launcher == "inline" or config.pod.enabled or launch.ray_address:
+        return
+    from srl.machine import cpu_count
+
+    backend, _ = backend_choice(config.env, config.env_kwargs, config.env_backend)
+    gpu = any(devices.resolve(name).type == "cuda" for name in (config.devices.trainer, config.devices.policy))
+    layout = machine_layout(cpu_count(), gpu, "batched" if backend in ("vector", "envpool") else "loop")
+    if "num_actor_workers" not in launch.model_fields_set:
+        launch.num_actor_workers = -(-layout.num_actor_workers // launch.num_trainers) * launch.num_trainers
+    if "envs_per_actor" not in config.dataflow.model_fields_set:
+        config.dataflow.envs_per_actor = layout.envs_per_actor
+    if "actor_niceness" not in launch.model_fields_set:
+        launch.actor_niceness = layout.actor_niceness
 
 
 def algorithm_defaults(config: ExperimentConfig) -> None:

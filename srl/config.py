@@ -196,6 +196,16 @@ class LaunchConfig(Settings):
     num_policy_workers: int = Field(
         1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
     )
+    layout: Literal["given", "machine"] = Field(
+        "given", description="given: num_actor_workers, dataflow.envs_per_actor and actor_niceness as set (or their "
+        "defaults); machine: the ones the config leaves unset derived from this machine's cores, its GPU and the "
+        "env's backend (srl.layout: fewer, bigger actors of 32 envs for EnvPool, one actor of 16 envs per core "
+        "for a Python env, cores left for the trainer, policy worker and controller). The run prints the layout."
+    )
+    actor_niceness: int = Field(
+        0, ge=0, le=19, description="OS niceness added to each actor process (os.nice): higher yields the CPU to the "
+        "policy worker and trainer that the actors wait on. layout=machine sets 5 on machines of 8 cores or more."
+    )
     num_trainers: int = Field(
         1, ge=1, le=256, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
         "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
