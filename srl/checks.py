@@ -220,7 +220,25 @@ def _replay_and_trainers(config: ExperimentConfig, field: str = "launch.num_trai
         return (f"field {field!r}: {n} must divide launch.num_actor_workers ({config.launch.num_actor_workers}): "
                 "each trainer takes the segments of an equal share of the actors (a smaller share would hold the "
                 "group back)")
-    return None
+    return _shared_gpu(config, field)
+
+
+def _shared_gpu(config: ExperimentConfig, field: str) -> str | None:
+    """Trainers of a group on CUDA need one GPU each: NCCL refuses two ranks on one device at the
+    group's first collective (after every worker started). Refused here rather than run on gloo,
+    which would stage every gradient through host memory: the fixes are named. Under Ray each
+    trainer sees the GPUs Ray gave it (CUDA_VISIBLE_DEVICES), which only the cluster knows."""
+    n, name = config.launch.num_trainers, config.devices.trainer
+    if config.launch.launcher == "ray" or devices.problem(name) is not None:
+        return None  # Ray: the cluster's GPUs; a bad name: _devices says why
+    placed = [devices.resolve(name, t) for t in range(n)]
+    if placed[0].type != "cuda" or len(set(placed)) == n:
+        return None
+    count = devices.cuda_count()
+    shared = f"all {n} on {placed[0]}" if len(set(placed)) == 1 else f"{n} trainers on {len(set(placed))} of them"
+    return (f"field {field!r}: {n} trainers with devices.trainer={name} would share a GPU ({shared}; this machine has "
+            f"{count} CUDA device(s)), and NCCL refuses two trainers on one GPU; use launch.num_trainers <= {count} "
+            f"with devices.trainer=cuda (trainer i on cuda:i), or devices.trainer=cpu (gloo)")
 
 
 def _lock_step(config: ExperimentConfig) -> str | None:
