@@ -552,7 +552,9 @@ class ExperimentConfig(Settings):
         "auto",
         description="How an actor steps a ring group. loop: one env after another; vector: the Gymnasium id's "
         "vector entry point, all in one call (CartPole-v1); envpool: EnvPool, all in one call ([envpool] extra); "
-        "auto: vector for CartPole-v1 with no env_kwargs, else loop. Same-step auto-reset in every case.",
+        "auto: vector for CartPole-v1 with no env_kwargs, envpool for an Atari id where EnvPool is installed and "
+        "each env_kwarg has an EnvPool twin (frame_stack, repeat_action_probability, noop_max, frame_skip, "
+        "screen_size...), else loop; the run prints its choice. Same-step auto-reset in every case.",
     )
     policy: str = Field("auto", description="A registered policy name, or auto: chosen by the observation and the "
                         "algorithm (ppo, appo, impala: actor-critic-cnn for an image, multi-input for a Dict, Tuple "
