@@ -9,8 +9,10 @@ and the env's kind), as Sample Factory sizes its rollout workers:
   (both mostly wait), one for the trainer, and with a GPU one for the policy worker that feeds it;
 - an env stepped in C++ threads (EnvPool, a Gymnasium vector entry point: `batched`) gets fewer,
   bigger actors: 32 envs each (a ring group of 16-32 envs amortises the actor's Python work per
-  step), one actor per 4 of the cores left, each of its pools stepping on its share of them
-  (EnvPool's num_threads: `env_threads`);
+  step), one actor per 2 of the cores left, each of its pools stepping on its share of them
+  (EnvPool's num_threads: `env_threads`). Not one per 4 or more: in sync mode an actor's pool
+  threads idle while its Python thread records the step, and more actors overlap that work; on 2
+  cores, 16 Pong envs stepped at 2,440 env steps/s on 1 EnvPool thread and 3,500 on 2;
 - a Python env stepped one after another (`loop`) gets one actor per core left, 16 envs each;
 - actors run at a lower OS priority (launch.actor_niceness, here 5 where a run has 8 cores or more)
   so that the policy worker and the trainer, which every actor waits on, are not starved by them.
@@ -28,7 +30,7 @@ EnvKind = Literal["batched", "loop"]
 RESERVED_CORES = 2  # the controller with the parameter service, and the trainer
 BATCHED_ENVS = 32  # envs per actor where the env steps in C++ threads
 LOOP_ENVS = 16  # envs per actor where Python steps them one after another
-CORES_PER_BATCHED_ACTOR = 4  # the actor's Python thread and its pools' threads
+CORES_PER_BATCHED_ACTOR = 2  # the actor's Python thread and its pools' threads
 ACTOR_NICENESS = 5  # on machines with MANY_CORES or more
 MANY_CORES = 8
 

@@ -95,11 +95,12 @@ def test_machine_layout_by_hand():
     assert machine_layout(2, gpu=False, env_kind="loop") == Layout(1, 16, 1, 0)
     assert machine_layout(2, gpu=True, env_kind="batched") == Layout(1, 32, 1, 0)
     # 16 cores: controller + parameter service, trainer, policy worker (GPU) keep 3; 13 for actors
-    assert machine_layout(16, gpu=True, env_kind="batched") == Layout(3, 32, 4, 5)
+    assert machine_layout(16, gpu=True, env_kind="batched") == Layout(6, 32, 2, 5)
     assert machine_layout(16, gpu=True, env_kind="loop") == Layout(13, 16, 1, 5)
-    assert machine_layout(16, gpu=False, env_kind="batched") == Layout(3, 32, 4, 5)  # 14 // 4
+    assert machine_layout(16, gpu=False, env_kind="batched") == Layout(7, 32, 2, 5)  # 14 // 2
     # 64 cores
-    assert machine_layout(64, gpu=True, env_kind="batched") == Layout(15, 32, 4, 5)
+    assert machine_layout(64, gpu=True, env_kind="batched") == Layout(30, 32, 2, 5)
+    assert machine_layout(4, gpu=False, env_kind="batched") == Layout(1, 32, 2, 0)
     assert machine_layout(64, gpu=False, env_kind="loop") == Layout(62, 16, 1, 5)
 
 
@@ -113,10 +114,13 @@ def test_layout_machine_sets_what_the_config_leaves_unset(monkeypatch):
     config = load_config("pong-ppo", ["launch.layout=machine", "devices.trainer=cuda", "devices.policy=cuda",
                                       "dataflow.inference=policy_worker"])
     # pong-ppo sets envs_per_actor=8 (the PPO paper's 8 envs): kept
-    assert (config.launch.num_actor_workers, config.dataflow.envs_per_actor, config.launch.actor_niceness) == (3, 8, 5)
-    assert "layout: launch.num_actor_workers=3" in choice_lines(config)[1]
-    config = load_config("cartpole-ppo", ["launch.layout=machine", "launch.num_trainers=2", "devices.trainer=cpu"])
-    assert (config.launch.num_actor_workers, config.dataflow.envs_per_actor) == (4, 32)  # vector: 13 // 4 = 3, then 2 | 4
+    assert (config.launch.num_actor_workers, config.dataflow.envs_per_actor, config.launch.actor_niceness) == (6, 8, 5)
+    assert "layout: launch.num_actor_workers=6" in choice_lines(config)[1]
+    config = load_config("cartpole-ppo", ["launch.layout=machine", "launch.num_trainers=4", "launch.num_actor_workers=4",
+                                          "devices.trainer=cpu"])
+    assert config.launch.num_actor_workers == 4  # set: kept
+    config = load_config("cartpole-ppo", ["launch.layout=machine", "launch.num_trainers=4", "devices.trainer=cpu"])
+    assert (config.launch.num_actor_workers, config.dataflow.envs_per_actor) == (8, 32)  # vector: 13 // 2 = 6, up to 4 | 8
     config = load_config("cartpole-ppo", ["launch.layout=machine", "env_backend=loop", "launch.actor_niceness=2",
                                           "launch.num_actor_workers=5"])
     assert (config.launch.num_actor_workers, config.dataflow.envs_per_actor, config.launch.actor_niceness) == (5, 16, 2)

@@ -124,3 +124,34 @@ def test_trainers_that_would_share_a_gpu_are_refused_before_launch(monkeypatch):
     # the CPU (gloo), and Ray (each trainer sees the GPUs Ray gave it) are not refused
     assert _two_trainers("devices.trainer=cpu").launch.num_trainers == 2
     assert _two_trainers("devices.trainer=cuda", "launch.launcher=ray", "dataflow.transport=tcp").launch.num_trainers == 2
+
+
+NCCL_GROUP = """
+import torch, torch.distributed as dist
+from srl.streams.gradients import GradientGroup, TrainerGroupStore
+store = TrainerGroupStore("127.0.0.1", world_size=1)
+group = GradientGroup(store.address, 0, generation=0, device=torch.device("cuda", 0), timeout_s=60)
+ops, all_reduce = [], dist.all_reduce
+try:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4)).cuda()
+    group.attach(model)
+    dist.all_reduce = lambda tensor, op=dist.ReduceOp.SUM, **kw: (ops.append(op), all_reduce(tensor, op=op, **kw))[1]
+    model(torch.randn(16, 8, device="cuda")).square().mean().backward()
+    dist.all_reduce = all_reduce
+    assert ops == [dist.ReduceOp.AVG], ops  # one bucket, averaged by NCCL itself
+    print("ok", dist.get_backend())
+finally:
+    dist.all_reduce = all_reduce
+    group.close()
+    store.close()
+"""
+
+
+@pytest.mark.gpu
+def test_nccl_averages_a_bucket_with_its_own_avg():
+    """Only NCCL has ReduceOp.AVG: seen on CUDA alone, in a process of its own (test_devices.run_alone)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", NCCL_GROUP], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "ok nccl" in done.stdout, done.stderr[-3000:]
