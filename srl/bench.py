@@ -7,9 +7,11 @@ between the first report with env steps and the last, so process start-up is not
 seconds until the first env steps (process start, env construction) are given as `start_up_s`.
 Defaults: one actor per core with inline inference (SAMPLING_DEFAULTS); any config field can be
 overridden. Atari ids ("ALE/Pong-v5") get the standard preprocessing (srl.envs.atari) and
-ATARI_DEFAULTS; natively batched rings (env_backend auto -> vector for CartPole-v1, or envpool)
+ATARI_DEFAULTS (EnvPool steps them where it is installed: env_backend=auto); natively batched rings
+(env_backend auto -> vector for CartPole-v1, or envpool)
 NATIVE_DEFAULTS; other per-env rings (env_backend loop) a size from one env built and stepped
-here first (`loop_ring_size`). A bench that stepped nothing says why and exits 1.
+here first (`loop_ring_size`). With launch.layout=machine the machine sizes the actors instead
+(srl.layout). A bench that stepped nothing says why and exits 1.
 
 Before: `srl bench sampling CrafterReward-v1` built 512 Crafter envs per actor (the loop
 default then, sized for CartPole), which took longer than the 10 s window counted from the
