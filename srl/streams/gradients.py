@@ -14,8 +14,8 @@ back. The mean is the reduce's own (ReduceOp.AVG) where the backend has it (NCCL
 a sum, then a division. A bucket that backward leaves partly filled (a parameter no loss term
 reached) is reduced at the end of backward (a callback queued on autograd's engine), with the
 gradients it has: every trainer runs the same graph, so every trainer reduces the same ones. The
-Nature CNN of pong-ppo (1.7M parameters, 6.7 MB) is one bucket: one collective per update instead
-of 10.
+actor-critic CNN of pong-ppo (12 tensors, 1.7M parameters, 6.4 MiB) is one bucket: one collective
+per backward pass instead of 12.
 For equal-sized shares, the mean of the trainers' mean-loss gradients is the gradient of the mean
 loss over the union of their batches.
 
