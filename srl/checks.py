@@ -30,7 +30,7 @@ from srl.config import (
 )
 from srl.default_policy import AUTO
 from srl.envs.native_backends import backend_choice, vector_entry_point
-from srl.layout import machine_layout
+from srl.sizing import machine_layout
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
@@ -62,7 +62,7 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
 
 def machine_defaults(config: ExperimentConfig) -> None:
     """launch.layout=machine: the actors' count, size and niceness that the config leaves unset,
-    from this machine (srl.layout.machine_layout); num_actor_workers rounded up to a multiple of
+    from this machine (srl.sizing.machine_layout); num_actor_workers rounded up to a multiple of
     num_trainers. Not for an inline run, a pod, or a Ray cluster (ray_address: not this machine)."""
     launch = config.launch
     if launch.layout != "machine" or launch.launcher == "inline" or config.pod.enabled or launch.ray_address:

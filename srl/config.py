@@ -199,7 +199,7 @@ class LaunchConfig(Settings):
     layout: Literal["given", "machine"] = Field(
         "given", description="given: num_actor_workers, dataflow.envs_per_actor and actor_niceness as set (or their "
         "defaults); machine: the ones the config leaves unset derived from this machine's cores, its GPU and the "
-        "env's backend (srl.layout: fewer, bigger actors of 32 envs for EnvPool, one actor of 16 envs per core "
+        "env's backend (srl.sizing: fewer, bigger actors of 32 envs for EnvPool, one actor of 16 envs per core "
         "for a Python env, cores left for the trainer, policy worker and controller). The run prints the layout."
     )
     actor_niceness: int = Field(

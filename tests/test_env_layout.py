@@ -15,10 +15,9 @@ import pytest
 from srl import devices, machine
 from srl.envs import make_vector_env, native_backends
 from srl.envs.native_backends import backend_choice
-from srl.launch.run import choice_lines
 from srl.launch.shell import lower_priority
-from srl.layout import Layout, env_threads, machine_layout
 from srl.load import load_config
+from srl.sizing import ActorSizing, choice_lines, env_threads, machine_layout
 from srl.streams.control import Role
 from srl.workers import build
 
@@ -92,16 +91,16 @@ def test_an_actors_envpool_threads_are_its_share_of_the_cores(monkeypatch):
 
 def test_machine_layout_by_hand():
     # 2 cores: nothing to spare, one actor
-    assert machine_layout(2, gpu=False, env_kind="loop") == Layout(1, 16, 1, 0)
-    assert machine_layout(2, gpu=True, env_kind="batched") == Layout(1, 32, 1, 0)
+    assert machine_layout(2, gpu=False, env_kind="loop") == ActorSizing(1, 16, 1, 0)
+    assert machine_layout(2, gpu=True, env_kind="batched") == ActorSizing(1, 32, 1, 0)
     # 16 cores: controller + parameter service, trainer, policy worker (GPU) keep 3; 13 for actors
-    assert machine_layout(16, gpu=True, env_kind="batched") == Layout(6, 32, 2, 5)
-    assert machine_layout(16, gpu=True, env_kind="loop") == Layout(13, 16, 1, 5)
-    assert machine_layout(16, gpu=False, env_kind="batched") == Layout(7, 32, 2, 5)  # 14 // 2
+    assert machine_layout(16, gpu=True, env_kind="batched") == ActorSizing(6, 32, 2, 5)
+    assert machine_layout(16, gpu=True, env_kind="loop") == ActorSizing(13, 16, 1, 5)
+    assert machine_layout(16, gpu=False, env_kind="batched") == ActorSizing(7, 32, 2, 5)  # 14 // 2
     # 64 cores
-    assert machine_layout(64, gpu=True, env_kind="batched") == Layout(30, 32, 2, 5)
-    assert machine_layout(4, gpu=False, env_kind="batched") == Layout(1, 32, 2, 0)
-    assert machine_layout(64, gpu=False, env_kind="loop") == Layout(62, 16, 1, 5)
+    assert machine_layout(64, gpu=True, env_kind="batched") == ActorSizing(30, 32, 2, 5)
+    assert machine_layout(4, gpu=False, env_kind="batched") == ActorSizing(1, 32, 2, 0)
+    assert machine_layout(64, gpu=False, env_kind="loop") == ActorSizing(62, 16, 1, 5)
 
 
 def _machine(monkeypatch, cores: int, gpus: int) -> None:

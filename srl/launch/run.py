@@ -14,14 +14,14 @@ from rich.markup import escape
 from srl import checkpoint
 from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
-from srl.envs.native_backends import backend_line
 from srl.faults import RunHalted
 from srl.graph import Graph, build_graph, make_policy
 from srl.launch.launches import start_launch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.rundir import claim_run_dir
-from srl.machine import check_machine, cpu_count, raise_open_files_limit
+from srl.machine import check_machine, raise_open_files_limit
+from srl.sizing import choice_lines
 from srl.storage import WriteFailed
 from srl.streams.tcp_setup import check_queues
 
@@ -163,18 +163,6 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
         monitor.league = LeagueKeeper(config, *leagues[0])
         monitor.league.save()
     return monitor
-
-
-def choice_lines(config: ExperimentConfig) -> list[str]:
-    """What srl chose for the run where the config let it (srl run, srl show): the env backend
-    (env_backend=auto: srl.envs.native_backends) and the machine's layout (srl.layout)."""
-    lines = [] if config.policies or config.pod.enabled else [backend_line(config.env, config.env_kwargs, config.env_backend)]
-    if config.launch.layout == "machine" and not config.pod.enabled:
-        launch = config.launch
-        lines.append(f"layout: launch.num_actor_workers={launch.num_actor_workers} "
-                     f"dataflow.envs_per_actor={config.dataflow.envs_per_actor} launch.actor_niceness={launch.actor_niceness} "
-                     f"(launch.layout=machine: {cpu_count()} cores; fields the config sets are kept)")
-    return lines
 
 
 def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:

@@ -12,9 +12,9 @@ from srl.devices import resolve
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.native_backends import backend_choice
 from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
-from srl.layout import env_threads
 from srl.machine import cpu_count
 from srl.monitor.timing import TimeBreakdown
+from srl.sizing import env_threads
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
 from srl.streams.inference import InferenceServer
@@ -34,7 +34,7 @@ from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_pa
 
 def actor_env_kwargs(c: ExperimentConfig) -> dict[str, Any]:
     """env_kwargs of an actor's ring groups: where EnvPool steps them and the config names no
-    num_threads, each pool gets the actor's share of this machine's cores (srl.layout.env_threads);
+    num_threads, each pool gets the actor's share of this machine's cores (srl.sizing.env_threads);
     by EnvPool's own default each of 16 actors' pools would start one thread per core."""
     if "num_threads" in c.env_kwargs or backend_choice(c.env, c.env_kwargs, c.env_backend)[0] != "envpool":
         return c.env_kwargs

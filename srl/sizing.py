@@ -24,7 +24,10 @@ On 2 cores nothing is left to share: one actor, the default one. Under Ray with 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from srl.config import ExperimentConfig
 
 EnvKind = Literal["batched", "loop"]
 RESERVED_CORES = 2  # the controller with the parameter service, and the trainer
@@ -36,14 +39,14 @@ MANY_CORES = 8
 
 
 @dataclass(frozen=True)
-class Layout:
+class ActorSizing:
     num_actor_workers: int
     envs_per_actor: int
     env_threads: int  # EnvPool threads of each of an actor's pools
     actor_niceness: int
 
 
-def machine_layout(cores: int, gpu: bool, env_kind: EnvKind) -> Layout:
+def machine_layout(cores: int, gpu: bool, env_kind: EnvKind) -> ActorSizing:
     """The layout for a machine of `cores` CPUs (with a `gpu` for the policy worker and trainer)
     and an env of `env_kind` (see the module's docstring)."""
     reserved = RESERVED_CORES + int(gpu)
@@ -51,8 +54,8 @@ def machine_layout(cores: int, gpu: bool, env_kind: EnvKind) -> Layout:
     niceness = ACTOR_NICENESS if cores >= MANY_CORES else 0
     if env_kind == "batched":
         actors = max(1, actor_cores // CORES_PER_BATCHED_ACTOR)
-        return Layout(actors, BATCHED_ENVS, max(1, actor_cores // actors), niceness)
-    return Layout(actor_cores, LOOP_ENVS, 1, niceness)
+        return ActorSizing(actors, BATCHED_ENVS, max(1, actor_cores // actors), niceness)
+    return ActorSizing(actor_cores, LOOP_ENVS, 1, niceness)
 
 
 def env_threads(cores: int, num_actor_workers: int, envs: int) -> int:
@@ -60,3 +63,18 @@ def env_threads(cores: int, num_actor_workers: int, envs: int) -> int:
     of the cores (its ring groups step one after another, so each pool may take all of it), at
     most one per env."""
     return max(1, min(envs, cores // num_actor_workers))
+
+
+def choice_lines(config: ExperimentConfig) -> list[str]:
+    """What srl chose for the run where the config let it (srl run, srl show, srl graph): the env backend
+    (env_backend=auto: srl.envs.native_backends) and the machine's layout (srl.sizing)."""
+    from srl.envs.native_backends import backend_line
+    from srl.machine import cpu_count
+
+    lines = [] if config.policies or config.pod.enabled else [backend_line(config.env, config.env_kwargs, config.env_backend)]
+    if config.launch.layout == "machine" and not config.pod.enabled:
+        launch = config.launch
+        lines.append(f"layout: launch.num_actor_workers={launch.num_actor_workers} "
+                     f"dataflow.envs_per_actor={config.dataflow.envs_per_actor} launch.actor_niceness={launch.actor_niceness} "
+                     f"(launch.layout=machine: {cpu_count()} cores; fields the config sets are kept)")
+    return lines
