@@ -7,9 +7,11 @@ between the first report with env steps and the last, so process start-up is not
 seconds until the first env steps (process start, env construction) are given as `start_up_s`.
 Defaults: one actor per core with inline inference (SAMPLING_DEFAULTS); any config field can be
 overridden. Atari ids ("ALE/Pong-v5") get the standard preprocessing (srl.envs.atari) and
-ATARI_DEFAULTS; natively batched rings (env_backend auto -> vector for CartPole-v1, or envpool)
+ATARI_DEFAULTS (EnvPool steps them where it is installed: env_backend=auto); natively batched rings
+(env_backend auto -> vector for CartPole-v1, or envpool)
 NATIVE_DEFAULTS; other per-env rings (env_backend loop) a size from one env built and stepped
-here first (`loop_ring_size`). A bench that stepped nothing says why and exits 1.
+here first (`loop_ring_size`). With launch.layout=machine the machine sizes the actors instead
+(srl.sizing). A bench that stepped nothing says why and exits 1.
 
 Before: `srl bench sampling CrafterReward-v1` built 512 Crafter envs per actor (the loop
 default then, sized for CartPole), which took longer than the 10 s window counted from the
@@ -112,7 +114,16 @@ def loop_ring_size(probe: EnvProbe | None) -> int:
 
 def _defaults(env_id: str, overrides: dict[str, Any], probe: EnvProbe | None = None) -> dict[str, Any]:
     """SAMPLING_DEFAULTS plus the ones for the env's kind (Atari, natively batched, per-env: sized by
-    `probe`, one env built and stepped here)."""
+    `probe`, one env built and stepped here). With launch.layout=machine the machine sizes the
+    actors (srl.sizing): the bench's own sizes are left out."""
+    defaults = _kind_defaults(env_id, overrides, probe)
+    if (overrides.get("launch") or {}).get("layout") == "machine":
+        defaults["launch"] = {k: v for k, v in defaults["launch"].items() if k != "num_actor_workers"}
+        defaults["dataflow"] = {k: v for k, v in defaults["dataflow"].items() if k != "envs_per_actor"}
+    return defaults
+
+
+def _kind_defaults(env_id: str, overrides: dict[str, Any], probe: EnvProbe | None) -> dict[str, Any]:
     if is_atari_id(env_id):  # an Atari env's step dominates its call, and its actor is slow to build
         return apply_overrides(SAMPLING_DEFAULTS, ATARI_DEFAULTS)
     if _backend(env_id, overrides) in ("vector", "envpool"):
@@ -171,6 +182,8 @@ def bench_sampling(env_id: str, overrides: list[str], measure_last_s: float | No
         "config": {"launcher": launch.launcher, "num_actor_workers": launch.num_actor_workers,
                    "envs_per_actor": flow.envs_per_actor, "ring_splits": flow.ring_splits, "inference": flow.inference,
                    "num_policy_workers": launch.num_policy_workers, "env_backend": config.env_backend,
+                   "env_backend_chosen": _backend(env_id, {"env_kwargs": config.env_kwargs, "env_backend": config.env_backend}),
+                   "layout": launch.layout, "actor_niceness": launch.actor_niceness,
                    "sample_length": flow.sample_length},
         "time_breakdown": breakdown,  # worker -> seconds per category (srl.monitor.timing)
     }

@@ -29,7 +29,8 @@ from srl.config import (
     with_cwd_on_path,
 )
 from srl.default_policy import AUTO
-from srl.envs.native_backends import vector_entry_point
+from srl.envs.native_backends import backend_choice, vector_entry_point
+from srl.sizing import machine_layout
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
@@ -54,8 +55,29 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
     except ValidationError as e:
         raise ConfigError(format_error(e, "algo.", entry.config_cls)) from None
     algorithm_defaults(config)
+    machine_defaults(config)
     check_config(config)
     return config
+
+
+def machine_defaults(config: ExperimentConfig) -> None:
+    """launch.layout=machine: the actors' count, size and niceness that the config leaves unset,
+    from this machine (srl.sizing.machine_layout); num_actor_workers rounded up to a multiple of
+    num_trainers. Not for an inline run, a pod, or a Ray cluster (ray_address: not this machine)."""
+    launch = config.launch
+    if launch.layout != "machine" or launch.launcher == "inline" or config.pod.enabled or launch.ray_address:
+        return
+    from srl.machine import cpu_count
+
+    backend, _ = backend_choice(config.env, config.env_kwargs, config.env_backend)
+    gpu = any(devices.resolve(name).type == "cuda" for name in (config.devices.trainer, config.devices.policy))
+    layout = machine_layout(cpu_count(), gpu, "batched" if backend in ("vector", "envpool") else "loop")
+    if "num_actor_workers" not in launch.model_fields_set:
+        launch.num_actor_workers = -(-layout.num_actor_workers // launch.num_trainers) * launch.num_trainers
+    if "envs_per_actor" not in config.dataflow.model_fields_set:
+        config.dataflow.envs_per_actor = layout.envs_per_actor
+    if "actor_niceness" not in launch.model_fields_set:
+        launch.actor_niceness = layout.actor_niceness
 
 
 def algorithm_defaults(config: ExperimentConfig) -> None:
@@ -198,7 +220,25 @@ def _replay_and_trainers(config: ExperimentConfig, field: str = "launch.num_trai
         return (f"field {field!r}: {n} must divide launch.num_actor_workers ({config.launch.num_actor_workers}): "
                 "each trainer takes the segments of an equal share of the actors (a smaller share would hold the "
                 "group back)")
-    return None
+    return _shared_gpu(config, field)
+
+
+def _shared_gpu(config: ExperimentConfig, field: str) -> str | None:
+    """Trainers of a group on CUDA need one GPU each: NCCL refuses two ranks on one device at the
+    group's first collective (after every worker started). Refused here rather than run on gloo,
+    which would stage every gradient through host memory: the fixes are named. Under Ray each
+    trainer sees the GPUs Ray gave it (CUDA_VISIBLE_DEVICES), which only the cluster knows."""
+    n, name = config.launch.num_trainers, config.devices.trainer
+    if config.launch.launcher == "ray" or devices.problem(name) is not None:
+        return None  # Ray: the cluster's GPUs; a bad name: _devices says why
+    placed = [devices.resolve(name, t) for t in range(n)]
+    if placed[0].type != "cuda" or len(set(placed)) == n:
+        return None
+    count = devices.cuda_count()
+    shared = f"all {n} on {placed[0]}" if len(set(placed)) == 1 else f"{n} trainers on {len(set(placed))} of them"
+    return (f"field {field!r}: {n} trainers with devices.trainer={name} would share a GPU ({shared}; this machine has "
+            f"{count} CUDA device(s)), and NCCL refuses two trainers on one GPU; use launch.num_trainers <= {count} "
+            f"with devices.trainer=cuda (trainer i on cuda:i), or devices.trainer=cpu (gloo)")
 
 
 def _lock_step(config: ExperimentConfig) -> str | None:

@@ -30,6 +30,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     config = load_config(args.experiment, args.overrides)
     print(show_config(config, changed_only=args.changed), end="")
     print(f"# {_policy_line(config)}")  # a YAML comment: the output stays a config file
+    from srl.sizing import choice_lines
+
+    for line in choice_lines(config):
+        print(f"# {line}")
     return 0
 
 

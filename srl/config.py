@@ -196,6 +196,16 @@ class LaunchConfig(Settings):
     num_policy_workers: int = Field(
         1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
     )
+    layout: Literal["given", "machine"] = Field(
+        "given", description="given: num_actor_workers, dataflow.envs_per_actor and actor_niceness as set (or their "
+        "defaults); machine: the ones the config leaves unset derived from this machine's cores, its GPU and the "
+        "env's backend (srl.sizing: fewer, bigger actors of 32 envs for EnvPool, one actor of 16 envs per core "
+        "for a Python env, cores left for the trainer, policy worker and controller). The run prints the layout."
+    )
+    actor_niceness: int = Field(
+        0, ge=0, le=19, description="OS niceness added to each actor process (os.nice): higher yields the CPU to the "
+        "policy worker and trainer that the actors wait on. layout=machine sets 5 on machines of 8 cores or more."
+    )
     num_trainers: int = Field(
         1, ge=1, le=256, description="Trainer workers of the one policy, a torch.distributed group (gloo on CPU, NCCL on "
         "CUDA): actor a feeds trainer a mod N, gradients are averaged before every optimizer step, and only "
@@ -545,7 +555,9 @@ class ExperimentConfig(Settings):
         "auto",
         description="How an actor steps a ring group. loop: one env after another; vector: the Gymnasium id's "
         "vector entry point, all in one call (CartPole-v1); envpool: EnvPool, all in one call ([envpool] extra); "
-        "auto: vector for CartPole-v1 with no env_kwargs, else loop. Same-step auto-reset in every case.",
+        "auto: vector for CartPole-v1 with no env_kwargs, envpool for an Atari id where EnvPool is installed and "
+        "each env_kwarg has an EnvPool twin (frame_stack, repeat_action_probability, noop_max, frame_skip, "
+        "screen_size...), else loop; the run prints its choice. Same-step auto-reset in every case.",
     )
     policy: str = Field("auto", description="A registered policy name, or auto: chosen by the observation and the "
                         "algorithm (ppo, appo, impala: actor-critic-cnn for an image, multi-input for a Dict, Tuple "

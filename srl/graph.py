@@ -32,6 +32,7 @@ from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
 from srl.default_policy import AUTO, PolicyChoice, choose_policy
 from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
+from srl.sizing import choice_lines
 from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
@@ -233,6 +234,7 @@ class Graph:
                       f"({lane.graph.config.algorithm}), workers {sorted(lane.names.values())}" for lane in self.lanes]
         else:
             lines.append(f"  {self.policy_choice.line()}")
+        lines += [f"  {line}" for line in choice_lines(c)]  # the env backend; the machine's layout
         lines.append("  workers: " + " ".join(w.name + (f" ({w.kind})" if w.kind else "") for w in self.workers)
                      + " controller")
         for st in self.streams:

@@ -104,7 +104,8 @@ def make_vector_env(
 
     `backend` (config `env_backend`): "loop" steps one env after another as described below;
     "vector" / "envpool" step them all in one call (`srl.envs.native`); "auto" picks "vector" for
-    Gymnasium ids with a vector entry point srl knows (CartPole-v1) and no kwargs, else "loop".
+    Gymnasium ids with a vector entry point srl knows (CartPole-v1) and no kwargs, "envpool" for
+    Atari ids where EnvPool is installed (srl.envs.native_backends.backend_choice), else "loop".
 
     `name` is looked up in `srl.api.registry.envs` first. A factory that names a `num_envs`
     parameter builds the whole batch itself: it gets `num_envs` (and `env_index_offset` if it

@@ -21,6 +21,7 @@ from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.rundir import claim_run_dir
 from srl.machine import check_machine, raise_open_files_limit
+from srl.sizing import choice_lines
 from srl.storage import WriteFailed
 from srl.streams.tcp_setup import check_queues
 
@@ -173,6 +174,8 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
                   f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
     if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); a run of lanes: srl graph
         console.print(graph.policy_choice.line(), markup=False, highlight=False, soft_wrap=True)
+    for line in choice_lines(config):  # the env backend and, with launch.layout=machine, the layout
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if config.launch.launcher == "inline":
         from srl.launch.inline import run_inline as launch
     elif config.launch.launcher == "ray":

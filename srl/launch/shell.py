@@ -134,11 +134,22 @@ def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:
     (folder / f"{who}.json").write_text(json.dumps(sorted(opened)))
 
 
+def lower_priority(graph: Any, spec: Any) -> None:
+    """An actor yields the CPU to the policy worker and trainer it waits on (launch.actor_niceness,
+    added to this process's niceness as Sample Factory does with its rollout workers)."""
+    from srl.streams.control import Role
+
+    niceness = graph.config.launch.actor_niceness
+    if spec.role == Role.ACTOR and niceness > 0:
+        os.nice(niceness)
+
+
 def serve(graph: Any, spec: Any, transport: Any, parent_pid: int | None = None) -> None:
     """A worker's life on its open transport: build its kernel, run the loop until stopped; an
     error is reported to the controller, then raised. The transport is closed at the end."""
     from srl.workers.build import make_kernel
 
+    lower_priority(graph, spec)
     link = make_link(graph, spec, transport)
     kernel: Kernel | None = None
     try:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from srl.api import registry
 from srl.config import ExperimentConfig
 from srl.devices import resolve
 from srl.envs import make_vector_env, single_env_kwargs
+from srl.envs.native_backends import backend_choice
 from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
+from srl.machine import cpu_count
 from srl.monitor.timing import TimeBreakdown
+from srl.sizing import env_threads
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
 from srl.streams.inference import InferenceServer
@@ -28,12 +32,23 @@ from srl.workers.trainer import TrainerKernel
 from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports, segments_of
 
 
+def actor_env_kwargs(c: ExperimentConfig) -> dict[str, Any]:
+    """env_kwargs of an actor's ring groups: where EnvPool steps them and the config names no
+    num_threads, each pool gets the actor's share of this machine's cores (srl.sizing.env_threads);
+    by EnvPool's own default each of 16 actors' pools would start one thread per core."""
+    if "num_threads" in c.env_kwargs or backend_choice(c.env, c.env_kwargs, c.env_backend)[0] != "envpool":
+        return c.env_kwargs
+    threads = env_threads(cpu_count(), c.launch.num_actor_workers, c.dataflow.envs_per_split)
+    return {**c.env_kwargs, "num_threads": threads}
+
+
 def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     c = graph.config
     epoch = incarnations(graph, transport).of(f"actor:{actor}")
     flow = c.dataflow
     groups = range(actor * flow.ring_splits, (actor + 1) * flow.ring_splits)  # global group indices
-    envs = [make_vector_env(c.env, c.env_kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
+    kwargs = actor_env_kwargs(c)
+    envs = [make_vector_env(c.env, kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
     port: InferencePort
