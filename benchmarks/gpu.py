@@ -11,16 +11,26 @@ Parts (`--parts`, in this order):
   size (`--num-envs`), the median of `--repeats` (benchmarks/batched_env_speed.py's loop).
 * **inference**: the policy worker's acting path (srl.workers.policy.Acting: observations of a
   batch to the device, the forward pass, actions and values back into the slots), per batch size
-  (`--batches`) for pong-ppo's Nature CNN and cartpole-ppo's MLP: median and 90th-percentile
-  latency of one batch, and rows/s. A batch is one slot, or with `--rows-per-slot R` N / R slots,
-  as when a policy worker answers that many actors at once.
+  (`--batches`) for pong-ppo's Nature CNN and cartpole-ppo's MLP, eager and, on CUDA, replayed as
+  CUDA graphs (devices.policy_graphs=on): median and 90th-percentile latency of one batch, rows/s,
+  and the issue's targets (CNN <= 0.5 ms at 64 rows and <= 2.5 ms at 1,024, MLP <= 0.15 ms at 1
+  row). A batch is one slot, or with `--rows-per-slot R` N / R slots (pinned as a policy worker
+  pins them), as when a policy worker answers that many actors at once. `--inference-seconds`
+  per batch size and mode.
 * **pod**: `srl run cartpole-pod` on `--device` and on the CPU, seeds `--pod-seeds`: launch to 475,
   and the pod worker's own wall time (its stepping and training, start-up left out).
-* **pong**: PPO training throughput on Pong, srl (`pong-ppo` with `--workers` actors, one policy
-  worker, trainer and policy worker on `--device`) against Sample Factory 2.1.1 APPO (`--device=gpu`)
-  with the same envs, workers and batch, the same env-step budget (`--pong-steps`), one after the
-  other; each rate leaves start-up out (benchmarks/peers). Sample Factory runs with `--sf-python`,
-  `--sf-path` put first on its PYTHONPATH (where its gymnasium < 1.0 and numpy < 2 live).
+* **pong**: the machine's env limit (`--limit-procs` raw preprocessed Pong processes at once,
+  benchmarks/sampling_vs_limit.py), then for each of `--workers` (8 and 16) PPO training
+  throughput on Pong, srl (`pong-ppo` with that many actors, one policy worker, trainer and policy
+  worker on `--device`, with its workers' busy seconds) against Sample Factory 2.1.1 APPO
+  (`--device=gpu`, with its components' busy seconds from its own profile) with the same envs,
+  workers and batch, each for `--pong-seconds` (Sample Factory also stops at `--sf-steps`), one
+  after the other; each rate leaves start-up out (benchmarks/peers). Sample Factory runs with
+  `--sf-python`, `--sf-path` put first on its PYTHONPATH (where its gymnasium < 1.0 and numpy < 2
+  live); where it cannot be imported it is reported missing. A pair that would end past
+  `--budget-s` is skipped and said so.
+
+The JSON line also carries `lscpu`'s summary (model, cores, threads, NUMA nodes, caches).
 
 Progress goes to stderr; standard output gets ONE JSON line of figures.
 """

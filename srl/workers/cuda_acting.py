@@ -17,6 +17,7 @@ concatenated observations into a pinned buffer was 0.6-0.9x as fast as plain cop
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 from collections.abc import Sequence
@@ -146,21 +147,27 @@ def page_ranges(arrays: Sequence[np.ndarray], page: int = mmap.PAGESIZE) -> list
 
 class PinnedSlots:
     """Inference slots' host memory registered with CUDA as pinned (page-locked): a copy from it to
-    the device is an asynchronous DMA. Ranges that cannot be registered stay pageable (their copies
-    still work, synchronously); `close` unregisters what was registered."""
+    the device is an asynchronous DMA. Ranges that cannot be registered (pinned already, or a
+    sandbox that refuses it) stay pageable: their copies still work, synchronously. `close`
+    unregisters what this object registered."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.ranges: list[tuple[int, int]] = []  # registered by this object
 
     def register(self, arrays: Sequence[np.ndarray]) -> int:
         """Register the pages of `arrays` not registered yet; the bytes now pinned."""
-        cudart = torch.cuda.cudart()
         done = 0
         for start, size in page_ranges(arrays):
-            if any(s <= start < s + n for s, n in self.ranges):
+            if any(s <= start < s + n for s, n in self.ranges) or _pinned(start):
                 continue
-            err = cudart.cudaHostRegister(start, size, 0)  # cudaHostRegisterDefault
+            try:
+                err = torch.cuda.cudart().cudaHostRegister(start, size, 1)  # cudaHostRegisterPortable: pinned for every device
+            except Exception as e:  # noqa: BLE001  (a torch without the binding: pageable copies)
+                log.warning("inference slots stay pageable: %s: %s", type(e).__name__, e)
+                return done
             if int(err) != 0:
+                _clear_last_error(self.device)
                 log.warning("inference slots at %#x (%d bytes) stay pageable: cudaHostRegister gave %s", start, size, err)
                 continue
             self.ranges.append((start, size))
@@ -168,10 +175,25 @@ class PinnedSlots:
         return done
 
     def close(self) -> None:
-        cudart = torch.cuda.cudart()
         for start, _ in self.ranges:
-            cudart.cudaHostUnregister(start)
+            if int(torch.cuda.cudart().cudaHostUnregister(start)) != 0:
+                _clear_last_error(self.device)
         self.ranges = []
+
+
+def _pinned(address: int) -> bool:
+    """Whether the byte at `address` is pinned already (torch asks CUDA, and clears its error)."""
+    return bool(torch.from_numpy(np.ctypeslib.as_array((ctypes.c_uint8 * 1).from_address(address))).is_pinned())
+
+
+def _clear_last_error(device: torch.device) -> None:
+    """Reset CUDA's last error after a refused runtime call: torch's check after its next kernel
+    launch reads it (cudaGetLastError, which torch does not expose) and would blame that kernel.
+    A one-element fill launches a kernel: its check reads the error, which resets it, and raises."""
+    try:
+        torch.empty(1, device=device).fill_(1.0)
+    except RuntimeError:
+        pass
 
 
 # -- the acting path ---------------------------------------------------------------------------------
@@ -203,7 +225,7 @@ class CudaActing:
         self.outputs = list(outputs)
         self.device = device
         self.graphs = graphs
-        self.pinned = PinnedSlots()
+        self.pinned = PinnedSlots(device)
         self._graphed: dict[int, Graphed] = {}
         self._host = torch.empty(0, dtype=torch.uint8)
         self._done = torch.cuda.Event(blocking=True)  # its synchronize sleeps instead of spinning
