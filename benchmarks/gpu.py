@@ -138,11 +138,12 @@ def inference_speed(device: torch.device, batches: list[int], seconds: float, ro
     for experiment in experiments:
         for mode, graphs in acting_modes(device).items():
             acting, graph = acting_for(experiment, device, graphs)
-            per_batch = {}
+            per_batch, pinned = {}, []  # slots stay alive while registered (unregistered by close)
             for rows in batches:
                 per_slot = min(rows, rows_per_slot or rows)
                 sizes = [per_slot] * (rows // per_slot) + ([rows % per_slot] if rows % per_slot else [])
                 slots = [slot_of(graph, size, rng) for size in sizes]
+                pinned.append(slots)
                 if hasattr(acting, "pin"):
                     acting.pin(slots)  # as the policy worker does with its slots
                 latencies = batch_latencies(acting, slots, seconds)

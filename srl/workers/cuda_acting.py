@@ -230,6 +230,8 @@ class CudaActing:
         self._host = torch.empty(0, dtype=torch.uint8)
         self._done = torch.cuda.Event(blocking=True)  # its synchronize sleeps instead of spinning
         self.graph_batches = 0  # batches answered by a graph replay, since the last report
+        if device.index is not None:  # graph capture and replay use the current device's stream
+            torch.cuda.set_device(device)
 
     def pin(self, slots: Sequence[dict[str, np.ndarray]]) -> None:
         self.pinned.register([array for slot in slots for array in slot.values()])
@@ -256,7 +258,7 @@ class CudaActing:
                 packed, layout = pack(self.policy.rollout(as_obs(inputs)), self.outputs)
             host = self._host_buffer(packed.numel())
             host.copy_(packed, non_blocking=True)
-            self._done.record()
+            self._done.record(torch.cuda.current_stream(self.device))  # the stream the copy was queued on
         self._done.synchronize()
         return unpack(host.numpy(), layout, rows)
 
