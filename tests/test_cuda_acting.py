@@ -161,6 +161,32 @@ def test_on_the_cpu_acting_takes_its_plain_path():
     acting.close()
 
 
+@pytest.mark.parametrize("experiment", ["cartpole-ppo", "bipedalwalker-ppo", "halfcheetah-sac", "pong-ppo"])
+def test_the_cuda_path_fills_slots_as_the_plain_path_does(experiment):
+    """The CUDA path's own steps (each slot's observations into its rows of one batch, the rollout,
+    one packed buffer back, split into each slot) taken on the CPU: the slots get what the plain
+    path gives them, for discrete and continuous actions, one slot or several."""
+    from srl.workers.cuda_acting import CudaActing
+
+    graph = build_graph(load_config(experiment, ["monitor.display=off", "launch.launcher=inline"]))
+    policy = initial_policy(graph, torch.device("cpu"))
+    plain = Acting(policy, FixedParams())
+    packed = Acting(policy, FixedParams())
+    packed._cuda = CudaActing(policy, packed.outputs, torch.device("cpu"), graphs=False)
+    for i, rows in enumerate([[1], [3, 5, 2], [64]]):
+        slots = _slots(graph, rows, seed=i)
+        twins = [{name: array.copy() for name, array in slot.items()} for slot in slots]
+        requests = [Request(a, 0) for a in range(len(rows))]
+        torch.manual_seed(i)
+        plain(slots, requests)
+        torch.manual_seed(i)
+        packed(twins, requests)
+        for slot, twin in zip(slots, twins):
+            for name in plain.outputs:
+                assert twin[name].dtype == slot[name].dtype
+                np.testing.assert_allclose(twin[name], slot[name], rtol=1e-6, atol=1e-6)
+
+
 # -- on CUDA (each check in a spawned process: the pytest process must not initialise CUDA, as
 # the local launcher's forked workers of later tests could then not use it; tests/test_devices.py)
 

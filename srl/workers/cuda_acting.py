@@ -228,7 +228,9 @@ class CudaActing:
         self.pinned = PinnedSlots(device)
         self._graphed: dict[int, Graphed] = {}
         self._host = torch.empty(0, dtype=torch.uint8)
-        self._done = torch.cuda.Event(blocking=True)  # its synchronize sleeps instead of spinning
+        # its synchronize sleeps instead of spinning; none on the CPU, where a test takes this path's
+        # copies, packing and splitting (Acting itself never does: it keeps its plain path there)
+        self._done = torch.cuda.Event(blocking=True) if device.type == "cuda" else None
         self.graph_batches = 0  # batches answered by a graph replay, since the last report
         if device.index is not None:  # graph capture and replay use the current device's stream
             torch.cuda.set_device(device)
@@ -258,8 +260,10 @@ class CudaActing:
                 packed, layout = pack(self.policy.rollout(as_obs(inputs)), self.outputs)
             host = self._host_buffer(packed.numel())
             host.copy_(packed, non_blocking=True)
-            self._done.record(torch.cuda.current_stream(self.device))  # the stream the copy was queued on
-        self._done.synchronize()
+            if self._done is not None:
+                self._done.record(torch.cuda.current_stream(self.device))  # the stream the copy was queued on
+        if self._done is not None:
+            self._done.synchronize()
         return unpack(host.numpy(), layout, rows)
 
     def _to_device(self, per_slot: list[dict[str, np.ndarray]], inputs: dict[str, torch.Tensor]) -> None:
@@ -275,7 +279,7 @@ class CudaActing:
 
     def _host_buffer(self, nbytes: int) -> torch.Tensor:
         if self._host.numel() < nbytes:
-            self._host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+            self._host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.device.type == "cuda")
         return self._host[:nbytes]
 
     def _graph(self, rows: int, example: dict[str, np.ndarray]) -> Graphed | None:
