@@ -231,7 +231,7 @@ class CudaActing:
         # its synchronize sleeps instead of spinning; none on the CPU, where a test takes this path's
         # copies, packing and splitting (Acting itself never does: it keeps its plain path there)
         self._done = torch.cuda.Event(blocking=True) if device.type == "cuda" else None
-        self.graph_batches = 0  # batches answered by a graph replay, since the last report
+        self.graph_batches = 0  # batches answered by a graph replay so far
         if device.index is not None:  # graph capture and replay use the current device's stream
             torch.cuda.set_device(device)
 
@@ -291,6 +291,7 @@ class CudaActing:
             graphed = self._capture(rows, example)
         except Exception as e:  # noqa: BLE001  (any capture error: acting goes on eagerly)
             log.warning("acting stays eager: capturing its CUDA graph failed (%s: %s)", type(e).__name__, e)
+            _clear_last_error(self.device)  # an invalidated capture leaves its error for the next launch
             self.graphs = False
             return None
         self._graphed[rows] = graphed
