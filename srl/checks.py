@@ -300,7 +300,7 @@ def _devices(config: ExperimentConfig) -> str | None:
     """Device names, and CUDA asked for where there is none (srl.devices). Under Ray the workers'
     nodes may have GPUs that the driver's lacks: only the names are checked there. The local
     launcher forks its workers, and a child cannot use CUDA that its parent initialised."""
-    named = {"pod.device": config.pod.device, **{f"devices.{role}": name for role, name in config.devices}}
+    named = {"pod.device": config.pod.device, **{f"devices.{role}": name for role, name in config.devices if role != "policy_graphs"}}
     for field, name in named.items():
         if (why := devices.problem(name, here=config.launch.launcher != "ray")) is not None:
             return f"field {field!r}: {why}"

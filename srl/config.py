@@ -461,6 +461,10 @@ class DeviceConfig(Settings):
                          "device, else the CPU. Trainers of a group take one GPU each (trainer i: GPU i mod count).")
     policy: str = Field("auto", description="Policy workers (dataflow.inference=policy_worker): one batch per "
                         "request wave goes to the device and back.")
+    policy_graphs: Literal["auto", "on", "off"] = Field(
+        "auto", description="Acting on CUDA replays its forward pass as CUDA graphs, one per batch size "
+        "(srl.workers.cuda_acting): auto = for policies that declare graph_safe (MLP, CNN), on = for any "
+        "non-recurrent policy, off = eager. Never on the CPU, with action noise or run.deterministic.")
     actor: str = Field("cpu", description="Inline inference in each actor (dataflow.inference=inline): cpu, since "
                        "every actor process would hold a CUDA context of its own; a GPU suits policy workers instead.")
     eval: str = Field("cpu", description="The evaluator's policy (eval.episodes > 0).")

@@ -6,9 +6,11 @@ policy is on a GPU, so the algorithm's `non_blocking=True` moves are asynchronou
 weights (srl.streams.params) come back into a `Staging`'s reused pinned buffers, one asynchronous
 copy per tensor and one wait per version instead of one blocking copy per tensor.
 
-Acting (srl.workers.policy), the evaluator and the replay trainer keep their plain copies: a
-staging of acting's observations and outputs, one wait per batch, measured 0.6-0.9x as fast as
-them on an H100 for batches of 8 to 4,096 rows (docs/benchmarks.md, "GPUs").
+The evaluator and the replay trainer keep their plain copies: a staging of acting's observations
+and outputs, one wait per batch, measured 0.6-0.9x as fast as them on an H100 for batches of 8 to
+4,096 rows (docs/benchmarks.md, "GPUs"), part of it the concatenation into the staging buffer.
+Acting on CUDA has its own path without that concatenation (srl.workers.cuda_acting): the slots
+themselves pinned, one packed copy back, a sleeping wait, CUDA graphs.
 
 On the CPU there is nothing to move: `for_device` gives None and `host_zeros` ordinary memory.
 """

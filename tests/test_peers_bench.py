@@ -105,6 +105,11 @@ def test_gpu_benchmark_runs_its_in_process_parts_on_the_cpu(capsys):
         rows = out["inference"][experiment]["by_batch_rows"]
         assert set(rows) == {"1", "4"} and all(r["rows_per_s"] > 0 and r["batches_timed"] >= 5 for r in rows.values())
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == out
+    # on the CPU acting has one path: timed once, with the issue's targets beside it; the CPU named
+    assert all("graphed_by_batch_rows" not in out["inference"][e] for e in gpu.INFERENCE_EXPERIMENTS)
+    assert out["inference"]["cartpole-ppo"]["targets"]["1"]["target_ms"] == 0.15
+    assert "eager_ms" in out["inference"]["cartpole-ppo"]["targets"]["1"]
+    assert "CPU(s)" in out["lscpu"] or "error" in out["lscpu"]
 
 
 def test_gpu_benchmark_splits_a_batch_into_actors_slots(monkeypatch):
@@ -115,8 +120,8 @@ def test_gpu_benchmark_splits_a_batch_into_actors_slots(monkeypatch):
 
     calls, real = [], gpu.acting_for
 
-    def counted(experiment, device):
-        acting, graph = real(experiment, device)
+    def counted(experiment, device, graphs="off"):
+        acting, graph = real(experiment, device, graphs)
 
         def act(slots, requests):
             calls.append((tuple(len(s["action"]) for s in slots), tuple(r.actor for r in requests)))
@@ -127,3 +132,61 @@ def test_gpu_benchmark_splits_a_batch_into_actors_slots(monkeypatch):
     monkeypatch.setattr(gpu, "acting_for", counted)
     rows = gpu.inference_speed(torch.device("cpu"), [16, 12], 0.05, rows_per_slot=8)["cartpole-ppo"]["by_batch_rows"]
     assert rows["16"]["rows_per_s"] > 0 and {c for c in calls} == {((8, 8), (0, 1)), ((8, 4), (0, 1))}
+
+
+def test_gpu_benchmark_reads_lscpu():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gpu
+
+    text = ("Architecture:             x86_64\nCPU(s):                   16\nModel name:               AMD EPYC 9454 48-Core\n"
+            "Thread(s) per core:       2\nFlags:                    fpu sse avx2 avx512f amx_tile\nNUMA node(s): 1\n")
+    fields = gpu.parse_lscpu(text)
+    assert fields["CPU(s)"] == "16" and fields["Model name"] == "AMD EPYC 9454 48-Core" and fields["NUMA node(s)"] == "1"
+    assert fields["Flags"] == "avx2 avx512f amx_tile"
+
+
+def test_gpu_benchmark_runs_pong_at_each_worker_count_within_its_budget(monkeypatch):
+    """--workers 8 16: the env limit first, then one srl / Sample Factory pair per count, each with
+    its ratio to the limit; a pair the budget has no room for is skipped and said so."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gpu
+
+    ran, now = [], [0.0]
+    monkeypatch.setattr(gpu, "env_limit", lambda procs, seconds: {"procs": procs, "env_steps_per_s": 20_000})
+
+    def side(device, workers, seconds, sf_python, sf_path, sf_steps):
+        ran.append(workers)
+        now[0] += 2 * (seconds + 20)  # a pair takes its seconds and start-up
+        return {"srl": {"env_steps_per_s": 1000.0 * workers}, "sample_factory": {"missing": "No module"}}
+
+    monkeypatch.setattr(gpu, "pong_side_by_side", side)
+    parsed = gpu.parse_args(["--parts", "pong", "--workers", "8", "16", "--pong-seconds", "5"])
+    out = gpu.pong_parts(parsed, deadline=1000, clock=lambda: now[0])
+    assert ran == [8, 16] and out["env_limit"]["procs"] == 16
+    assert out["workers_8"]["srl_over_env_limit"] == 0.4 and out["workers_16"]["srl_over_env_limit"] == 0.8
+    ran.clear()
+    now[0] = 0.0
+    out = gpu.pong_parts(parsed, deadline=2 * 25 + 10, clock=lambda: now[0])  # room for one pair only
+    assert ran == [8] and "skipped" in out["workers_16"]
+
+
+def test_sample_factory_missing_is_reported_not_raised(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gpu
+
+    why = gpu.sample_factory_missing(sys.executable, str(tmp_path))  # not installed in srl's environment
+    assert why is not None and "sample_factory" in why
+
+
+def test_sample_factory_profile_is_read_from_its_log():
+    """Sample Factory logs each component's timing tree when it stops: its busy seconds per component."""
+    import sf_peer
+
+    text = ("[2026-11-27 10:00:00,000][01234] RolloutWorker_w0 profile tree view:\n"
+            "wait_for_trajectories: 0.1234, enqueue_policy_requests: 1.5000\nenv_step: 48.7012\n  process_env_step: 3.1000\n"
+            "[2026-11-27 10:00:01,000][01234] Learner 0 profile tree view:\nmisc: 0.0100\ntrain: 10.7000\n"
+            "[2026-11-27 10:00:01,000][01234] Runner profile tree view:\nmain_loop: 60.0000\n"
+            "[2026-11-27 10:00:02,000][01234] Collected {0: 303104}, FPS: 5000.0\n")
+    profile = sf_peer.profile_from_log(text)
+    assert profile["RolloutWorker_w0"]["env_step"] == 48.7012 and profile["RolloutWorker_w0"]["process_env_step"] == 3.1
+    assert profile["Learner 0"] == {"misc": 0.01, "train": 10.7} and profile["Runner"] == {"main_loop": 60.0}

@@ -67,6 +67,29 @@ def rate_from_log(text: str) -> dict[str, Any]:
     return {"env_steps_per_s": round(steps / seconds, 1), "measured_s": round(seconds, 3), "env_steps": points[-1][1]}
 
 
+PROFILE_HEAD = re.compile(r"(?:^|\])\s*([^\]]+?) profile tree view:\s*$")  # "[stamp][pid] Learner 0 profile ..."
+PROFILE_ITEM = re.compile(r"(\w+): (\d+(?:\.\d+)?)")
+
+
+def profile_from_log(text: str) -> dict[str, dict[str, float]]:
+    """Sample Factory's own busy seconds per component, from the "<component> profile tree view:"
+    blocks its components log when they stop (rollout workers' env_step, the inference worker's
+    forward and obs_to_device, the learner's train, ...): component -> name -> seconds, each
+    name's first (outermost) figure."""
+    out: dict[str, dict[str, float]] = {}
+    current: dict[str, float] | None = None
+    for line in text.splitlines():
+        head = PROFILE_HEAD.search(line)
+        if head:
+            current = out.setdefault(head.group(1), {})
+        elif current is not None and not line.startswith("["):  # the block's lines carry no timestamp
+            for name, seconds in PROFILE_ITEM.findall(line):
+                current.setdefault(name, float(seconds))
+        else:
+            current = None
+    return out
+
+
 FRAME_STACK = {"sample": 1, "train": 4}  # training sees 4 stacked frames, as srl's pong-ppo does
 
 
@@ -95,7 +118,8 @@ def child(mode: str, env: str, amount: float) -> None:
     register_env(f"peer_{env}", _make)
     parser, _ = parse_sf_args(argv=argv)
     status = run_rl(parse_full_cfg(parser, argv))
-    result = rate_from_log((train_dir / "peer" / "sf_log.txt").read_text(errors="replace"))
+    text = (train_dir / "peer" / "sf_log.txt").read_text(errors="replace")
+    result = {**rate_from_log(text), "profile_s": profile_from_log(text)}
     what = "APPO collection rate, 1 epoch per batch" if mode == "sample" else "APPO training"
     emit({"peer": "sample factory", "mode": what, "status": int(status), **result})
 

@@ -58,6 +58,9 @@ class Policy(torch.nn.Module, ABC):
     # only one tensor; srl.graph names the policies that do when one that does not is given one
     composite_observations: ClassVar[bool] = False
     numpy_rollout: ClassVar[bool] = False  # has `rollout_numpy`: acting without torch's per-call cost
+    # graph_safe: `rollout` never syncs with the host and its shapes follow the batch's only, so
+    # acting on CUDA may capture it as a CUDA graph (devices.policy_graphs=auto; srl.workers.cuda_acting)
+    graph_safe: ClassVar[bool] = False
     state_size: int = 0  # recurrent: floats of state per row, set by the policy
     # a rollout output whose value at an episode's last step names who played it (a league's
     # opponent, srl.models.league_pool): the actor reports each such episode's result under it

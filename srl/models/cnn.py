@@ -63,6 +63,7 @@ class ActorCriticCNN(Policy):
     """Nature CNN trunk shared by a categorical policy head and a value head (Discrete actions)."""
 
     kind = "actor-critic"
+    graph_safe = True  # sampling by Gumbel-max on the device, no host sync (srl.workers.cuda_acting)
     action_spaces = (gym.spaces.Discrete,)
 
     def __init__(

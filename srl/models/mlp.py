@@ -70,6 +70,7 @@ class ActorCriticMLP(Policy):
     """
 
     kind = "actor-critic"
+    graph_safe = True  # sampling by Gumbel-max on the device, no host sync (srl.workers.cuda_acting)
     action_spaces = (*CATEGORICAL_SPACES, gym.spaces.Box)
 
     def __init__(

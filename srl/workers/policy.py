@@ -30,6 +30,7 @@ from srl.spaces import Obs, concat_obs, map_obs, obs_of
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import FixedParams, ParamSubscriber
 from srl.streams.transport import Receiver
+from srl.workers.cuda_acting import CudaActing, use_graphs
 from srl.workers.hidden import HiddenStates
 from srl.workers.kernel import KernelDefaults
 
@@ -51,6 +52,7 @@ class Acting:
         clock: TimeBreakdown | None = None,
         exploration: EpsilonGreedy | None = None,
         action_noise: ColoredActionNoise | None = None,
+        graphs: str = "auto",
     ) -> None:
         self.clock = clock or TimeBreakdown()  # the clock of the worker this runs in
         self.policy = policy.eval()
@@ -73,6 +75,11 @@ class Acting:
         # for a recurrent policy; it reads the weights as numpy arrays: host memory only)
         numpy_ok = policy.numpy_rollout and sampling_seed is None and action_noise is None
         self._rollout_numpy = policy.rollout_numpy if numpy_ok and self.hidden is None and on_cpu else None
+        # on CUDA (srl.workers.cuda_acting): slot-to-device DMAs, one packed copy back, a sleeping
+        # wait, CUDA graphs (`graphs`: devices.policy_graphs); chosen once, the CPU path is unchanged
+        cuda_ok = self.device.type == "cuda" and self.hidden is None and action_noise is None
+        self._cuda = CudaActing(self.policy, self.outputs, self.device,
+                                use_graphs(graphs, self.device, policy, sampling_seed, action_noise)) if cuda_ok else None
         self.rows = 0  # rows acted on since the last report
         self.batches = 0
         self.infer_time_s = 0.0
@@ -117,7 +124,25 @@ class Acting:
         self.batches += 1
         self.infer_time_s += time.perf_counter() - started
 
+    def pin(self, slots: list[Slot]) -> None:
+        """Register these slots' memory as pinned where acting is on CUDA (copies from them are
+        DMAs); `close` unregisters it. Nothing to do on the CPU."""
+        if self._cuda is not None:
+            self._cuda.pin(slots)
+
+    def close(self) -> None:
+        if self._cuda is not None:
+            self._cuda.close()
+
+    @property
+    def graphed(self) -> bool:
+        """Whether acting replays CUDA graphs (it may turn eager if a capture fails)."""
+        return self._cuda is not None and self._cuda.graphs
+
     def _act(self, slots: list[Slot], requests: list[Request]) -> None:
+        if self._cuda is not None:
+            self._fill(slots, self._cuda(slots))
+            return
         # the "obs" array, or a dict leaf path -> array for Dict/Tuple observations (srl.spaces)
         obs = obs_of(slots[0]) if len(slots) == 1 else concat_obs([obs_of(s) for s in slots])
         if self._rollout_numpy is not None:
@@ -135,6 +160,10 @@ class Acting:
                     tensors = self.policy.rollout(  # type: ignore[call-arg]
                         map_obs(self._tensor, obs), noise=self._tensor(noise))
                 out = {name: tensors[name].cpu().numpy() for name in self.outputs}  # no copy on the CPU
+        self._fill(slots, out)
+
+    def _fill(self, slots: list[Slot], out: dict[str, np.ndarray]) -> None:
+        """The batch's outputs into each slot's rows, with the version that acted."""
         start = 0
         for slot in slots:
             stop = start + len(slot[C.ACTION])
@@ -199,6 +228,7 @@ class PolicyWorkerKernel(KernelDefaults):
         self.acting = acting
         self.server = server
         self.slots = slots  # (actor, split) -> inference slot
+        acting.pin(list(slots.values()))
         self._waiting: list[Request] = []
         self.clock = acting.clock
 
@@ -222,3 +252,6 @@ class PolicyWorkerKernel(KernelDefaults):
 
     def report(self) -> dict:
         return self.acting.report()
+
+    def close(self) -> None:
+        self.acting.close()

@@ -60,7 +60,7 @@ def acting(graph: Graph, transport: Transport, device: torch.device, clock: Time
     seed = c.run.seed if c.run.deterministic else None
     policy, params = policy_and_params(graph, transport, device)
     return Acting(policy, params, sampling_seed=seed, clock=clock, exploration=make_exploration(graph),
-                  action_noise=make_action_noise(graph))
+                  action_noise=make_action_noise(graph), graphs=c.devices.policy_graphs)
 
 
 def policy_and_params(graph: Graph, transport: Transport, device: torch.device
