@@ -129,6 +129,8 @@ class GymVectorEnv(VectorEnv):
         self.action_space = act_space
         self.num_envs = n = len(self.envs)
         self._discrete_actions = isinstance(act_space, gym.spaces.Discrete)
+        # a dtype object: astype() given Discrete's dtype (the class np.int64) converts it on every step
+        self._discrete_dtype = np.dtype(act_space.dtype) if self._discrete_actions else None
         self._action_dtype = action_dtype(act_space)
         self._obs, self.observation_space = obs_buffers(obs_space, n)
         self._one_array = isinstance(self._obs, np.ndarray)  # else a dict: one array per leaf
@@ -173,7 +175,7 @@ class GymVectorEnv(VectorEnv):
         if self._discrete_actions:
             # numpy scalars of the space's dtype, as `action_space.sample()` gives: gymnasium's
             # `Discrete.contains` checks them faster than Python ints (no np.iinfo per call)
-            acts = list(acts.reshape(self.num_envs).astype(self.action_space.dtype, copy=False))
+            acts = list(acts.reshape(self.num_envs).astype(self._discrete_dtype, copy=False))
         if not self._steppers_settled:  # until every env's wrappers are known to pass through
             self._find_steppers()
         observations: list[Any] = []
