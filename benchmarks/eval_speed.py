@@ -9,6 +9,8 @@ checkpoint, deterministic, the same seed, on the same machine, interleaved (srl,
 as `srl eval` calls it, timed from the env's construction (its checkpoint and config loading, a
 fixed cost, are timed apart as `srl_load_s`); the raw side is `gymnasium.make`, `reset`, and per
 step one `policy.rollout` on `torch.as_tensor(obs[None])` and one `env.step`. Prints one JSON line.
+Each side is timed by the wall clock and by this thread's CPU time (`time.thread_time`): on a
+machine shared with other jobs the wall-clock ratio swings with their load, the CPU-time one much less.
 """
 
 from __future__ import annotations
@@ -82,17 +84,23 @@ def main() -> None:
         started = time.perf_counter()
         config, _, policy, _ = _trained(run_dir)
         load_s = time.perf_counter() - started
-        srl_rates, raw_rates, steps = [], [], 0
+        srl_rates, raw_rates, srl_cpu_rates, raw_cpu_rates, steps = [], [], [], [], 0
         for _ in range(args.repeats):
+            cpu_started = time.thread_time()
             steps, seconds = srl_loop(config, policy, args.episodes, args.seed)
+            srl_cpu_rates.append(steps / (time.thread_time() - cpu_started))
             srl_rates.append(steps / seconds)
+            cpu_started = time.thread_time()
             raw_steps, raw_seconds = raw_loop(config.env, policy, args.episodes, args.seed)
+            raw_cpu_rates.append(raw_steps / (time.thread_time() - cpu_started))
             raw_rates.append(raw_steps / raw_seconds)
     srl_rate, raw_rate = statistics.median(srl_rates), statistics.median(raw_rates)
+    srl_cpu, raw_cpu = statistics.median(srl_cpu_rates), statistics.median(raw_cpu_rates)
     print(json.dumps({"env": config.env, "episodes": args.episodes, "steps": steps,
                       "srl_eval_steps_per_s": round(srl_rate, 1), "raw_loop_steps_per_s": round(raw_rate, 1),
-                      "ratio": round(srl_rate / raw_rate, 3), "srl_load_s": round(load_s, 3),
-                      "repeats": args.repeats}))
+                      "ratio": round(srl_rate / raw_rate, 3), "srl_eval_steps_per_cpu_s": round(srl_cpu, 1),
+                      "raw_loop_steps_per_cpu_s": round(raw_cpu, 1), "cpu_ratio": round(srl_cpu / raw_cpu, 3),
+                      "srl_load_s": round(load_s, 3), "repeats": args.repeats}))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Envs from pip packages as they come (issue 37, item 7): `module:EnvId` (highway-env),
 `modules=module:function` for a package that registers its ids on a call (MinAtar), a goal env of
 gymnasium-robotics trained by `algorithm=sac` alone on its Dict observation, `base:` naming
-another experiment file, and one console warning when PPO's updates run away. The packages are
-in the [test] extra (highway-env, MinAtar, gymnasium-robotics)."""
+another experiment file, one console warning when PPO's updates run away, and envs of the old gym
+API through Shimmy. The packages are in the [test] extra (highway-env, MinAtar, gymnasium-robotics,
+shimmy and gym)."""
 
 from __future__ import annotations
 
@@ -42,15 +43,63 @@ def test_module_colon_env_id_imports_the_package_that_registers_it(run_dir):
 
 
 def test_every_documented_recipe_builds():
-    """Each `srl run` line of docs/envs.md loads and builds its graph (Shimmy's needs shimmy and gym,
-    which the [test] extra leaves out: that line is only checked to be there)."""
+    """Each `srl run` line of docs/envs.md loads and builds its graph (Shimmy's names a package of
+    one's own: it runs in test_an_old_gym_env_learns_through_the_documented_shimmy_recipe)."""
     runs = _documented_runs()
-    shimmy = [r for r in runs if "modules=shimmy" in r]
-    assert shimmy and "env=GymV26Environment-v0" in shimmy[0]  # the old-gym recipe is there
+    shimmy = [r for r in runs if "modules=shimmy,my_old_package" in r]
+    assert shimmy and "env=GymV21Environment-v0" in shimmy[0]  # the old-gym recipe is there
     others = [r for r in runs if r not in shimmy]
     assert len(others) >= 3
     for experiment, *overrides in others:
         build_graph(load_config(experiment, overrides))
+
+
+@pytest.mark.parametrize("shimmy_id, old_id", [("GymV21Environment-v0", "OldCorridor21-v0"),
+                                               ("GymV26Environment-v0", "OldCorridor26-v0")])
+def test_an_old_gym_env_learns_through_the_documented_shimmy_recipe(run_dir, shimmy_id, old_id):
+    """docs/envs.md's Shimmy line, its package being tests/old_gym_env.py (a corridor written for gym
+    0.21 or 0.26, registered with gym): PPO learns to walk right (0.96; a random walk scores far
+    less). Before, gym 0.26.2's env checker failed every step on NumPy 2 (np.bool8)."""
+    runs = [r for r in _documented_runs() if "modules=shimmy,my_old_package" in r]
+    experiment, *overrides = runs[0]
+    ours = {"my_old_package": "old_gym_env", "GymV21Environment-v0": shimmy_id, "MyOldEnv-v0": old_id}
+    for theirs, mine in ours.items():
+        overrides = [o.replace(theirs, mine) for o in overrides]
+    config = load_config(experiment, [*overrides, f"run.run_dir={run_dir}", "stop.total_env_steps=8192",
+                                      "stop.target_return=null", "run.seed=1", "launch.launcher=inline",
+                                      "monitor.display=off"])
+    assert run_experiment(config) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] >= 8192
+    assert summary["episode_return_mean"] > 0.9, summary
+
+
+def test_an_old_gym_env_handed_to_gymnasium_directly_is_told_to_use_shimmy():
+    """An old-API env registered with Gymnasium itself: a reset without a seed is refused before
+    launch, a 4-value step when it comes, both naming the Shimmy recipe (before: "reset() got an
+    unexpected keyword argument 'seed'" or "not enough values to unpack" from a worker)."""
+    import numpy as np
+    import old_gym_env  # noqa: F401  (registers the ids)
+
+    from srl.envs import gymnasium_env, make_vector_env
+
+    with pytest.raises(ConfigError, match="field 'env'.*'GymnasiumOldReset-v0': reset\\(\\) takes no seed.*Shimmy"):
+        build_graph(build_config({"env": "GymnasiumOldReset-v0"}))
+    old_step = "'GymnasiumOldStep-v0': step\\(\\) returned 4 values.*modules=shimmy env=GymV21Environment-v0"
+    venv = make_vector_env("GymnasiumOldStep-v0", {}, num_envs=2)
+    try:
+        venv.reset(seed=0)
+        with pytest.raises(ValueError, match=old_step):
+            venv.step(np.ones(2, dtype=np.int64))
+    finally:
+        venv.close()
+    env = gymnasium_env("GymnasiumOldStep-v0")  # one env, as srl eval plays it
+    try:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=old_step):
+            env.step({"agent": 1})
+    finally:
+        env.close()
 
 
 def test_modules_can_call_the_function_that_registers_a_packages_ids(monkeypatch):

@@ -12,6 +12,7 @@ array per leaf; truncated = truncated and not terminated).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,19 +27,59 @@ from srl.monitor.info import EndedInfo
 from srl.spaces import Obs, map_obs, obs_buffers, put_row
 
 AGENT = "agent"
+# Shimmy's envs for an env written for `gym` (not Gymnasium), the old id as env_kwargs.env_id (docs/envs.md)
+SHIMMY_GYM_IDS = ("GymV26Environment-v0", "GymV21Environment-v0")
+OLD_GYM_API_HINT = ("an env written for the old gym API; run it through Shimmy: modules=shimmy "
+                    "env=GymV21Environment-v0 (or GymV26Environment-v0 for gym 0.26) env_kwargs.env_id=<its gym id> "
+                    "(docs/envs.md, 'Old gym API envs')")
+
+
+def _shimmy_kwargs(id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Shimmy's `make_kwargs` for `gym.make` with gym's own env checker off by default: gym 0.26.2
+    (the last gym) checks each step with `np.bool8`, gone in NumPy 2, so every step raised
+    AttributeError. Gymnasium's checker still checks the converted env."""
+    if id not in SHIMMY_GYM_IDS or "env_id" not in kwargs:
+        return kwargs
+    return {**kwargs, "make_kwargs": {"disable_env_checker": True, **(kwargs.get("make_kwargs") or {})}}
 
 
 def make_gym_envs(id: str, num_envs: int, **kwargs: Any) -> list[gym.Env]:
     """`num_envs` envs from `gymnasium.make(id, **kwargs)`. Gymnasium's env checker wraps only the
     first (the others are the same env; its wrapper costs a call on every step)."""
+    kwargs = _shimmy_kwargs(id, kwargs)
     rest = {"disable_env_checker": True, **kwargs}
     return [gym.make(id, **(kwargs if i == 0 else rest)) for i in range(num_envs)]
+
+
+def check_new_gym_api(env: gym.Env) -> None:
+    """ValueError naming Shimmy if `env` speaks the old gym API: `reset()` takes no seed (gym 0.21).
+    Without this an old env failed deep in a worker: "reset() got an unexpected keyword argument 'seed'"."""
+    try:
+        params = inspect.signature(env.unwrapped.reset).parameters
+    except (TypeError, ValueError):
+        return
+    if "seed" not in params and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        raise ValueError(f"env {_env_name(env)}: reset() takes no seed: {OLD_GYM_API_HINT}")
+
+
+def _env_name(env: gym.Env) -> str:
+    spec = env.spec
+    return repr(spec.id) if spec is not None else type(env.unwrapped).__name__
+
+
+def old_step_error(env: gym.Env, error: ValueError) -> ValueError | None:
+    """The error naming Shimmy if `error` is a step's 4 values (obs, reward, done, info: the old gym
+    API) unpacked as Gymnasium's 5 (here or in Gymnasium's env checker), else None."""
+    if "(expected 5, got 4)" not in str(error):
+        return None
+    return ValueError(f"env {_env_name(env)}: step() returned 4 values (obs, reward, done, info): {OLD_GYM_API_HINT}")
 
 
 class GymEnvironment(Environment):
     """One gymnasium env as an `Environment` with the single agent "agent" (observations as given)."""
 
     def __init__(self, env: gym.Env) -> None:
+        check_new_gym_api(env)
         self.env = env
         self.agents = (AGENT,)
         self.observation_spaces = {AGENT: env.observation_space}
@@ -48,7 +89,13 @@ class GymEnvironment(Environment):
         return {AGENT: self.env.reset(seed=seed)[0]}
 
     def step(self, actions: Mapping[str, Any]) -> EnvStep:
-        obs, reward, terminated, truncated, info = self.env.step(actions[AGENT])
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(actions[AGENT])
+        except ValueError as e:
+            old_api = old_step_error(self.env, e)
+            if old_api is None:
+                raise
+            raise old_api from e
         return EnvStep({AGENT: obs}, {AGENT: float(reward)}, {AGENT: bool(terminated)}, {AGENT: bool(truncated)},
                        {AGENT: info})
 
@@ -70,6 +117,7 @@ class GymVectorEnv(VectorEnv):
             raise ValueError("GymVectorEnv needs at least one environment")
         self.envs = list(envs)
         obs_space, act_space = self.envs[0].observation_space, self.envs[0].action_space
+        check_new_gym_api(self.envs[0])
         for i, env in enumerate(self.envs):
             if env.observation_space != obs_space or env.action_space != act_space:
                 raise ValueError(
@@ -81,6 +129,8 @@ class GymVectorEnv(VectorEnv):
         self.action_space = act_space
         self.num_envs = n = len(self.envs)
         self._discrete_actions = isinstance(act_space, gym.spaces.Discrete)
+        # a dtype object: astype() given Discrete's dtype (the class np.int64) converts it on every step
+        self._discrete_dtype = np.dtype(act_space.dtype) if self._discrete_actions else None
         self._action_dtype = action_dtype(act_space)
         self._obs, self.observation_space = obs_buffers(obs_space, n)
         self._one_array = isinstance(self._obs, np.ndarray)  # else a dict: one array per leaf
@@ -125,7 +175,7 @@ class GymVectorEnv(VectorEnv):
         if self._discrete_actions:
             # numpy scalars of the space's dtype, as `action_space.sample()` gives: gymnasium's
             # `Discrete.contains` checks them faster than Python ints (no np.iinfo per call)
-            acts = list(acts.reshape(self.num_envs).astype(self.action_space.dtype, copy=False))
+            acts = list(acts.reshape(self.num_envs).astype(self._discrete_dtype, copy=False))
         if not self._steppers_settled:  # until every env's wrappers are known to pass through
             self._find_steppers()
         observations: list[Any] = []
@@ -135,7 +185,13 @@ class GymVectorEnv(VectorEnv):
         if ended_info is not None:
             ended_info.clear()
         for step, limit, action in zip(self._steps, self._time_limits, acts):
-            o, r, te, tr, info = step(action)
+            try:
+                o, r, te, tr, info = step(action)
+            except ValueError as e:
+                old_api = old_step_error(self.envs[len(observations)], e)  # this env's row: len(observations)
+                if old_api is None:
+                    raise
+                raise old_api from e
             if limit is not None:  # what TimeLimit.step does, on its own counter
                 elapsed = limit._elapsed_steps + 1  # type: ignore[operator]  # gymnasium types it None until reset
                 limit._elapsed_steps = elapsed  # type: ignore[assignment]
