@@ -469,7 +469,8 @@ def test_hosts_up_with_a_delay_delays_every_round_trip_between_hosts_and_leaves_
     """`up --delay-ms 5`: each host's link is two TAPs joined by a forwarder (there is no netem),
     a frame between two hosts crosses two links, half the delay each: the fastest of 20 round
     trips on a connection from host a to b takes at least 2 x 5 ms (the ports were not known
-    beforehand), a megabyte arrives whole, and `down` removes the forwarder and the links."""
+    beforehand), a megabyte arrives whole; set to 20 ms, at least 40 ms; and `down` removes the
+    forwarders and the links."""
     require_root()
     up = subprocess.run([sys.executable, "-m", "srl.testing.hosts", "up", "--hosts", "2", "--delay-ms", "5"],
                         capture_output=True, text=True, env=env_for_hosts(), timeout=120)  # fmt: skip
@@ -479,14 +480,19 @@ def test_hosts_up_with_a_delay_delays_every_round_trip_between_hosts_and_leaves_
     try:
         assert len(pids) == 1 and cluster.delay_ms == 5, cluster  # the forwarder
         b = cluster.host("b").address
-        echo = (f"import socket;s=socket.create_server(('{b}',7001));print('ready',flush=True);c,_=s.accept()\n"
-                "while (d:=c.recv(65536)): c.sendall(d)\n")  # fmt: skip
+        echo = (f"import socket;s=socket.create_server(('{b}',7001));print('ready',flush=True)\n"
+                "while True:\n c,_=s.accept()\n while (d:=c.recv(65536)): c.sendall(d)\n")  # fmt: skip
         server = cluster.spawn("b", [sys.executable, "-c", echo], stdout=subprocess.PIPE)
         pids.append(server.pid)
         assert server.stdout is not None and server.stdout.readline() == b"ready\n"
         out = subprocess.run(cluster.argv_on("a", [sys.executable, "-c", ROUND_TRIPS, b]), capture_output=True,
                              text=True, timeout=60, check=True).stdout.split()  # fmt: skip
         assert float(out[0]) >= 10 and out[1] == "True", out
+        cluster.set_delay(20)  # a new forwarder, the TAPs kept
+        pids += [p.pid for p in cluster.processes if p.pid not in pids]
+        out = subprocess.run(cluster.argv_on("a", [sys.executable, "-c", ROUND_TRIPS, b]), capture_output=True,
+                             text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+        assert float(out[0]) >= 40 and out[1] == "True", out
     finally:
         down = subprocess.run([sys.executable, "-m", "srl.testing.hosts", "down", cluster.name],
                               capture_output=True, text=True, env=env_for_hosts(), timeout=120)  # fmt: skip
