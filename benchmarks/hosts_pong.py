@@ -22,14 +22,17 @@ process of an actor's host (its raylet too) once the run has 5,000 env steps: th
 controller restarts the lost actor, until its process runs on a host left, and whether the run
 still reaches its target.
 
-Added latency is not measured: the kernel has no netem, and the user-space relay
-(srl.testing.hosts.LatencyRelay) fronts one address:port known before the run. srl's streams
-listen on ports their owners pick once Ray has placed them (srl.launch.ray_streams.place_streams)
-and their peers connect straight to the owner's address; without iptables or nftables in the
-namespaces (neither is installed) no connection can be steered through a relay.
+`--delays-ms 0.1,1,10` measures added latency instead of rates: the kernel has no netem (nor
+iptables), so the cluster's links are TAP pairs joined by a user-space forwarder that delays
+every frame (`srl.testing.hosts up --delay-ms`, srl.testing.delay_link), whatever its port: srl's
+ports are picked only once Ray has placed the workers. The cells are one_host, three_hosts through
+the forwarder with no delay (its own cost, the baseline of the delays), then three_hosts at each
+delay between hosts (a round trip takes twice it); the delay is changed between runs on the one
+cluster. The links are not rate-limited then.
 
     python benchmarks/hosts_pong.py                            # root: 4 cells x 3 rounds
     python benchmarks/hosts_pong.py --rates none,1gbit --repeats 1 --window-s 20
+    python benchmarks/hosts_pong.py --delays-ms 0.1,1,10 --repeats 2 [--experiment cartpole-ppo]
     python benchmarks/hosts_pong.py --host-loss
 
 Prints one JSON line.
@@ -70,7 +73,7 @@ def pong_args(cell: str, args: argparse.Namespace) -> list[str]:
     pinned += (["launch.ray_resources.actor.resources.host_a=1"] if cell == "one_host"
                else ["launch.ray_resources.actor.resources.sim=1"])  # fmt: skip
     return [
-        "pong-ppo", "dataflow.inference=policy_worker", "launch.num_actor_workers=2",
+        args.experiment, "dataflow.inference=policy_worker", "launch.num_actor_workers=2",
         f"dataflow.envs_per_actor={args.envs}", "stop.target_return=null", "stop.total_env_steps=100000000",
         f"stop.time_limit_s={RUN_LIMIT_S}", "run.checkpoint_interval_s=100000",
         *pinned,
@@ -137,11 +140,15 @@ def window_rate(rows: list[dict[str, Any]], warmup_s: float, window_s: float) ->
             "window_s": round(seconds, 2), "first_env_steps_s": started}  # fmt: skip
 
 
-def run_cell(ray: RayHosts, cell: str, rate: str | None, args: argparse.Namespace, work: Path, n: int) -> dict:
+def run_cell(ray: RayHosts, cell: str, rate: str | None, args: argparse.Namespace, work: Path, n: int,
+             delay_ms: float | None = None) -> dict:  # fmt: skip
     cluster = ray.cluster
-    for host in cluster.hosts:  # one_host's streams stay inside host a: its rate would not matter
-        cluster.set_rate(host.label, rate if cell != "one_host" else None)
-    run_dir = work / f"run{n}-{cell}-{rate}"
+    if delay_ms is not None:  # a cluster made with delaying links: their delay, no rate
+        cluster.set_delay(delay_ms)
+    else:
+        for host in cluster.hosts:  # one_host's streams stay inside host a: its rate would not matter
+            cluster.set_rate(host.label, rate if cell != "one_host" else None)
+    run_dir = work / f"run{n}-{cell}-{rate}-{delay_ms}"
     before = {h.label: cluster.link_bytes(h.label) for h in cluster.hosts}
     load = os.getloadavg()
     started = time.monotonic()
@@ -151,7 +158,7 @@ def run_cell(ray: RayHosts, cell: str, rate: str | None, args: argparse.Namespac
     stopper.start()
     code = lines.finish(RUN_LIMIT_S + 120)
     stopper.join(timeout=10)
-    out: dict[str, Any] = {"cell": cell, "rate": rate or "unlimited", "exit": code,
+    out: dict[str, Any] = {"cell": cell, "rate": rate or "unlimited", "delay_ms": delay_ms, "exit": code,
                            "seconds": round(time.monotonic() - started, 1), "loadavg_at_start": [round(x, 2) for x in load],
                            "link_mb": {h.label: round((cluster.link_bytes(h.label) - before[h.label]) / 1e6, 1)
                                        for h in cluster.hosts}}  # fmt: skip
@@ -222,9 +229,10 @@ def summarize(runs: list[dict]) -> dict[str, Any]:
     by_cell: dict[str, list[float]] = {}
     for run in runs:
         if run.get("env_steps_per_s") is not None:
-            by_cell.setdefault(f"{run['cell']}/{run['rate']}", []).append(run["env_steps_per_s"])
+            delay = "" if run.get("delay_ms") is None else f"/delay {run['delay_ms']:g} ms"
+            by_cell.setdefault(f"{run['cell']}/{run['rate']}{delay}", []).append(run["env_steps_per_s"])
     medians = {cell: statistics.median(rates) for cell, rates in by_cell.items()}
-    one = medians.get("one_host/unlimited")
+    one = next((m for cell, m in medians.items() if cell.startswith("one_host/")), None)
     return {cell: {"median_env_steps_per_s": round(m, 1), "runs": by_cell[cell],
                    "ratio_to_one_host": round(m / one, 3) if one else None} for cell, m in medians.items()}  # fmt: skip
 
@@ -238,26 +246,34 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--window-s", type=float, default=30.0, help="seconds measured")
     parser.add_argument("--tail-s", type=float, default=5.0, help="run on after the window")
     parser.add_argument("--host-loss", action="store_true", help="the host-loss run instead (cartpole-ppo)")
+    parser.add_argument("--experiment", default="pong-ppo", choices=("pong-ppo", "cartpole-ppo"),
+                        help="cartpole-ppo: env steps and training cheap, so the policy worker's round trips show")
+    parser.add_argument("--delays-ms", default=None,
+                        help="added latency between hosts instead of rates, e.g. 0.1,1,10 (a user-space forwarder)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("hosts_pong.py makes network namespaces: run it as root")
     rates = [None if r == "none" else r for r in args.rates.split(",")]
-    cells = [("one_host", None)] + [("three_hosts", r) for r in rates]
+    cells: list[tuple[str, str | None, float | None]] = [("one_host", None, None)] + [("three_hosts", r, None) for r in rates]
+    delays = None if args.delays_ms is None else [float(d) for d in args.delays_ms.split(",")]
+    if delays is not None:  # the forwarder's own cost first (no delay), then each delay
+        cells = [("one_host", None, 0.0)] + [("three_hosts", None, d) for d in [0.0, *delays]]
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out: dict[str, Any] = {"benchmark": "hosts_pong", "commit": commit, "cpus": len(os.sched_getaffinity(0)),
                            "loadavg_at_start": [round(x, 2) for x in os.getloadavg()], "envs_per_actor": args.envs,
-                           "actors": 2, "warmup_s": args.warmup_s, "window_s": args.window_s}  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="hosts-pong-") as tmp, hosts_up(3) as cluster:
+                           "actors": 2, "warmup_s": args.warmup_s, "window_s": args.window_s,
+                           "experiment": args.experiment, "delays_ms": args.delays_ms}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="hosts-pong-") as tmp, hosts_up(3, delay_ms=0 if delays else None) as cluster:
         ray = RayHosts(cluster, resources=RESOURCES, num_cpus=CPUS_PER_NODE, env=env).start()
         if args.host_loss:
             out["host_loss"] = host_loss(ray, Path(tmp))
         else:
             runs = []
             for n in range(args.repeats):
-                for cell, rate in cells:
-                    runs.append(run_cell(ray, cell, rate, args, Path(tmp), n))
+                for cell, rate, delay_ms in cells:
+                    runs.append(run_cell(ray, cell, rate, args, Path(tmp), n, delay_ms))
                     print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
             out["runs"], out["cells"] = runs, summarize(runs)
     out["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

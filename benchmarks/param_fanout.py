@@ -22,7 +22,9 @@ Topologies (`--topology`):
 Networks (`--nets`): `loopback` (every process in this namespace on 127.0.0.1; the subscriber
 "hosts" are groups of processes), or a rate such as `1gbit`, `100mbit`: a cluster of network
 namespaces (srl.testing.hosts, needs root), the service and publisher on host a, the subscribers
-spread over the other `--hosts` hosts, every host's link shaped to that rate.
+spread over the other `--hosts` hosts, every host's link shaped to that rate; or a delay such as
+`1ms`: the same hosts, links not shaped, every frame between two hosts delayed that long (a
+user-space forwarder, `srl.testing.hosts up --delay-ms`; `0ms` is the forwarder's own cost).
 
 Per cell it measures:
 - `publish_to_last_s_p50`/`_max`: over the measured versions, from the publish to the moment the
@@ -436,7 +438,8 @@ def places_for(net: str, hosts: int) -> Iterator[Places]:
         return
     from srl.testing.hosts import hosts_up
 
-    with hosts_up(hosts + 1, rate=net) as cluster:
+    delay = re.fullmatch(r"(\d+(?:\.\d+)?)ms", net)  # a delay between hosts, links not rate-limited
+    with hosts_up(hosts + 1, rate=None if delay else net, delay_ms=float(delay.group(1)) if delay else None) as cluster:
         yield Places(cluster)
 
 
@@ -445,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
     p.add_argument("--subscribers", default="1,16,128")
     p.add_argument("--sizes", default="64k,1m")
-    p.add_argument("--nets", default="loopback", help="loopback, or link rates such as 1gbit,100mbit")
+    p.add_argument("--nets", default="loopback",
+                   help="loopback, link rates such as 1gbit,100mbit, or delays between hosts such as 0ms,1ms,10ms")
     p.add_argument("--topology", default="direct,relay,srl-relay",
                    help="direct, relay (the topology), srl-relay (srl's relay worker): see above")
     p.add_argument("--hosts", type=int, default=4, help="subscriber hosts (relays, through relay)")

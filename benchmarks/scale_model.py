@@ -52,9 +52,12 @@ FIT_ACTORS = (1, 2, 4, 8)  # the actor constant is fitted on these; the rest of 
 # CPU per env step of every role together: actor, trainer, streams, process switches)
 SATURATED = {"actors": 64, "env_steps_per_s": 8461.0}
 RAY_IDLE_CORES_PER_WORKER = 0.035  # docs/benchmarks.md: "~3.5% of a core per idle Ray worker"
-# docs/scaling.md "## Controller": 99 us of the controller's thread per report at 1,024 workers,
-# each worker reporting twice a second
-CONTROLLER_S_PER_REPORT, REPORTS_PER_S_PER_WORKER = 99e-6, 2.0
+# docs/scaling.md "## Controller" (benchmarks/controller_soak.py, 2026-11-28 04:00-04:14 UTC, commit
+# 77a7fb4, 3 rounds interleaved, medians): 78 us of the controller's thread per report at 1,024
+# workers (62 at 4,096: the larger drains share their fixed costs), each worker reporting twice a
+# second; 99 us was the figure before epochs were sent as pairs. Replaced by --controller-soak FILE.
+CONTROLLER_S_PER_REPORT, REPORTS_PER_S_PER_WORKER = 78e-6, 2.0
+CONTROLLER_SOURCE = "docs/scaling.md, controller_soak.py at 1,024 workers (commit 77a7fb4)"
 # benchmarks/ingest.py on this machine, 2026-11-28 01:40 UTC (docs/scaling.md "## Ingest"): env steps
 # per CPU second of the receiving process, over tcp, by obs bytes per step. Replaced by --ingest FILE.
 INGEST = {
@@ -98,12 +101,27 @@ def ingest_rate(side: str, obs_bytes: int, ingest: dict) -> float:
     return points[-1][1] * points[-1][0] / obs_bytes  # past the largest: per byte
 
 
-def controller_workers() -> float:
+def controller_workers(s_per_report: float = CONTROLLER_S_PER_REPORT) -> float:
     """The workers one controller thread keeps up with."""
-    return 1.0 / (CONTROLLER_S_PER_REPORT * REPORTS_PER_S_PER_WORKER)
+    return 1.0 / (s_per_report * REPORTS_PER_S_PER_WORKER)
 
 
-def stages(config: dict, cores: int, ingest: dict) -> dict[str, float]:
+def load_controller(path: str | None) -> tuple[float, str]:
+    """Seconds of the controller's thread per report, and where the figure comes from: the
+    constant, or controller_soak.py's JSON line in `path` (its last line): the median of
+    `us_per_report` over the runs of its largest size that finished."""
+    if path is None:
+        return CONTROLLER_S_PER_REPORT, CONTROLLER_SOURCE
+    line = [x for x in Path(path).read_text().splitlines() if x.strip()][-1]
+    runs = [r for r in json.loads(line)["runs"] if r.get("us_per_report") is not None]
+    if not runs:
+        raise ValueError(f"{path}: no run of controller_soak.py with us_per_report")
+    largest = max(r["workers"] for r in runs)
+    measured = statistics.median(r["us_per_report"] for r in runs if r["workers"] == largest)
+    return measured * 1e-6, f"{path}: controller_soak.py at {largest} workers"
+
+
+def stages(config: dict, cores: int, ingest: dict, controller_s: float = CONTROLLER_S_PER_REPORT) -> dict[str, float]:
     trainers = max(1, round(cores * config["trainer_share"]))
     policy_workers = round(cores * config["policy_share"]) if config["inference"] == "policy_worker" else 0
     if config["inference"] == "policy_worker":
@@ -123,7 +141,7 @@ def stages(config: dict, cores: int, ingest: dict) -> dict[str, float]:
         "actors": actor_rate,
         "policy_workers": policy_workers * ingest_rate("policy", obs, ingest) if policy_workers else math.inf,
         "trainers": trainers * ingest_rate("trainer", obs, ingest),
-        "controller": actor_rate * min(1.0, controller_workers() / workers),
+        "controller": actor_rate * min(1.0, controller_workers(controller_s) / workers),
         # the trainers step together (one group): a version is trained on every trainer's batch
         "parameter_freshness": config["max_policy_lag"] * trainers * config["batch_steps_per_trainer"] / version_s,
     }
@@ -174,12 +192,13 @@ def check(fitted: dict) -> dict:
     return {"points": out, "all_checked": summary(errors), "quiet_checked": summary(quiet)}
 
 
-def predict(configs: dict[str, dict], core_counts: list[int], ingest: dict) -> dict:
+def predict(configs: dict[str, dict], core_counts: list[int], ingest: dict,
+            controller_s: float = CONTROLLER_S_PER_REPORT) -> dict:  # fmt: skip
     out: dict[str, dict] = {}
     for name, config in configs.items():
         out[name] = {}
         for cores in core_counts:
-            model = stages(config, cores, ingest)
+            model = stages(config, cores, ingest, controller_s)
             rate, binding = bound(model["stages"])
             # where freshness binds: what the other stages would carry, and how many versions the
             # trainers would make while one reaches every subscriber at that rate (max_policy_lag allowed)
@@ -207,6 +226,8 @@ def load_ingest(path: str | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ingest", help="a file whose last line is benchmarks/ingest.py's JSON (default: the figures in docs/scaling.md)")
+    parser.add_argument("--controller-soak", help="a file whose last line is benchmarks/controller_soak.py's JSON "
+                        "(default: its figure in docs/scaling.md)")
     parser.add_argument("--cores", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--atari-step-us", type=float, default=round(ATARI_STEP_US), help="CPU per Atari env step (ALE/Pong-v5, preprocessed)")
     parser.add_argument("--hns-step-ms", type=float, default=5.0, help="CPU per hide-and-seek env step: assumed")
@@ -215,13 +236,19 @@ def main() -> None:
     ingest = load_ingest(args.ingest)
     if set(ingest) != {"trainer", "policy"}:
         parser.error(f"--ingest: needs both sides, trainer and policy; got {sorted(ingest)}")
+    try:
+        controller_s, controller_source = load_controller(args.controller_soak)
+    except (OSError, ValueError, KeyError) as error:
+        parser.error(f"--controller-soak: {error}")
     fitted = fit_curve()
     configs = configurations(args.atari_step_us * 1e-6, args.hns_step_ms * 1e-3, args.hns_forward_ms * 1e-3)
     print(json.dumps({
         "benchmark": "scale_model", "stages": list(STAGES), "fitted": fitted,
-        "constants": {"controller_workers": round(controller_workers()), "ingest_env_steps_per_cpu_s": ingest,
+        "constants": {"controller_workers": round(controller_workers(controller_s)),
+                      "controller_us_per_report": round(controller_s * 1e6, 1), "controller_source": controller_source,
+                      "ingest_env_steps_per_cpu_s": ingest,
                       "hmac_bytes_per_s": HMAC_BYTES_PER_S, "assumed_link_bytes_per_s": ASSUMED_LINK_BYTES_PER_S},
-        "configs": configs, "check": check(fitted), "predictions": predict(configs, args.cores, ingest),
+        "configs": configs, "check": check(fitted), "predictions": predict(configs, args.cores, ingest, controller_s),
     }))  # fmt: skip
 
 

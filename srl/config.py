@@ -318,12 +318,12 @@ class DataflowConfig(Settings):
         "own node's IP instead, unless this is a wildcard (0.0.0.0, ::)."
     )
     param_relay: Literal["auto", "off", "per_host"] = Field(
-        "off", description="Parameter relays: one worker per host that subscribes once to the parameter service "
+        "auto", description="Parameter relays: one worker per host that subscribes once to the parameter service "
         "and serves that host's subscribers (actors with inline inference, else policy workers), so the service "
         "sends each version once per host, not once per subscriber. auto: with launch.launcher=ray and "
         "dataflow.transport=tcp, on each host but the service's that runs 2 or more subscribers, when the run "
-        "spans more than one host; per_host: on every host with subscribers (locally: one relay for all); off "
-        "(the default until a host lost under relays is tested): none (docs/scaling.md, Parameter fan-out)."
+        "spans more than one host; per_host: on every host with subscribers (locally: one relay for all); off: "
+        "none (docs/scaling.md, Parameter fan-out)."
     )
     max_queued_bytes_per_peer: int = Field(
         64 << 20, ge=16 << 20, le=1 << 40, description="Bytes one peer of a stream may make a process hold in "

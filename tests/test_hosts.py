@@ -395,3 +395,106 @@ def test_losing_the_host_of_the_trainer_and_the_parameter_service_ends_the_run_w
     why = re.search(r"run failed: worker (trainer|params):0 failed:\nRay could not place it within "
                     r"launch\.ray_placement_timeout_s=10 s: .*custom resources \{host_c: 1\}", output)  # fmt: skip
     assert why, output[-3000:]
+
+
+def test_a_host_lost_under_parameter_relays_is_ridden_out(ray_hosts, run_dir):
+    """dataflow.param_relay=per_host: a relay on each host that runs an actor (two actors asking for
+    `sim`), the trainer and parameter service on a. Once the run trains, the host of an actor other
+    than a dies with its relay: the actor and the relay are restarted once each, on the hosts left
+    (the actor subscribed to the service itself), and the run reaches 475."""
+    cluster = ray_hosts.cluster
+    proc = srl_on(ray_hosts, run_dir, "dataflow.param_relay=per_host", "launch.num_actor_workers=2",
+                  "launch.ray_resources.actor.resources.sim=1", "stop.target_return=475", *PINNED)  # fmt: skip
+    killer = when_training(run_dir, 5_000, lambda: kill_an_actors_host(cluster))
+    code, output = finish(proc)
+    killer.join()
+    assert code == 0, output[-6000:]
+    label, lost, killed = killer.result
+    assert killed and any(name.startswith("relay:") for name in lost), (killer.result, output[-6000:])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("target_return 475"), summary
+    assert_restarted_for_the_loss(summary, lost, output)
+    placement = json.loads((run_dir / "placement.json").read_text())
+    left = {h.address for h in cluster.hosts if h.label != label}
+    assert all(placement[name].get("host", "?") in left for name in lost if "error" not in placement[name]), (placement, label)
+
+
+PORT_TAKEN_BY_CONNECTIONS = """
+import socket, sys
+with open("/proc/sys/net/ipv4/ip_local_port_range", "w") as f:
+    f.write("40000 40019")  # this host's ephemeral range: 20 ports
+from srl.streams.listeners import listen
+from srl.streams.tcp_setup import free_ports
+port = free_ports("127.0.0.1", 1)[0]  # chosen when the run is placed; its owner binds it later, or again at a restart
+server = socket.create_server(("127.0.0.1", 7000))
+clients = []
+for _ in range(30):  # other programs connect out meanwhile, every ephemeral port taken
+    try:
+        clients.append(socket.create_connection(("127.0.0.1", 7000)))
+    except OSError:
+        break
+listen("127.0.0.1", port)
+print("bound", port, len(clients))
+"""
+
+
+def test_a_port_chosen_for_a_stream_stays_free_while_other_programs_connect_out():
+    """A stream's port is chosen at placement and bound by its owner and each of its restarts:
+    outgoing connections of other programs, which take free ports of the ephemeral range, never
+    take it (in a host whose ephemeral range is 20 ports, 30 connections out take them all)."""
+    require_root()
+    with hosts_up(1) as cluster:
+        run = subprocess.run(cluster.argv_on("a", [sys.executable, "-c", PORT_TAKEN_BY_CONNECTIONS]),
+                             capture_output=True, text=True, env=env_for_hosts(), timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    _, port, connected = run.stdout.split()
+    assert int(connected) == 20 and not 40000 <= int(port) <= 40019, run.stdout
+
+
+ROUND_TRIPS = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 7001), timeout=30)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+times = []
+for _ in range(20):
+    t = time.monotonic(); s.sendall(b"x"); s.recv(1); times.append(time.monotonic() - t)
+s.sendall(b"y" * 1_000_000); got = b""
+while len(got) < 1_000_000:
+    got += s.recv(65536)
+print(min(times) * 1000, got == b"y" * 1_000_000)
+"""
+
+
+def test_hosts_up_with_a_delay_delays_every_round_trip_between_hosts_and_leaves_nothing():
+    """`up --delay-ms 5`: each host's link is two TAPs joined by a forwarder (there is no netem),
+    a frame between two hosts crosses two links, half the delay each: the fastest of 20 round
+    trips on a connection from host a to b takes at least 2 x 5 ms (the ports were not known
+    beforehand), a megabyte arrives whole; set to 20 ms, at least 40 ms; and `down` removes the
+    forwarders and the links."""
+    require_root()
+    up = subprocess.run([sys.executable, "-m", "srl.testing.hosts", "up", "--hosts", "2", "--delay-ms", "5"],
+                        capture_output=True, text=True, env=env_for_hosts(), timeout=120)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    cluster = Cluster.load(json.loads(up.stdout)["name"])
+    pids = [p.pid for p in cluster.processes]
+    try:
+        assert len(pids) == 1 and cluster.delay_ms == 5, cluster  # the forwarder
+        b = cluster.host("b").address
+        echo = (f"import socket;s=socket.create_server(('{b}',7001));print('ready',flush=True)\n"
+                "while True:\n c,_=s.accept()\n while (d:=c.recv(65536)): c.sendall(d)\n")  # fmt: skip
+        server = cluster.spawn("b", [sys.executable, "-c", echo], stdout=subprocess.PIPE)
+        pids.append(server.pid)
+        assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+        out = subprocess.run(cluster.argv_on("a", [sys.executable, "-c", ROUND_TRIPS, b]), capture_output=True,
+                             text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+        assert float(out[0]) >= 10 and out[1] == "True", out
+        cluster.set_delay(20)  # a new forwarder, the TAPs kept
+        pids += [p.pid for p in cluster.processes if p.pid not in pids]
+        out = subprocess.run(cluster.argv_on("a", [sys.executable, "-c", ROUND_TRIPS, b]), capture_output=True,
+                             text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+        assert float(out[0]) >= 40 and out[1] == "True", out
+    finally:
+        down = subprocess.run([sys.executable, "-m", "srl.testing.hosts", "down", cluster.name],
+                              capture_output=True, text=True, env=env_for_hosts(), timeout=120)  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    assert leftovers(cluster, pids) == []

@@ -160,3 +160,34 @@ def test_a_restarted_worker_holds_none_of_the_controller_s_listening_sockets(run
     assert len(watch.seen_workers) >= 5, "the watch saw the restarted actor (2 actors, trainer, params, then it)"
     assert len(watch.listening) >= 2, "the controller listens on its streams"
     assert watch.held == []
+
+
+def test_a_stream_s_port_in_use_is_tried_again_then_refused_naming_what_holds_it(monkeypatch):
+    """A restarted worker binds its predecessor's port: one still held (here by a connection out
+    from it) is tried again for BIND_RETRY_S, then the error names the port and the holder."""
+    import srl.streams.listeners as listeners
+
+    monkeypatch.setattr(listeners, "BIND_RETRY_S", 0.3)
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    taken = client.getsockname()[1]
+    started = time.monotonic()
+    try:
+        listeners.listen("127.0.0.1", taken)
+        raise AssertionError("bound a port a connection holds")
+    except OSError as error:
+        message = str(error)
+    finally:
+        client.close()
+        server.close()
+    assert time.monotonic() - started >= 0.3
+    assert f"port {taken} on 127.0.0.1" in message and "ESTABLISHED to 127.0.0.1:" in message, message
+
+
+def test_stream_ports_are_chosen_below_the_ephemeral_range():
+    """Outgoing connections take free ports of the ephemeral range: a stream's port, bound by
+    each restart of its owner, is chosen below it (srl.streams.tcp_setup.PORT_BAND_LOW)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    ports = free_ports("127.0.0.1", 64)
+    assert len(set(ports)) == 64 and all(20_000 <= p < low for p in ports), ports

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,8 +30,9 @@ import srl
 import srl.streams.params as params_module
 from srl.checks import build_config
 from srl.config import ConfigError
-from srl.graph import build_graph, param_subscribers, with_param_relays
+from srl.graph import WorkerSpec, build_graph, param_subscribers, with_param_relays
 from srl.launch.relays import relay_groups
+from srl.launch.supervise import restart_graph
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.streams.params import (
@@ -218,7 +220,7 @@ def test_the_launcher_s_rule_relays_per_host_only_across_hosts():
     assert relay_groups(per_host, one_host) == [("a", tuple(actors))]
     assert relay_groups(per_host, hosts)[-1] == ("a", ("actor:5",)), "per_host: the service's host too"
     assert relay_groups(graph_of(param_relay="off"), hosts) == []
-    assert relay_groups(graph_of(), hosts) == [], "off by default"
+    assert relay_groups(graph_of(), hosts) == relay_groups(graph, hosts), "auto by default"
 
 
 def test_the_relayed_graph_declares_the_relay_s_streams_and_the_service_s_fewer_subscribers():
@@ -266,14 +268,14 @@ def connections_per_listener(pid: int, ss=lambda argv: argv) -> list[int]:
     return sorted(sum(1 for p in local_ports if p == port) for port in ports)
 
 
-def service_pid(pids: list[int]) -> int | None:
-    """The parameter service's process among `pids` (by its title, srl:<experiment>:params:0)."""
+def service_pid(pids: list[int], worker: str = "params:0") -> int | None:
+    """The parameter service's process among `pids` (or `worker`'s), by its title, srl:<experiment>:<worker>."""
     for pid in pids:
         try:
             cmdline = psutil.Process(pid).cmdline()
         except psutil.Error:
             continue
-        if cmdline and cmdline[0].startswith("srl:") and cmdline[0].endswith(":params:0"):
+        if cmdline and cmdline[0].startswith("srl:") and cmdline[0].endswith(f":{worker}"):
             return pid
     return None
 
@@ -323,6 +325,45 @@ def test_a_local_run_through_one_relay_learns_and_the_service_sends_to_the_relay
     assert [1, 2] in counts and max(map(max, filter(None, counts))) == 2, (
         f"connections on the service's two listeners: {counts} (3 actors direct: [3, 4])")
     assert "relay:0" in output  # in the time breakdown: it ran
+
+
+def test_a_restarted_relayed_subscriber_goes_back_to_its_relay_on_this_host_and_to_the_service_under_ray():
+    relayed = with_param_relays(graph_of(launcher="local", param_relay="per_host"), [("actor:0", "actor:1")])
+    again = restart_graph(relayed, WorkerSpec(Role.ACTOR, 0))
+    assert again.param_relays == {"actor:0": 0, "actor:1": 0}, "local: its relay is where it was"
+    on_ray = with_param_relays(graph_of(launcher="ray", param_relay="per_host"), [("actor:0", "actor:1")])
+    assert restart_graph(on_ray, WorkerSpec(Role.ACTOR, 0)).param_relays == {"actor:1": 0}, "ray: it may land elsewhere"
+
+
+def test_a_local_relayed_actor_killed_mid_run_comes_back_to_its_relay(run_dir):
+    """per_host on one host, 3 actors behind one relay: actor:0 SIGKILLed once the run trains is
+    restarted and subscribes to the relay again (the relay's two listeners hold 3 connections
+    each once more), never to the service (whose listeners keep the relay's and the trainer's)."""
+    proc = srl_run(run_dir, "launch.launcher=local", "dataflow.param_relay=per_host", "launch.num_actor_workers=3",
+                   "stop.target_return=150", "stop.total_env_steps=300000")  # fmt: skip
+    killed, service_looks, relay_looks = None, [], []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            pids = children_of(proc)()
+            service, relay, actor = (service_pid(pids, w) for w in ("params:0", "relay:0", "actor:0"))
+            metrics = run_dir / "metrics.jsonl"
+            lines = metrics.read_text().splitlines() if metrics.exists() else []
+            if killed is None and actor is not None and lines and json.loads(lines[-1])["env_steps"] >= 3_000:
+                os.kill(actor, signal.SIGKILL)
+                killed = actor
+            elif killed is not None and actor not in (None, killed) and service is not None and relay is not None:
+                service_looks.append(connections_per_listener(service))
+                relay_looks.append(connections_per_listener(relay))
+            time.sleep(0.5)
+    finally:
+        code, output = finish(proc)
+    assert code == 0, output[-6000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["restarts"] == {"actor:0": 1} and summary["stop_reason"].startswith("target_return 150"), summary
+    assert killed is not None and relay_looks, (killed, relay_looks)
+    assert [3, 3] in relay_looks, f"the relay's connections after the restart: {relay_looks}"
+    assert max(map(max, service_looks)) == 2, f"the service's connections after the restart: {service_looks}"
 
 
 # --- across namespace hosts (root) ---------------------------------------------------------------------

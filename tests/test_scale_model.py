@@ -53,3 +53,14 @@ def test_scale_model_takes_the_minimum_over_its_stages():
         for p in points.values():
             assert p["binding"] in ("actors", "host_cpu")
             assert p["error"] == round(p["predicted"] / p["measured"] - 1, 3)
+
+
+def test_the_model_s_controller_stage_takes_controller_soak_s_measured_cost_a_report(tmp_path):
+    soak = run("controller_soak.py", "--workers", "64", "--processes", "1", "--warmup-s", "2", "--steady-s", "1",
+               "--after-s", "0.5")  # fmt: skip
+    us = soak["runs"][0]["us_per_report"]
+    (tmp_path / "soak.jsonl").write_text(json.dumps(soak) + "\n")
+    model = run("scale_model.py", "--controller-soak", str(tmp_path / "soak.jsonl"), "--cores", "10")
+    constants = model["constants"]
+    assert constants["controller_us_per_report"] == round(us, 1) and "64 workers" in constants["controller_source"]
+    assert constants["controller_workers"] == round(1e6 / (us * 2)), constants

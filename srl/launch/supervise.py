@@ -83,11 +83,14 @@ class Workers(Protocol):
 def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), restarted_ns: int = 0) -> Graph:
     """The graph a restarted worker is built from: trainers and pods resume from a checkpoint,
     a buffer worker from its saved replay memory; over tcp it carries every worker's epoch and
-    the time of the restart. A subscriber of a parameter relay takes its parameters from the
-    service itself once restarted: it may run on another host now, its relay lost with the old one."""
+    the time of the restart. A subscriber of a parameter relay goes back to it where every
+    worker runs on this host (launch.launcher=local: the relay, restarted or not, is where it was,
+    on the same addresses), so the service still sends one copy per host; under Ray it takes its
+    parameters from the service itself: Ray may place it on another node, its relay lost with
+    the old one (placement is known only once the actor runs, after its graph is sent)."""
     if epochs and graph.config.dataflow.transport == "tcp":
         graph = dataclasses.replace(graph, epochs=epochs, restarted_ns=restarted_ns)
-    if spec.name in graph.param_relays:
+    if spec.name in graph.param_relays and graph.config.launch.launcher != "local":
         direct = {name: relay for name, relay in graph.param_relays.items() if name != spec.name}
         graph = dataclasses.replace(graph, param_relays=direct)
     if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):

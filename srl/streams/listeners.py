@@ -22,10 +22,12 @@ The descriptors are close-on-exec too (Python's default), so a program a worker 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 import zmq
@@ -42,6 +44,10 @@ HANDSHAKE_IVL_MS = 5_000
 CONNECTIONS_SPARE = 32
 BACKLOG = 100  # ZeroMQ's own (ZMQ_BACKLOG)
 POLL_MS = 100  # how often the cap's thread looks at its stop flag and at new listeners
+# A restarted worker binds its predecessor's ports: the predecessor may still be exiting (a Ray
+# actor's kill is waited for 10 s at most), so a port in use is tried again for this long
+BIND_RETRY_S = 5.0
+TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "06": "TIME_WAIT", "08": "CLOSE_WAIT", "0A": "LISTEN"}
 
 _LISTENING: set[int] = set()  # descriptors of this process's listening sockets
 
@@ -79,20 +85,55 @@ def listen(host: str, port: int = 0) -> tuple[int, int]:
     """A socket listening on `host` (only) and `port` (0: one the OS picks): its descriptor, which
     forked children close, and its port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        # as ZeroMQ's own: a restarted worker binds its streams' ports again while its dead
-        # predecessor's connections are in TIME_WAIT
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("" if host in WILDCARDS else host, port))
-        listener.listen(BACKLOG)
-        port = listener.getsockname()[1]
-    except OSError:
-        listener.close()
-        raise
+    deadline = time.monotonic() + BIND_RETRY_S
+    while True:
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            # as ZeroMQ's own: a restarted worker binds its streams' ports again while its dead
+            # predecessor's connections are in TIME_WAIT
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("" if host in WILDCARDS else host, port))
+            listener.listen(BACKLOG)
+            port = listener.getsockname()[1]
+            break
+        except OSError as error:
+            listener.close()
+            if error.errno != errno.EADDRINUSE or not port:
+                raise
+            if time.monotonic() > deadline:
+                raise OSError(error.errno, f"port {port} on {host}, chosen for this stream when the run was placed, "
+                              f"is in use ({holders(port) or 'by no socket this namespace shows'})") from None
+            time.sleep(0.1)
     fd = listener.detach()  # ZeroMQ owns it once bound, and closes it with its socket
     _LISTENING.add(fd)
     return fd, port
+
+
+def holders(port: int) -> str:
+    """What holds local `port` in this network namespace, from /proc/net/tcp and tcp6: e.g.
+    "ESTABLISHED to 10.213.7.2:6379; LISTEN" (a bind that fails says what took its port)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, remote, state = fields[1], fields[2], fields[3]
+            if int(local.rsplit(":", 1)[1], 16) == port:
+                name = TCP_STATES.get(state, f"state {state}")
+                found.append(name if name == "LISTEN" else f"{name} to {_address(remote)}")
+    return "; ".join(found)
+
+
+def _address(hex_address: str) -> str:
+    """/proc/net/tcp's IPv4 "0100007F:1A0B" as 127.0.0.1:6667 (IPv6: its port alone)."""
+    ip, port = hex_address.rsplit(":", 1)
+    if len(ip) == 8:
+        return f"{socket.inet_ntoa(bytes.fromhex(ip)[::-1])}:{int(port, 16)}"
+    return f"port {int(port, 16)}"
 
 
 def forget(fd: int) -> None:

@@ -21,18 +21,55 @@ from srl.streams.tcp import WILDCARDS, Wire
 from srl.streams.wire import Limits
 
 SECRET_BYTES = 32
+# Stream ports are chosen from PORT_BAND_LOW up to just below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default), above Ray's worker ports (10002-19999).
+# A port is chosen once, when the run is placed, and bound again by every restart of its owner. In
+# the ephemeral range (bind to port 0, as srl did) it was free only while nobody connected out:
+# any process's outgoing connection may take a free ephemeral port as its own, between the choice
+# and the bind, or between a worker's death and its restart, and keep it while the connection
+# lives; every restart then fails alike ("Address already in use", three restarts, the run ends:
+# seen once in CI on a Ray head busy with a lost host's workers). Below the range no connection
+# takes one; only a program that binds that very port can.
+PORT_BAND_LOW = 20_000
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+PROBES_PER_PORT = 4  # ports tried per port wanted before the rest are left to the kernel
+
+
+def ephemeral_low() -> int:
+    """The first port of this network namespace's ephemeral range (Linux's default elsewhere)."""
+    try:
+        with open(EPHEMERAL_RANGE) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_ports(host: str, count: int) -> list[int]:
-    """`count` ports free on `host` now. All are held open together, so they differ; another
-    program could still take one before its stream binds it (then that worker fails loudly)."""
-    probes = []
+    """`count` ports free on `host` now, below the ephemeral range where it leaves room (see
+    PORT_BAND_LOW), else any the kernel picks. All are held open together, so they differ; a
+    program that binds one of them by number could still take it first (that worker then fails
+    loudly, naming the port and what holds it: srl.streams.listeners)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    address = "" if host in WILDCARDS else host
+    band = range(PORT_BAND_LOW, ephemeral_low())
+    tries = secrets.SystemRandom().sample(band,  # not `random`'s: a run seeds it, and two runs would try alike
+                                           min(len(band), PROBES_PER_PORT * count))
+    probes: list[socket.socket] = []
     try:
-        for _ in range(count):
-            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        for port in tries:
+            if len(probes) == count:
+                break
+            probe = socket.socket(family, socket.SOCK_STREAM)  # no SO_REUSEADDR: a port in TIME_WAIT is skipped too
+            try:
+                probe.bind((address, port))
+            except OSError:
+                probe.close()
+                continue
+            probes.append(probe)
+        while len(probes) < count:  # the band is full or absent: any port
             probe = socket.socket(family, socket.SOCK_STREAM)
             probes.append(probe)
-            probe.bind(("" if host in WILDCARDS else host, 0))
+            probe.bind((address, 0))
         return [p.getsockname()[1] for p in probes]
     finally:
         for probe in probes:

@@ -1,7 +1,7 @@
 """A test cluster of hosts on one machine: each host a Linux network namespace with its own address
 on a shared bridge, each link optionally rate-limited. Needs root (`ip netns`, links, `tc`).
 
-    python -m srl.testing.hosts up --hosts 3 [--rate 100mbit]   # prints the cluster as JSON, leaves it up
+    python -m srl.testing.hosts up --hosts 3 [--rate 100mbit] [--delay-ms 1]   # prints it as JSON, leaves it up
     ip netns exec srlh1a2b-a python ...                          # a process on host a
     python -m srl.testing.hosts down srlh1a2b                     # removes exactly what `up` made
     python -m srl.testing.hosts relay --listen 10.213.7.2:7000 --to 10.213.7.3:6379 --delay-ms 20
@@ -22,10 +22,13 @@ made (with SIGINT and SIGTERM held off meanwhile), and `down` removes exactly th
 and process ids it recorded (and the processes inside its own namespaces), never by a pattern.
 
 What it shapes: `--rate` puts a token-bucket filter (`tc qdisc tbf`) on both ends of each host's
-link, so each host sends and receives at most that rate. What it cannot model: delay and loss.
-The kernels we run on have no `netem` qdisc, so `LatencyRelay` (and `relay`) is a user-space TCP
-relay that forwards what it reads after a fixed delay: it delays the one connection it is put in
-front of (a port must be known in advance), not a link.
+link, so each host sends and receives at most that rate. `--delay-ms D` delays every frame
+between two hosts by D (a round trip by 2 D), whatever its port: the kernels we run on have no
+`netem` qdisc (nor iptables), so each host's link is then a pair of TAP devices (`eth0` inside,
+its root end on the bridge, jumbo frames) that a user-space forwarder joins, half the delay per
+link (srl.testing.delay_link; it adds its own tens of microseconds a frame). Loss is not modelled.
+`LatencyRelay` (and `relay`) delays one TCP connection it is put in front of (a port known in
+advance) instead of a link.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ GONE_TIMEOUT_S = 10.0  # processes must be gone this long after SIGKILL
 RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")  # tc's units (bits per second)
 RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
 TBF_LATENCY = "50ms"  # longest a packet may queue in the bucket before it is dropped
+MAX_DELAY_MS = 1000.0
+IN_ROOT = ""  # a recorded process's host when it runs in the root namespace (the delaying links' forwarder)
+_FORWARDERS: list[subprocess.Popen] = []  # this process's delaying links (srl.testing.delay_link)
+# frames the forwarder copies one by one, so the fewer the better: measured host to host through it
+# (30 MB, one connection, no delay), 76 MB/s at an MTU of 9,000, 119 MB/s at 65,000 (under tbf's
+# smallest bucket, 64 KiB)
+DELAY_LINK_MTU = 65000
 
 
 class HostsError(RuntimeError):
@@ -92,9 +102,10 @@ class Cluster:
     bridge: str | None = None
     gateway: str = ""  # the bridge's address, 10.213.X.1
     rate: str | None = None
+    delay_ms: float | None = None  # one-way delay between two hosts, added in user space (srl.testing.delay_link)
     workdir: str | None = None  # /tmp/NAME: a folder for the cluster's processes (Ray's temp dirs)
     hosts: list[Host] = field(default_factory=list)
-    links: list[str] = field(default_factory=list)  # veths made (removing one end removes both)
+    links: list[str] = field(default_factory=list)  # root ends made (a veth's removes both; a TAP's the namespace takes)
     namespaces: list[str] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
 
@@ -166,6 +177,27 @@ class Cluster:
         if rate is not None:
             _shape(host, rate)
 
+    def set_delay(self, delay_ms: float) -> None:
+        """Change the delay between hosts of a cluster made with one (`up(..., delay_ms=...)`):
+        its forwarder is started again with the new one (the TAPs stay; frames in flight
+        meanwhile are lost, and TCP sends them again). A benchmark measures several delays on one
+        cluster, whose Ray takes a minute to start."""
+        if self.delay_ms is None:
+            raise HostsError(f"cluster {self.name} was made without a delay: its links are veths, which nothing here delays")
+        check_can_make(len(self.hosts), self.rate, delay_ms)
+        for rec in [p for p in self.processes if p.host == IN_ROOT]:
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(rec.pid)
+                if abs(proc.create_time() - rec.create_time) < 0.01:
+                    proc.terminate()
+                    proc.wait(GONE_TIMEOUT_S)
+            with held_signals():
+                self.processes.remove(rec)
+                self.save()
+        self.delay_ms = delay_ms
+        self.save()
+        _start_delay_links(self)
+
     def link_bytes(self, label: str) -> int:
         """Bytes through host `label`'s link so far, both directions (its veth's counters)."""
         stats = Path("/sys/class/net") / self.host(label).veth / "statistics"
@@ -228,13 +260,13 @@ class Cluster:
 
 
 # --- making a cluster --------------------------------------------------------------------------------
-def up(num_hosts: int, rate: str | None = None) -> Cluster:
+def up(num_hosts: int, rate: str | None = None, delay_ms: float | None = None) -> Cluster:
     """Make a cluster of `num_hosts` hosts (HostsError, with everything made so far removed, if
     it cannot be made). See the module's docstring for what it makes."""
-    check_can_make(num_hosts, rate)
+    check_can_make(num_hosts, rate, delay_ms)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     with _lock():  # two clusters made at once pick different names and subnets
-        cluster = Cluster(name=_free_name(), subnet=_free_subnet(), rate=rate)
+        cluster = Cluster(name=_free_name(), subnet=_free_subnet(), rate=rate, delay_ms=delay_ms)
         cluster.gateway = f"{cluster.subnet}.1"
         cluster.save()
     try:
@@ -246,18 +278,20 @@ def up(num_hosts: int, rate: str | None = None) -> Cluster:
 
 
 @contextlib.contextmanager
-def hosts_up(num_hosts: int, rate: str | None = None) -> Iterator[Cluster]:
+def hosts_up(num_hosts: int, rate: str | None = None, delay_ms: float | None = None) -> Iterator[Cluster]:
     """`up`, and `down` when the block ends however it ends (an exception, Ctrl-C)."""
-    cluster = up(num_hosts, rate)
+    cluster = up(num_hosts, rate, delay_ms)
     try:
         yield cluster
     finally:
         cluster.down()
 
 
-def check_can_make(num_hosts: int, rate: str | None) -> None:
+def check_can_make(num_hosts: int, rate: str | None, delay_ms: float | None = None) -> None:
     if not 1 <= num_hosts <= MAX_HOSTS:
         raise HostsError(f"--hosts must be 1..{MAX_HOSTS}, got {num_hosts}")
+    if delay_ms is not None and not 0 <= delay_ms <= MAX_DELAY_MS:
+        raise HostsError(f"--delay-ms must be 0..{MAX_DELAY_MS:g} (milliseconds between two hosts), got {delay_ms:g}")
     if rate is not None and not RATE.match(rate):
         raise HostsError(f"--rate must be a number and a unit (bit, kbit, mbit, gbit), e.g. 100mbit; got {rate!r}")
     if os.geteuid() != 0:
@@ -267,6 +301,8 @@ def check_can_make(num_hosts: int, rate: str | None) -> None:
         raise HostsError(f"a cluster of network namespaces needs iproute2's {' and '.join(missing)}: not found on PATH")
     if not Path("/proc/self/ns/net").exists():
         raise HostsError("this kernel has no network namespaces (/proc/self/ns/net is missing)")
+    if delay_ms is not None and not Path("/dev/net/tun").exists():
+        raise HostsError("--delay-ms joins TAP devices, and this machine has none (/dev/net/tun is missing)")
 
 
 def _make(cluster: Cluster, num_hosts: int) -> None:
@@ -290,20 +326,57 @@ def _make(cluster: Cluster, num_hosts: int) -> None:
             cluster.namespaces.append(host.netns)
             cluster.save()
         with held_signals():
-            _ip("link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", host.netns)
+            if cluster.delay_ms is None:
+                _ip("link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", host.netns)
+            else:  # two TAPs that srl.testing.delay_link joins, once every host has its pair
+                _ip("-n", host.netns, "tuntap", "add", "dev", "eth0", "mode", "tap")
+                _ip("tuntap", "add", "dev", host.veth, "mode", "tap")
             cluster.links.append(host.veth)
             cluster.save()
-        _ip("link", "set", host.veth, "master", bridge)
-        _ip("link", "set", host.veth, "up")
-        inside = ["-n", host.netns]
-        _ip(*inside, "link", "set", "lo", "up")
-        _ip(*inside, "addr", "add", f"{host.address}/24", "dev", "eth0")
-        _ip(*inside, "link", "set", "eth0", "up")
-        _ip(*inside, "route", "add", "default", "via", cluster.gateway)
-        if cluster.rate:
-            _shape(host, cluster.rate)
         cluster.hosts.append(host)
         cluster.save()
+    if cluster.delay_ms is not None:
+        _start_delay_links(cluster)
+    for host in cluster.hosts:
+        _configure(cluster, host, bridge)
+
+
+def _configure(cluster: Cluster, host: Host, bridge: str) -> None:
+    """Host `host`'s link on the bridge, its address, its route out, its shaping."""
+    if cluster.delay_ms is not None:  # frames the forwarder copies one by one: fewer, larger ones
+        _ip("link", "set", host.veth, "mtu", str(DELAY_LINK_MTU))
+        _ip("-n", host.netns, "link", "set", "eth0", "mtu", str(DELAY_LINK_MTU))
+    _ip("link", "set", host.veth, "master", bridge)
+    _ip("link", "set", host.veth, "up")
+    inside = ["-n", host.netns]
+    _ip(*inside, "link", "set", "lo", "up")
+    _ip(*inside, "addr", "add", f"{host.address}/24", "dev", "eth0")
+    _ip(*inside, "link", "set", "eth0", "up")
+    _ip(*inside, "route", "add", "default", "via", cluster.gateway)
+    if cluster.rate:
+        _shape(host, cluster.rate)
+
+
+def _start_delay_links(cluster: Cluster) -> None:
+    """The forwarder that joins each host's two TAPs with the cluster's delay, in this (the root)
+    namespace, recorded like the hosts' processes so that `down` stops it."""
+    from srl.testing import delay_link
+
+    links = [f"{h.netns}:eth0={h.veth}" for h in cluster.hosts]
+    argv = [sys.executable, delay_link.__file__, "--delay-ms", str(cluster.delay_ms), *links]
+    errors = Path(str(cluster.workdir)) / "delay_link.err"
+    with errors.open("w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
+    _FORWARDERS.append(proc)  # a Popen dropped while its process runs warns; `down` ends it by pid
+    with held_signals():
+        cluster.processes.append(Process(proc.pid, _create_time(proc.pid), IN_ROOT, argv))
+        cluster.save()
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "ready" once every TAP is attached, "" if it failed
+    proc.stdout.close()
+    if line.strip() != "ready":
+        proc.wait(timeout=IP_TIMEOUT_S)
+        raise HostsError(f"the delaying links did not start: {errors.read_text().strip()[-2000:]}")
 
 
 def _shape(host: Host, rate: str) -> None:
@@ -481,6 +554,8 @@ def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
     make = sub.add_parser("up", help="make a cluster; print it as JSON (its name is what `down` takes)")
     make.add_argument("--hosts", type=int, default=3, help=f"how many hosts (1..{MAX_HOSTS})")
     make.add_argument("--rate", default=None, help="each host's link rate both ways (tc tbf), e.g. 100mbit")
+    make.add_argument("--delay-ms", type=float, default=None,
+                      help="one-way delay between two hosts, added by a user-space forwarder (srl.testing.delay_link)")
     remove = sub.add_parser("down", help="remove a cluster: everything its state file lists")
     remove.add_argument("name", help="the cluster's name (`up` printed it; `list` lists them)")
     sub.add_parser("list", help="the clusters whose state files exist")
@@ -491,7 +566,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            cluster = up(args.hosts, args.rate)
+            cluster = up(args.hosts, args.rate, args.delay_ms)
             print(json.dumps(asdict(cluster), indent=2), file=out)
         elif args.command == "down":
             if os.geteuid() != 0:
