@@ -17,6 +17,7 @@ import torch
 
 from srl.monitor.episodes import ReturnWindow
 from srl.workers.pod import PodKernel, make_pod
+from srl.workers.stop import Stop, StopKind, StopRules
 
 
 def pod_settings(config: Any) -> dict[str, Any]:
@@ -85,7 +86,8 @@ def train_pod(
     episodes = ReturnWindow(window)
     env_steps = updates = 0
     history: list[tuple[int, float, float | None]] = []
-    reason = ""
+    rules = StopRules(total_env_steps, target_return, time_limit_s=time_limit_s, window=window)
+    stop: Stop | None = None
     try:
         kernel.start()
         while True:
@@ -98,23 +100,16 @@ def train_pod(
             history.append((env_steps, time.perf_counter() - started, mean))
             if on_poll is not None:
                 on_poll(kernel, episodes)
-            full = episodes.count >= window
-            if target_return is not None and mean is not None and full and mean >= target_return:
-                reason = f"target_return {target_return} reached (mean of last {window} episodes: {mean:.2f})"
-                break
-            if env_steps >= total_env_steps:
-                reason = f"total_env_steps {total_env_steps} reached"
-                break
-            if time_limit_s is not None and time.perf_counter() - started >= time_limit_s:
-                reason = f"time_limit_s {time_limit_s} reached"
+            stop = rules.decide(updates, env_steps, time.perf_counter() - started, rules.target(mean, episodes.count))
+            if stop is not None:
                 break
         wall = time.perf_counter() - started
         final = kernel.finish()
     finally:
         kernel.close()
     return PodRun(
-        reached=reason.startswith("target_return"),
-        stop_reason=reason,
+        reached=stop is not None and stop.kind is StopKind.TARGET,
+        stop_reason="" if stop is None else stop.reason,
         env_steps=env_steps,
         wall_time_s=wall,
         return_mean=episodes.mean_return,

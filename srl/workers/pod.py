@@ -262,7 +262,7 @@ class PodKernel:
         }
         self.guard.skipped = 0
         if self.stop is not None:
-            out["stop_reason"] = self.stop.reason
+            out.update(self.stop.report())  # the stop and its kind (srl.workers.stop)
         self._reset_stats()
         return out
 
