@@ -36,7 +36,7 @@ from srl.streams.gradients import GradientGroup, TrainerGroupStore
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, ParamPublisher
 from srl.streams.samples import SampleConsumer, SampleProducer
-from srl.workers.stop import LockStepStop
+from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 from srl.workers.trainer import TrainerKernel
 
 COMMON = ["run.seed=7", "launch.num_actor_workers=2", "stop.max_updates=12", "monitor.display=off", "stop.target_return=null"]
@@ -285,14 +285,15 @@ def test_time_limit_s_is_refused_before_any_process_starts(tmp_path):
 
 
 def test_lock_step_stop_checks_the_monitor_rules_in_its_order_and_keeps_its_reason():
-    stop = LockStepStop(total_env_steps=100, target_return=5.0, max_updates=3, window=2)
+    stop = LockStepStop(StopRules(total_env_steps=100, target_return=5.0, max_updates=3, window=2))
     assert stop.after_update(1, 40, [9.0]) is None, "one episode: the window is not full"
     assert stop.after_update(2, 80, [0.0]) is None, "mean 4.5 < 5"
-    assert stop.after_update(3, 120, [2.0, 8.0]) == "target_return 5.0 reached (mean of last 2 episodes: 5.00)"
-    assert stop.after_update(4, 160, [0.0]) == stop.reason and stop.episodes == 4, "kept, nothing added"
-    assert LockStepStop(100, None, 3).after_update(3, 120, []) == "max_updates 3 reached"
-    assert LockStepStop(100, None, 4).after_update(3, 100, []) == "total_env_steps 100 reached"
-    assert LockStepStop(100, None, None).after_update(3, 99, []) is None
+    assert stop.after_update(3, 120, [2.0, 8.0]) == Stop(StopKind.TARGET, "target_return 5.0 reached (mean of last 2 episodes: 5.00)")
+    assert stop.after_update(4, 160, [0.0]) == stop.stop and stop.episodes == 4, "kept, nothing added"
+    assert LockStepStop(StopRules(100, None, 3)).after_update(3, 120, []) == Stop(StopKind.MAX_UPDATES, "max_updates 3 reached")
+    assert LockStepStop(StopRules(100, None, 4)).after_update(3, 100, []) == Stop(StopKind.TOTAL_ENV_STEPS,
+                                                                                  "total_env_steps 100 reached")
+    assert LockStepStop(StopRules(100, None, None)).after_update(3, 99, []) is None
 
 
 def test_episode_tally_ends_episodes_in_step_then_row_order():
@@ -342,7 +343,7 @@ def send_steps(producer, version, ends=(), bootstrap_end=False):
 def test_trainer_decides_a_target_return_from_the_episodes_it_trained_on(tmp_path):
     """Episodes run on across segments of one actor's place; arrival order does not matter; the
     bootstrap row's step is not counted; once stopped, segments are released untrained."""
-    kernel, (a0, a1) = lock_step_trainer(tmp_path, LockStepStop(10**9, target_return=5.0, window=2))
+    kernel, (a0, a1) = lock_step_trainer(tmp_path, LockStepStop(StopRules(10**9, target_return=5.0, window=2)))
     send_steps(a1, 0, bootstrap_end=True)  # actor 1 first: its place is fixed anyway
     send_steps(a0, 0, ends=[(T - 1, 0)])  # actor 0, row 0: an episode of T = 4 steps
     assert kernel.poll() and kernel.version == 1
@@ -363,7 +364,7 @@ def test_trainer_decides_a_target_return_from_the_episodes_it_trained_on(tmp_pat
 
 def test_trainer_stops_at_the_first_update_whose_trained_steps_reach_total_env_steps(tmp_path):
     per_update = T * 2 * ROWS  # 24
-    kernel, (a0, a1) = lock_step_trainer(tmp_path, LockStepStop(total_env_steps=2 * per_update + 1))
+    kernel, (a0, a1) = lock_step_trainer(tmp_path, LockStepStop(StopRules(total_env_steps=2 * per_update + 1)))
     for version in range(4):
         send_steps(a0, version)
         send_steps(a1, version)
@@ -379,9 +380,10 @@ def test_monitor_of_a_deterministic_run_stops_only_when_the_trainer_says_so():
     m.on_report(Role.ACTOR, 0, {"env_steps": 5000, "episode_returns": [60.0] * 100, "episode_lengths": [1] * 100})
     trainer = {"updates": 3, "segments_dropped": 0, "policy_version": 3, "stop_reason": None}
     m.on_report(Role.TRAINER, 0, trainer)
-    assert m.stop_reason() is None, "the actors' reports run ahead of what the trainer trained on"
-    m.on_report(Role.TRAINER, 0, {**trainer, "updates": 1, "stop_reason": "target_return 50.0 reached (...)"})
-    assert m.stop_reason() == "target_return 50.0 reached (...)" and m.target_reached_s >= 0
+    assert m.stop() is None, "the actors' reports run ahead of what the trainer trained on"
+    m.on_report(Role.TRAINER, 0, {**trainer, "updates": 1, "stop_reason": "target_return 50.0 reached (...)",
+                                  "stop_kind": "target_return"})
+    assert m.stop() == Stop(StopKind.TARGET, "target_return 50.0 reached (...)") and m.target_reached_s >= 0
 
 
 def _gather(rank: int, address, out) -> None:

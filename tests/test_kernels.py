@@ -493,24 +493,24 @@ def test_monitor_stops_at_total_env_steps_or_time_limit(clock):
     m = monitor(time_limit_s=10)
     m.on_report(Role.ACTOR, 0, actor(999))
     clock.now += 9.9
-    assert m.stop_reason() is None
+    assert m.stop() is None
     clock.now += 0.2
-    assert m.stop_reason() == "time_limit_s 10.0 reached"
+    assert m.stop().reason == "time_limit_s 10.0 reached"
     m.on_report(Role.ACTOR, 1, actor(1))
-    assert m.stop_reason() == "total_env_steps 1000 reached"
+    assert m.stop().reason == "total_env_steps 1000 reached"
 
 
 def test_monitor_target_return_needs_100_episodes(clock):
     """Reached only with >= 100 episodes whose window mean is >= the target."""
     m = monitor(target_return=50.0, total_env_steps=10**9)
     m.on_report(Role.ACTOR, 0, actor(10, [60.0] * 99))
-    assert m.stop_reason() is None
+    assert m.stop() is None
     clock.now += 5
     m.on_report(Role.ACTOR, 0, actor(10, [60.0]))
-    assert m.stop_reason().startswith("target_return 50.0 reached") and m.target_reached_s == pytest.approx(5)
+    assert m.stop().reason.startswith("target_return 50.0 reached") and m.target_reached_s == pytest.approx(5)
     low = monitor(target_return=50.0, total_env_steps=10**9)
     low.on_report(Role.ACTOR, 0, actor(10, [49.0] * 150))
-    assert low.stop_reason() is None
+    assert low.stop() is None
 
 
 def test_monitor_time_limit_counts_the_run_the_launch_or_the_stepping(clock):
@@ -527,15 +527,15 @@ def test_monitor_time_limit_counts_the_run_the_launch_or_the_stepping(clock):
     clock.now += 3
     for m in ms.values():
         m.on_report(Role.ACTOR, 0, actor(0))  # built, nothing stepped yet
-    assert ms["run"].stop_reason() == "time_limit_s 10.0 reached"  # 8 + 3
-    assert ms["launch"].stop_reason() is None and ms["stepping"].time_limit_elapsed_s() is None
+    assert ms["run"].stop().reason == "time_limit_s 10.0 reached"  # 8 + 3
+    assert ms["launch"].stop() is None and ms["stepping"].time_limit_elapsed_s() is None
     for m in ms.values():
         m.on_report(Role.ACTOR, 0, actor(50, [1.0]))
     clock.now += 7.5
-    assert ms["launch"].stop_reason() == "time_limit_s 10.0 reached (stop.time_limit_counts=launch)"
-    assert ms["stepping"].stop_reason() is None
+    assert ms["launch"].stop().reason == "time_limit_s 10.0 reached (stop.time_limit_counts=launch)"
+    assert ms["stepping"].stop() is None
     clock.now += 2.5
-    assert ms["stepping"].stop_reason() == "time_limit_s 10.0 reached (stop.time_limit_counts=stepping)"
+    assert ms["stepping"].stop().reason == "time_limit_s 10.0 reached (stop.time_limit_counts=stepping)"
     # the run's counters go on from the earlier launches'; the policy's env steps (800 + 50) do not hold the re-done
     row = ms["run"].metrics()
     assert (row["env_steps"], row["episodes"], row["updates"], row["env_steps_redone"]) == (950, 4, 4, 100)

@@ -13,7 +13,7 @@ import torch
 from srl.algos.ppo import PPOConfig
 from srl.testing.pod import train_pod
 from srl.workers.pod import make_pod
-from srl.workers.stop import LockStepStop
+from srl.workers.stop import LockStepStop, StopRules
 
 # every way a tensor's value reaches the host from Python
 HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy")
@@ -116,7 +116,7 @@ def updates_to_decide(stop_kwargs: dict, polls: int = 60) -> int | None:
     """The update after which a LockStepStop fed every update's episodes (read after each poll)
     first has a reason: where a stop acting on time would stop."""
     pod = make_pod(seed=4, **SMALL)
-    stop = LockStepStop(**stop_kwargs)
+    stop = LockStepStop(StopRules(**stop_kwargs))
     for _ in range(polls):
         pod.poll()
         seen = len(pod.finished_returns)
@@ -133,7 +133,7 @@ def test_the_lock_step_stop_acts_one_update_late_at_the_same_update_in_every_run
     assert on_time is not None
     finals = []
     for _ in range(2):
-        stop = LockStepStop(**kwargs)
+        stop = LockStepStop(StopRules(**kwargs))
         pod = make_pod(seed=4, **SMALL, stop=stop)
         while pod.poll():  # each poll reads the previous update's summary (queued a poll ago)
             pass

@@ -1,7 +1,7 @@
 """The population manager of a pod ensemble: a part of the controller, whatever the launcher.
 
     pod:k (srl.workers.member) --report, with its "evals"--> RunMonitor.on_report (srl.launch.monitor)
-        --> PopulationManager.on_report(k, report)
+        --> PopulationManager.on_report(report): an observer of the monitor (srl.launch.observers)
               each eval: Tournament.on_eval (srl.workers.tournament): keep or delete its checkpoint;
               k lagging? -> adopt n of k: a private copy of the source entry, perturbed hyperparameters
         <-- take_commands(): [(k, adopt n)], sent by the launcher on control.out (local, Ray) or
@@ -25,7 +25,9 @@ from typing import Any
 
 from srl import leaderboard
 from srl.config import ConfigError, ExperimentConfig
+from srl.launch.observers import ObservedReport
 from srl.storage import failing_as
+from srl.streams.control import Role
 from srl.workers.member import member_folder
 from srl.workers.tournament import Entry, Tournament
 
@@ -82,7 +84,10 @@ class PopulationManager:
         return {"type": "adopt", "adoption": n, "checkpoint": str(member_folder(self.run_dir, k) / "adopt.pt"),
                 "hparams": hparams}
 
-    def on_report(self, k: int, report: dict[str, Any]) -> None:
+    def on_report(self, observed: ObservedReport) -> None:
+        if observed.role != Role.POD:
+            return
+        k, report = observed.index, observed.payload
         for event in report.get("evals", []):
             self.on_eval(k, event)
         adopt = self.adopts.get(k)
@@ -122,7 +127,10 @@ class PopulationManager:
             self.sent_s[k] = time.monotonic()
         return out
 
-    def finish(self) -> None:
+    def on_metrics(self) -> dict[str, Any]:
+        return {}  # leaderboard.json is written on every change
+
+    def on_finish(self) -> None:
         """The leaderboard once more, and its best entry as the run's checkpoint (srl eval)."""
         table = self.tournament.table()
         leaderboard.write(self.run_dir, table)

@@ -70,15 +70,14 @@ def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], monitor: RunMonitor, o
             _obey(kernels, monitor)
             last_report = time.monotonic()
             outputs.tick(monitor)
-            reason = monitor.stop_reason()
+            stop = monitor.stop()
+            reason = None if stop is None else stop.reason
     return reason
 
 
 def _obey(kernels: list[tuple[WorkerSpec, Kernel]], monitor: RunMonitor) -> None:
     """An ensemble's adopts go straight to their members' kernels (other launchers send them on
     control.out: srl.launch.supervise)."""
-    if monitor.population is None:
-        return
     pods: dict[int, Any] = {spec.index: kernel for spec, kernel in kernels if spec.role == Role.POD}
-    for index, command in monitor.population.take_commands():
+    for index, command in monitor.take_commands():
         pods[index].command(command)  # a member kernel (srl.workers.member)

@@ -6,6 +6,8 @@ run_dir/league/v<version>.pt and joins the pool; the actors' league-pool policy
 each game under the snapshot that played it (srl.workers.lanes: the league policy's results by
 tag); the learner's result is the other side of it, and moves the snapshot's and the learner's Elo.
 league.json is rewritten when something changed, and a resumed run goes on with it.
+
+The keeper is an observer of the run monitor (srl.launch.observers): it reads the reports there.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 from srl import checkpoint
 from srl.config import ExperimentConfig, LeagueSpec
 from srl.lanes import POLICIES_DIR
+from srl.launch.observers import ObservedReport
 from srl.league import FILE, League
+from srl.streams.control import Role
 
 SNAPSHOTS_DIR = "league"  # run_dir/league/v<version>.pt
 
@@ -36,6 +40,27 @@ class LeagueKeeper:
         newest = max((s.version for s in self.league.snapshots.values() if not s.scripted), default=0)
         self.next_version = newest + spec.snapshot_interval_updates
         self.changed = not resuming  # an empty table is written at once: the actors read it
+        self.save()
+
+    def on_report(self, report: ObservedReport) -> None:
+        """The opponents' games in an actor's (or pod's) report; its learner's new versions."""
+        if report.role in (Role.ACTOR, Role.POD):
+            episodes = report.payload.get("policies", {}).get(self.opponents)
+            if episodes is not None:
+                self.on_results(episodes.get("results", {}))
+        if report.leads and report.policy == self.learner:
+            self.on_learner(report.payload, report.env_steps)
+
+    def on_metrics(self) -> dict[str, Any]:
+        """league.json as often as the metrics (when changed), and the learner's Elo in them."""
+        self.save()
+        return {"league/learner_elo": self.league.learner_elo}
+
+    def take_commands(self) -> list[tuple[int, dict[str, Any]]]:
+        return []  # the actors reread league.json (srl.models.league_pool)
+
+    def on_finish(self) -> None:
+        self.save()
 
     def on_learner(self, payload: dict[str, Any], env_steps: int) -> None:
         """A report of the learner's trainer: a snapshot of its newest checkpoint when it is due."""

@@ -1,7 +1,11 @@
 """The controller's kernel: aggregates worker reports, decides when the run stops.
 
 Both launchers feed it the same reports (in-process for inline, over the control stream for
-local), so stopping rules and metrics are identical whatever the placement.
+local), so stopping rules and metrics are identical whatever the placement. The stop rules are
+srl.workers.stop's `StopRules` (the lock-step trainer and the pod driver ask the same), and what
+fired is a typed `Stop`. Parts of the controller that need more of the run (an ensemble's
+population manager, a league's keeper) are observers in `observers` (srl.launch.observers): each
+report, metrics row and the finish are passed on to them, and their commands taken from them.
 
 What restarts cost is counted here too (metrics and summary):
 - `segments_dropped`: segments a trainer dropped, acted too many versions ago (max_policy_lag) or
@@ -23,10 +27,12 @@ from typing import Any
 
 from srl.config import ExperimentConfig
 from srl.launch.launches import LaunchStart, RunCounts
+from srl.launch.observers import ObservedReport, Observer
 from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.monitor.info import InfoWindows
 from srl.monitor.timing import REPORT_KEY, BreakdownTable
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Role
+from srl.workers.stop import Stop, StopKind, StopRules
 
 PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s")
 
@@ -58,15 +64,15 @@ class RunMonitor:
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
         self.eval_policies: dict[str, dict[str, Any]] = {}  # several policies: each one's in that round
-        self.trainer_stop: str | None = None  # deterministic mode: the trainer's (or pod's) stop reason
+        self.rules = StopRules.of(config.stop)
+        self.trainer_stop: Stop | None = None  # deterministic mode: the trainer's (or pod's) stop
         self.nonfinite_episodes_skipped = 0  # episodes actors dropped for a NaN / inf (srl.workers.nonfinite)
         self.nonfinite_updates_skipped = 0  # updates undone for one
         self.rejected: dict[str, int] = {}  # stream -> messages dropped by its receivers (srl.streams.tcp)
         self.dropped: dict[str, int] = {}  # stream -> messages dropped at a queue's bound (srl.streams.queues)
-        # an ensemble: each member's own training episodes (the target is one member's, not the
-        # mix's), and its population manager, which sees every member's report (srl.launch.ensemble)
+        # an ensemble: each member's own training episodes (the target is one member's, not the mix's)
         self.member_episodes: dict[str, ReturnWindow] | None = {} if config.pod.ensemble.population > 1 else None
-        self.population: Any = None
+        self.observers: list[Observer] = []  # a population manager, a league's keeper (srl.launch.observers)
         # several policies (srl.lanes): worker -> its policy; each policy's episodes, trainer and updates
         self.policies = policies or {}
         self.policy_episodes = {p: ReturnWindow(WINDOW) for p in policy_names}
@@ -74,7 +80,6 @@ class RunMonitor:
         self.policy_trainers: dict[str, dict[str, Any]] = {p: {} for p in self.policy_episodes}
         self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
         self.policy_final: dict[str, dict[str, Any]] = {}
-        self.league: Any = None  # a self-play league's keeper (srl.launch.league), fed by the reports
         self.info = InfoWindows()  # monitor.info_keys: each key's window of episode-end values (srl.monitor.info)
         self._moved: tuple[int, int] = (self.env_steps, self.updates)  # (env steps, updates) when last moved
         self._moved_s = self.started_s
@@ -136,8 +141,6 @@ class RunMonitor:
                 if policy in self.policy_episodes:
                     self.policy_episodes[policy].add(episodes["episode_returns"], episodes["episode_lengths"],
                                                      episodes["episodes"])
-                if self.league is not None and policy == self.league.opponents:
-                    self.league.on_results(episodes.get("results", {}))
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
@@ -151,8 +154,6 @@ class RunMonitor:
             policy = self.policies.get(worker)
             if policy is not None:
                 self.policy_updates[policy] += payload["updates"]
-                if self.league is not None and policy == self.league.learner:
-                    self.league.on_learner(payload, self.env_steps)
                 if final:
                     self.policy_final[policy] = payload
                 if payload["updates"] or not self.policy_trainers[policy]:
@@ -161,9 +162,20 @@ class RunMonitor:
                 self.trainer = payload
             if final:
                 self.final = payload
-            self.trainer_stop = payload.get("stop_reason") or self.trainer_stop
-        if role == Role.POD and self.population is not None:
-            self.population.on_report(index, payload)
+            self.trainer_stop = Stop.from_report(payload) or self.trainer_stop
+        observed = ObservedReport(role, index, payload, self.policies.get(worker), self._leads(worker),
+                                  self.env_steps, final)
+        for observer in self.observers:
+            observer.on_report(observed)
+
+    def take_commands(self) -> list[tuple[int, dict[str, Any]]]:
+        """The observers' commands to send now, as (pod index, command) (srl.launch.observers)."""
+        return [command for observer in self.observers for command in observer.take_commands()]
+
+    def finish(self) -> None:
+        """The run ended: each observer writes what it keeps."""
+        for observer in self.observers:
+            observer.on_finish()
 
     def on_rejected(self, counts: dict[str, int]) -> None:
         """Messages dropped since the last count, per stream: a worker's (in its report) or the
@@ -219,9 +231,8 @@ class RunMonitor:
         """Each policy's own, under its name: <policy>/episode_return_mean, <policy>/losses/...; a
         league's table goes to league.json as often (its learner's Elo in the metrics)."""
         out: dict[str, Any] = {}
-        if self.league is not None:
-            self.league.save()
-            out["league/learner_elo"] = self.league.league.learner_elo
+        for observer in self.observers:
+            out.update(observer.on_metrics())
         for policy, window in self.policy_episodes.items():
             trainer = self.policy_trainers[policy]
             out.update({
@@ -251,49 +262,25 @@ class RunMonitor:
             out[f"{policy}/eval/policy_version"] = mine.get("policy_version")
         return out
 
-    def stop_reason(self) -> str | None:
-        c = self.config
-        if c.run.deterministic:  # decided at an update boundary from the trained data (srl.workers.stop)
-            if self.trainer_stop is not None and self.trainer_stop.startswith("target_return"):
-                self._target_reached()
-            return self.trainer_stop
-        reached = self._target_reason()
-        if reached:
-            return reached
-        if c.stop.max_updates is not None and self._updates_made() >= c.stop.max_updates:
-            return f"max_updates {c.stop.max_updates} reached"
-        if self.env_steps >= c.stop.total_env_steps:
-            return f"total_env_steps {c.stop.total_env_steps} reached"
-        return self._time_limit_reason()
-
-    def _time_limit_reason(self) -> str | None:
-        limit = self.config.stop.time_limit_s
-        elapsed = self.time_limit_elapsed_s()
-        if limit is None or elapsed is None or elapsed < limit:
-            return None
-        counts = self.config.stop.time_limit_counts
-        return f"time_limit_s {limit} reached" + ("" if counts == "run" else f" (stop.time_limit_counts={counts})")
-
-    def _target_reason(self) -> str | None:
-        """The mean return of the last 100 episodes reached the target: the run's, or in an
-        ensemble one member's; with stop.target_on=eval, the evaluator's last round's."""
-        target = self.config.stop.target_return
-        if target is not None and self.config.stop.target_on == "eval":
-            mean = _mean(self.eval_returns)
-            if mean is None or mean < target:
-                return None
+    def stop(self) -> Stop | None:
+        """Whether the run is over, and by which rule (srl.workers.stop); in deterministic mode
+        as the trainer (or pod) decided at an update boundary from the data it trained on."""
+        if self.config.run.deterministic:
+            stop = self.trainer_stop
+        else:
+            stop = self.rules.decide(self._updates_made(), self.env_steps, self.time_limit_elapsed_s(), self._target())
+        if stop is not None and stop.kind is StopKind.TARGET:
             self._target_reached()
-            return (f"target_return {target} reached by the evaluator (mean of its last round, "
-                    f"{len(self.eval_returns)} deterministic episodes: {mean:.2f})")
+        return stop
+
+    def _target(self) -> Stop | None:
+        """The target held against the mean return of the last 100 episodes: the run's, or in an
+        ensemble the first member's that reaches it; with stop.target_on=eval, the evaluator's last round's."""
+        if self.config.stop.target_on == "eval":
+            return self.rules.eval_target(self.eval_returns)
         windows = {"": self.episodes} if self.member_episodes is None else self.member_episodes
-        for worker, window in windows.items():
-            mean = window.mean_return
-            if target is not None and mean is not None and window.count >= WINDOW and mean >= target:
-                self._target_reached()
-                if worker:
-                    return f"target_return {target} reached by {worker} (mean of its last 100 episodes: {mean:.2f})"
-                return f"target_return {target} reached (mean of last 100 episodes: {mean:.2f})"
-        return None
+        reached = (self.rules.target(window.mean_return, window.count, by=worker) for worker, window in windows.items())
+        return next((stop for stop in reached if stop is not None), None)
 
     def _updates_made(self) -> int:
         """What max_updates is held against: one trainer (group) or pod stops on its parameters'

@@ -30,10 +30,12 @@ from srl.monitor.timing import REPORT_KEY
 from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role, decode_report
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
+from srl.workers.stop import StopKind
 
 if TYPE_CHECKING:
     from srl.graph import Graph
 
+STOP_KINDS = {kind.value for kind in StopKind}
 INT64 = range(-(1 << 63), 1 << 63)
 MAX_SECONDS = 1e9  # a report covers a fraction of a second; a run, at most years
 
@@ -114,6 +116,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "nonfinite_episodes_skipped": _count,
     "nonfinite_updates_skipped": _count,
     "stop_reason": _or_none(_text),
+    "stop_kind": lambda v: v in STOP_KINDS,  # which rule, beside a stop_reason (srl.workers.stop)
     "evals": _list_of(_eval),
     "policies": _map_of(_policy_episodes),
     "episode_info": episode_info_ok,  # monitor.info_keys: values per key, as many as the returns (srl.monitor.info)

@@ -155,13 +155,12 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
     if config.pod.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
         from srl.launch.ensemble import PopulationManager
 
-        monitor.population = PopulationManager(config, outputs.started_s)
+        monitor.observers.append(PopulationManager(config, outputs.started_s))
     leagues = [(name, spec.league) for name, spec in config.policies.items() if spec.league is not None]
-    if leagues:  # a self-play league: its snapshots and table are kept here (srl.launch.league)
+    if leagues:  # a self-play league (one: srl.checks): its snapshots and table are kept here (srl.launch.league)
         from srl.launch.league import LeagueKeeper
 
-        monitor.league = LeagueKeeper(config, *leagues[0])
-        monitor.league.save()
+        monitor.observers += [LeagueKeeper(config, name, spec) for name, spec in leagues]
     return monitor
 
 
@@ -185,10 +184,7 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
     error, code = None, 0
     try:
         reason = launch(graph, outputs, monitor)
-        if monitor.population is not None:
-            monitor.population.finish()
-        if monitor.league is not None:
-            monitor.league.save()
+        monitor.finish()
         code = 130 if reason == "interrupted" else 0
     except RunStalled as stall:
         reason, error, code = "stalled", str(stall), 1

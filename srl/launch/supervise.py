@@ -158,9 +158,9 @@ class Supervisor:
                 self.memory.check(pids)
             if self.memory.failed is not None:  # past worker_memory_limit_mib: no restart, the run ends
                 raise WorkerFailed(*self.memory.failed)
-            reason = self.monitor.stop_reason()
-            if reason:
-                return reason
+            stop = self.monitor.stop()
+            if stop is not None:
+                return stop.reason
 
     def drain(self) -> None:
         """Feed the waiting reports (at most DRAIN_LIMIT) to the monitor; keep error reports for
@@ -237,9 +237,8 @@ class Supervisor:
 
     def _send_commands(self) -> None:
         """An ensemble's adopts, each to its member (srl.launch.ensemble)."""
-        if self.monitor.population is not None:
-            for index, command in self.monitor.population.take_commands():
-                send_command(self.transport.publisher(CONTROL_OUT), Role.POD, index, command)
+        for index, command in self.monitor.take_commands():
+            send_command(self.transport.publisher(CONTROL_OUT), Role.POD, index, command)
 
     def _broadcast_epochs(self, workers: list[str]) -> None:
         """Over tcp each process keeps its own copy of the epochs: send the new epochs of

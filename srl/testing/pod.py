@@ -17,7 +17,7 @@ import torch
 
 from srl.monitor.episodes import ReturnWindow
 from srl.workers.pod import PodKernel, make_pod
-from srl.workers.stop import LockStepStop
+from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 
 
 def pod_settings(config: Any) -> dict[str, Any]:
@@ -89,18 +89,19 @@ def train_pod(
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
     started = time.perf_counter()
-    stop = LockStepStop(total_env_steps, target_return, window=window) if lock_step else None
-    kernel = make_pod(total_env_steps=schedule_env_steps or total_env_steps, stop=stop, **pod_kwargs)
+    rules = StopRules(total_env_steps, target_return, time_limit_s=time_limit_s, window=window)
+    lock = LockStepStop(rules) if lock_step else None  # the pod decides (no time limit there)
+    kernel = make_pod(total_env_steps=schedule_env_steps or total_env_steps, stop=lock, **pod_kwargs)
     episodes = ReturnWindow(window)
     env_steps = updates = 0
     history: list[tuple[int, float, float | None]] = []
-    reason = ""
+    stop: Stop | None = None
     try:
         kernel.start()
         last_report = time.perf_counter()
         while True:
             polled = kernel.poll()
-            if stop is not None and polled and time.perf_counter() - last_report < report_interval_s:
+            if lock is not None and polled and time.perf_counter() - last_report < report_interval_s:
                 continue
             last_report = time.perf_counter()
             r = kernel.report()
@@ -111,32 +112,25 @@ def train_pod(
             history.append((env_steps, time.perf_counter() - started, mean))
             if on_poll is not None:
                 on_poll(kernel, episodes)
-            if stop is not None:
+            if lock is not None:
                 if not polled:
-                    reason = str(stop.reason)
+                    stop = lock.stop
                     break
                 continue
-            full = episodes.count >= window
-            if target_return is not None and mean is not None and full and mean >= target_return:
-                reason = f"target_return {target_return} reached (mean of last {window} episodes: {mean:.2f})"
-                break
-            if env_steps >= total_env_steps:
-                reason = f"total_env_steps {total_env_steps} reached"
-                break
-            if time_limit_s is not None and time.perf_counter() - started >= time_limit_s:
-                reason = f"time_limit_s {time_limit_s} reached"
+            stop = rules.decide(updates, env_steps, time.perf_counter() - started, rules.target(mean, episodes.count))
+            if stop is not None:
                 break
         wall = time.perf_counter() - started
         final = kernel.finish()
-        if stop is not None:  # the episodes of the last reads
+        if lock is not None:  # the episodes of the last reads
             episodes.add(final["episode_returns"], final["episode_lengths"], final["episodes"])
             env_steps += final["env_steps"]
             updates += final["updates"]
     finally:
         kernel.close()
     return PodRun(
-        reached=reason.startswith("target_return"),
-        stop_reason=reason,
+        reached=stop is not None and stop.kind is StopKind.TARGET,
+        stop_reason="" if stop is None else stop.reason,
         env_steps=env_steps,
         wall_time_s=wall,
         return_mean=episodes.mean_return,

@@ -27,7 +27,7 @@ from srl.workers.kernel import Kernel
 from srl.workers.nonfinite import SKIP_EPISODE, EnvGuard, SkipLimit
 from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
-from srl.workers.stop import LockStepStop
+from srl.workers.stop import LockStepStop, StopRules
 from srl.workers.trainer import TrainerKernel
 from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports, segments_of
 
@@ -133,8 +133,7 @@ def _make_evaluator(graph: Graph, transport: Transport) -> Kernel:
 
 def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
     """Deterministic mode: whoever trains decides the stop from what it trained on (srl.workers.stop)."""
-    stop = c.stop
-    return LockStepStop(stop.total_env_steps, stop.target_return, stop.max_updates) if c.run.deterministic else None
+    return LockStepStop(StopRules.of(c.stop)) if c.run.deterministic else None
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:

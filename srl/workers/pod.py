@@ -486,7 +486,7 @@ class PodKernel:
         self._version_at_report = self.version
         self.nonfinite_skipped = 0
         if self.stop is not None:
-            out["stop_reason"] = self.stop.reason
+            out.update(self.stop.report())  # the stop and its kind (srl.workers.stop)
         self._reset_stats()
         return out
 

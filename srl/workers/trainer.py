@@ -214,7 +214,7 @@ class TrainerKernel(Learner):
         done = self.batch[C.TERMINATED][:steps] | self.batch[C.TRUNCATED][:steps]
         returns, _ = self.tally.steps(self.batch[C.REWARD][:steps], done)
         trainers = 1 if self.group is None else self.group.world_size
-        if self.group is not None and self.stop.target_return is not None:
+        if self.group is not None and self.stop.rules.target_return is not None:
             returns = self.group.gather(returns, capacity=done.size)
         # the group's trainers take equal shares of the actors: env steps trained on by all of them
         self.stop.after_update(self.version, self.env_steps * trainers, returns)
@@ -226,7 +226,7 @@ class TrainerKernel(Learner):
         out["segments_lost"], self.samples.from_dead_actors = self.samples.from_dead_actors, 0
         out["segments_pending"] = self.filled
         if self.stop is not None:
-            out["stop_reason"] = self.stop.reason
+            out.update(self.stop.report())  # the stop and its kind (srl.workers.stop)
         return out
 
     def finish(self) -> dict:
