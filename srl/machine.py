@@ -36,14 +36,17 @@ import socket
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import psutil
 
 from srl.config import ConfigError
-from srl.graph import Graph
 from srl.streams.listeners import connection_cap
 from srl.streams.tcp import WILDCARDS
+
+if TYPE_CHECKING:  # annotations only: srl.envs asks this module for the core count, and srl.graph imports srl.envs
+    from srl.graph import Graph
 
 WORKERS_PER_CPU = 32
 THREADS_PER_CPU = 4

