@@ -67,7 +67,7 @@ def machine_defaults(config: ExperimentConfig) -> None:
     launch = config.launch
     if launch.layout != "machine" or launch.launcher == "inline" or config.pod.enabled or launch.ray_address:
         return
-    from srl.machine import cpu_count
+    from srl.devices import cpu_count
 
     backend, _ = backend_choice(config.env, config.env_kwargs, config.env_backend)
     gpu = any(devices.resolve(name).type == "cuda" for name in (config.devices.trainer, config.devices.policy))

@@ -12,6 +12,7 @@ controller can check a config without initialising CUDA in the process that fork
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -50,3 +51,11 @@ def problem(name: str, here: bool = True) -> str | None:
 def of(module: torch.nn.Module) -> torch.device:
     """Where `module`'s tensors are (its first parameter's or buffer's device; the CPU for one with none)."""
     return next(iter([*module.parameters(), *module.buffers()]), torch.empty(0)).device
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

@@ -29,24 +29,21 @@ threads only: this machine's limits are not the cluster's.
 from __future__ import annotations
 
 import ipaddress
-import os
 import resource
 import shutil
 import socket
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import psutil
 
 from srl.config import ConfigError
+from srl.devices import cpu_count
+from srl.graph import Graph
 from srl.streams.listeners import connection_cap
 from srl.streams.tcp import WILDCARDS
-
-if TYPE_CHECKING:  # annotations only: srl.envs asks this module for the core count, and srl.graph imports srl.envs
-    from srl.graph import Graph
 
 WORKERS_PER_CPU = 32
 THREADS_PER_CPU = 4
@@ -54,14 +51,6 @@ FILES_PER_WORKER = 12
 FILES_BASE = 64
 MEMORY_HEADROOM = 0.9  # of the available memory a run's arrays may take
 SHM_DIR = Path("/dev/shm")
-
-
-def cpu_count() -> int:
-    """CPUs this process may run on (a container's or taskset's share, not the host's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def gib(nbytes: float) -> str:

@@ -68,8 +68,8 @@ def env_threads(cores: int, num_actor_workers: int, envs: int) -> int:
 def choice_lines(config: ExperimentConfig) -> list[str]:
     """What srl chose for the run where the config let it (srl run, srl show, srl graph): the env backend
     (env_backend=auto: srl.envs.native_backends) and the machine's layout (srl.sizing)."""
+    from srl.devices import cpu_count
     from srl.envs.native_backends import backend_line
-    from srl.machine import cpu_count
 
     lines = [] if config.policies or config.pod.enabled else [backend_line(config.env, config.env_kwargs, config.env_backend)]
     if config.launch.layout == "machine" and not config.pod.enabled:

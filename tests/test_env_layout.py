@@ -105,6 +105,7 @@ def test_machine_layout_by_hand():
 
 def _machine(monkeypatch, cores: int, gpus: int) -> None:
     monkeypatch.setattr(machine, "cpu_count", lambda: cores)
+    monkeypatch.setattr(devices, "cpu_count", lambda: cores)
     monkeypatch.setattr(devices, "cuda_count", lambda: gpus)
 
 

@@ -61,7 +61,7 @@ def envpool_installed() -> bool:
 def envpool_threads(num_envs: int) -> int:
     """EnvPool threads for one pool of `num_envs` built on its own: one per CPU this process may run
     on, never more than one per env (an actor passes its share: srl.sizing.env_threads)."""
-    from srl.machine import cpu_count
+    from srl.devices import cpu_count  # not srl.machine: it imports srl.graph, which imports srl.envs
 
     return max(1, min(num_envs, cpu_count()))
 

@@ -30,9 +30,9 @@ def trial_cluster(config: ExperimentConfig, parallel: int | None, trials: int) -
     the sweep file's (None: as many as the cluster's CPUs hold, each trial asking for its
     workers'). A local instance gets this machine's CPUs, or more where `parallel` trials need
     them: like local processes, it may oversubscribe the cores."""
+    from srl.devices import cpu_count
     from srl.graph import build_graph
     from srl.launch.ray_launcher import _ray, cpus_of, start_local_ray
-    from srl.machine import cpu_count
 
     ray = _ray()
     per_trial = max(cpus_of(config, build_graph(config)), 1e-9)

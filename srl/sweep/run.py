@@ -64,8 +64,8 @@ def default_sweep_dir(experiment: str, sweep_file: str) -> Path:
 def default_parallel(config: ExperimentConfig, trials: int) -> int:
     """As many trials as this machine's CPUs hold, one CPU per worker process of a trial (one for
     an inline run); on ray, the cluster decides (srl.sweep.cluster)."""
+    from srl.devices import cpu_count
     from srl.graph import build_graph
-    from srl.machine import cpu_count
 
     if config.launch.launcher == "ray":
         return 1

@@ -8,11 +8,10 @@ from typing import Any
 
 from srl.api import registry
 from srl.config import ExperimentConfig
-from srl.devices import resolve
+from srl.devices import cpu_count, resolve
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.native_backends import backend_choice
 from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
-from srl.machine import cpu_count
 from srl.monitor.timing import TimeBreakdown
 from srl.sizing import env_threads
 from srl.streams.control import Role
