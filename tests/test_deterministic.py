@@ -36,6 +36,7 @@ from srl.streams.gradients import GradientGroup, TrainerGroupStore
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, ParamPublisher
 from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.workers.learner import LearnerSettings
 from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 from srl.workers.trainer import TrainerKernel
 
@@ -319,8 +320,9 @@ def lock_step_trainer(tmp_path, stop):
     transport.receiver(SERVICE_IN)
     kernel = TrainerKernel(
         policy, RecordingAlgorithm(policy), SampleConsumer(transport, segs), ParamPublisher(transport),
-        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1, max_policy_lag=1, run_dir=tmp_path,
-        checkpoint_interval_s=3600, splits_per_actor=1, actors=[0, 1], stop=stop,
+        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1,
+        settings=LearnerSettings(run_dir=tmp_path, checkpoint_interval_s=3600, max_policy_lag=1),
+        splits_per_actor=1, actors=[0, 1], stop=stop,
     )  # fmt: skip
     kernel.start()
     return kernel, producers
@@ -371,7 +373,7 @@ def test_trainer_stops_at_the_first_update_whose_trained_steps_reach_total_env_s
         kernel.poll()
         reason = kernel.report()["stop_reason"]
         assert reason == (None if version < 2 else f"total_env_steps {2 * per_update + 1} reached")
-    assert kernel.version == 3 and kernel.env_steps == 3 * per_update
+    assert kernel.version == 3 and kernel.trained_env_steps == 3 * per_update
 
 
 def test_monitor_of_a_deterministic_run_stops_only_when_the_trainer_says_so():

@@ -499,11 +499,12 @@ def test_a_restarted_trainer_takes_the_newest_of_its_own_runs_that_loads(tmp_pat
     from srl.algos.ppo import PPO, PPOConfig
     from srl.faults import RunHalted
     from srl.models.mlp import ActorCriticMLP
-    from srl.workers.learner import Learner
+    from srl.workers.learner import Learner, LearnerSettings
 
     def learner(resume: bool, run_id: str = "mine") -> Learner:
         policy = ActorCriticMLP(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Discrete(2))
-        return Learner(policy, PPO(policy, PPOConfig(), 1000), tmp_path, 60.0, resume=resume, run_id=run_id)
+        settings = LearnerSettings(tmp_path, 60.0, resume=resume, run_id=run_id)
+        return Learner(policy, PPO(policy, PPOConfig(), 1000), settings)
 
     for version in (1, 2):
         first = learner(False)

@@ -36,6 +36,7 @@ from srl.streams.params import (
 from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.testing import CountingEnv, check_counts
 from srl.workers.actor import ActorKernel
+from srl.workers.learner import LearnerSettings
 from srl.workers.params import ParamServiceKernel
 from srl.workers.policy import Acting, PolicyWorkerKernel
 from srl.workers.trainer import TrainerKernel
@@ -265,8 +266,8 @@ def trainer(tmp_path):
     published = transport.receiver(SERVICE_IN)
     kernel = TrainerKernel(
         policy, RecordingAlgorithm(policy), SampleConsumer(transport, segs), ParamPublisher(transport),
-        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1, max_policy_lag=1,
-        run_dir=tmp_path, checkpoint_interval_s=3600,
+        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1,
+        settings=LearnerSettings(run_dir=tmp_path, checkpoint_interval_s=3600, max_policy_lag=1),
     )  # fmt: skip
     kernel.start()
     assert [m.header for m in published.recv_all()] == [(PUBLISH, 0, 0)]
@@ -443,8 +444,8 @@ def test_a_subscriber_that_missed_the_versions_gets_them_again_when_every_segmen
     subscriber = ParamSubscriber(transport, acting)
     kernel = TrainerKernel(
         policy, RecordingAlgorithm(policy), SampleConsumer(transport, segs), ParamPublisher(transport),
-        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1, max_policy_lag=1,
-        run_dir=tmp_path, checkpoint_interval_s=3600,
+        FIELDS, T, batch_segments=2, rows_per_segment=ROWS, num_agents=1,
+        settings=LearnerSettings(run_dir=tmp_path, checkpoint_interval_s=3600, max_policy_lag=1),
     )  # fmt: skip
 
     def act_and_train(version=None):  # acted by the subscriber's version, or the one given

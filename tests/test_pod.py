@@ -17,6 +17,7 @@ from srl.load import load_config
 from srl.models.mlp import ActorCriticMLP
 from srl.streams.control import Role
 from srl.testing.pod import pod_settings, train_pod
+from srl.workers.learner import LearnerSettings
 from srl.workers.pod import PodKernel, make_pod
 
 CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run.run_dir=/nonexistent"]))  # what `srl run` trains
@@ -133,7 +134,8 @@ def test_report_feeds_the_run_monitor_as_actor_and_trainer():
 
 def test_pendulum_box_actions_and_checkpoints(tmp_path):
     kernel = make_pod(
-        "batched-pendulum", num_envs=32, sample_length=8, algo={"epochs": 1}, seed=0, run_dir=tmp_path
+        "batched-pendulum", num_envs=32, sample_length=8, algo={"epochs": 1}, seed=0,
+        settings=LearnerSettings(run_dir=tmp_path),
     )
     kernel.start()
     for _ in range(3):
@@ -144,7 +146,7 @@ def test_pendulum_box_actions_and_checkpoints(tmp_path):
     meta = checkpoint.latest_meta(tmp_path)
     assert meta["version"] == 3 and meta["env_steps"] == 3 * 8 * 32
     resumed = make_pod(
-        "batched-pendulum", num_envs=32, sample_length=8, seed=5, run_dir=tmp_path, resume=True
+        "batched-pendulum", num_envs=32, sample_length=8, seed=5, settings=LearnerSettings(run_dir=tmp_path, resume=True)
     )
     assert resumed.version == 3 and checkpoint.params_sha256(resumed.policy) == final["params_sha256"]
 

@@ -121,7 +121,7 @@ def updates_to_decide(stop_kwargs: dict, polls: int = 60) -> int | None:
         pod.poll()
         seen = len(pod.finished_returns)
         pod.sync()
-        if stop.after_update(pod.version, pod.env_steps_total, pod.finished_returns[seen:]):
+        if stop.after_update(pod.version, pod.trained_env_steps, pod.finished_returns[seen:]):
             return pod.version
     return None
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from srl.api import registry
@@ -23,6 +21,7 @@ from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel, InferencePort, SampleSink
 from srl.workers.kernel import Kernel
+from srl.workers.learner import LearnerSettings
 from srl.workers.nonfinite import SKIP_EPISODE, EnvGuard, SkipLimit
 from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
@@ -97,18 +96,11 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
         batch_segments=c.dataflow.batch_segments,
         rows_per_segment=graph.rows_per_split,
         num_agents=len(graph.agents),
-        max_policy_lag=c.dataflow.max_policy_lag,
-        run_dir=Path(str(c.run.run_dir)),
-        checkpoint_interval_s=c.run.checkpoint_interval_s,
-        resume=c.run.resume is not None,
+        settings=LearnerSettings.of(c),
         splits_per_actor=c.dataflow.ring_splits if c.run.deterministic else None,
-        max_updates=c.stop.max_updates,
         group=group,
         actors=mine,
-        record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
         stop=lock_step_stop(c),
-        run_id=c.run.run_id,
-        max_nonfinite_updates=c.launch.max_nonfinite_updates,
     )
 
 
@@ -184,8 +176,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return make_pod(
             env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
             algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
-            total_env_steps=c.stop.total_env_steps, seed=c.run.seed, device=resolve(c.pod.device), run_dir=Path(str(c.run.run_dir)),
-            checkpoint_interval_s=c.run.checkpoint_interval_s, resume=c.run.resume is not None, stop=lock_step_stop(c),
-            run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates, cuda_graphs=c.pod.cuda_graphs,
+            total_env_steps=c.stop.total_env_steps, seed=c.run.seed, device=resolve(c.pod.device),
+            settings=LearnerSettings.of(c), stop=lock_step_stop(c), cuda_graphs=c.pod.cuda_graphs,
         )
     raise ValueError(f"unknown role {spec.role}")

@@ -24,6 +24,7 @@ from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer
 from srl.streams.transport import Transport
 from srl.workers.buffer import BufferKernel
+from srl.workers.learner import LearnerSettings
 from srl.workers.replay_trainer import ReplayTrainerKernel
 from srl.workers.wiring import segments_of
 
@@ -90,6 +91,5 @@ def make_replay_trainer(graph: Graph, transport: Transport) -> ReplayTrainerKern
     algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     return ReplayTrainerKernel(
         policy, algorithm, BatchClient(transport, _batch_slots(graph, transport)), ParamPublisher(transport),
-        run_dir=Path(str(c.run.run_dir)), checkpoint_interval_s=c.run.checkpoint_interval_s,
-        resume=c.run.resume is not None, max_updates=c.stop.max_updates, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
+        LearnerSettings.of(c),
     )

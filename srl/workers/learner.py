@@ -1,19 +1,26 @@
-"""What both trainer kernels (srl.workers.trainer for segments, srl.workers.replay_trainer for
-replay batches) keep: the policy and its algorithm, the parameter version and env steps reached,
-the checkpoint they resume from and the one they save on a timer, and the report they send.
+"""What every learner keeps: the two trainer kernels (srl.workers.trainer for segments,
+srl.workers.replay_trainer for replay batches) and the pod (srl.workers.pod). A `Learner` holds
+the policy and its algorithm, the parameter version and the env steps trained on, the checkpoint
+it resumes from and the ones it saves on a timer and at the end; `HostLearner` adds what the two
+trainers share: updates that the host runs and checks, and the report of their counters.
 
-Updates go through an `UpdateGuard` (srl.workers.nonfinite): one that leaves a NaN or an infinity
-is undone. Resuming takes the newest checkpoint of this run that loads (srl.checkpoint.load_latest);
-where the run has checkpoints and none loads, the trainer stops the run rather than start over
-beside them."""
+Their settings are one `LearnerSettings`, made once from the config (`LearnerSettings.of`); the
+kernels take it beside their streams, policy and algorithm, and hold no config.
+
+A trainer's updates go through an `UpdateGuard` (srl.workers.nonfinite): one that leaves a NaN or
+an infinity is undone (a pod's through a DeviceUpdateGuard, decided on the device). Resuming
+takes the newest checkpoint of this run that loads (srl.checkpoint.load_latest); where the run
+has checkpoints and none loads, the learner stops the run rather than start over beside them."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from srl import checkpoint
 from srl.api.algorithm import Algorithm
@@ -22,40 +29,96 @@ from srl.faults import RunHalted
 from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import UpdateGuard, load_state
 
+if TYPE_CHECKING:
+    from srl.config import ExperimentConfig
+
+
+@dataclass(frozen=True)
+class LearnerSettings:
+    """A learner's settings from the config (the defaults are the config's)."""
+
+    run_dir: Path | None = None  # where checkpoints go; None: none are written or resumed from
+    checkpoint_interval_s: float = 60.0
+    resume: bool = False  # continue from the newest usable checkpoint of run `run_id` in run_dir
+    run_id: str | None = None  # stamped on every checkpoint; only this run's are resumed from
+    max_nonfinite_updates: int = 10  # updates in a row that may be undone; one more ends the run
+    max_updates: int | None = None  # the trainers update no further (a pod stops by its stop rules)
+    max_policy_lag: int = 2  # the segment trainer drops segments acted by older versions
+    record_digests: bool = False  # the segment trainer writes each version's parameter digest
+
+    @classmethod
+    def of(cls, config: ExperimentConfig) -> LearnerSettings:
+        return cls(
+            run_dir=Path(str(config.run.run_dir)),
+            checkpoint_interval_s=config.run.checkpoint_interval_s,
+            resume=config.run.resume is not None,
+            run_id=config.run.run_id,
+            max_nonfinite_updates=config.launch.max_nonfinite_updates,
+            max_updates=config.stop.max_updates,
+            max_policy_lag=config.dataflow.max_policy_lag,
+            # (tests check that every trainer of a group took the same steps)
+            record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
+        )
+
 
 class Learner(KernelDefaults):
-    leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
+    """Version, env steps trained on, checkpoints and resume; a subclass updates and reports."""
 
-    def __init__(
-        self, policy: Policy, algorithm: Algorithm, run_dir: Path, checkpoint_interval_s: float, resume: bool,
-        run_id: str | None = None, max_nonfinite_updates: int = 10,
-    ) -> None:
-        self.policy, self.algorithm = policy, algorithm
-        self.run_dir, self.checkpoint_interval_s = run_dir, checkpoint_interval_s
-        self.run_id = run_id  # stamped on every checkpoint; only this run's are resumed from
+    leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
+    who = "trainer"  # in its lines about resuming
+
+    def __init__(self, policy: Policy, algorithm: Algorithm, settings: LearnerSettings) -> None:
+        self.policy, self.algorithm, self.settings = policy, algorithm, settings
+        self.run_dir = settings.run_dir
         self.version = 0
-        self.env_steps = 0  # env steps consumed by updates (drives schedules)
-        self._reset_stats()
-        self.guard = UpdateGuard(policy, algorithm, max_nonfinite_updates)
+        self.trained_env_steps = 0  # env steps consumed by updates (drives schedules), across resumes
         self._last_checkpoint_s = time.monotonic()
-        resumed = resume_latest(run_dir, run_id, policy, algorithm, "trainer") if resume else None
-        if resumed is not None:
-            self.version, self.env_steps = resumed["version"], resumed["env_steps"]
-            print(f"srl: trainer resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
+        if settings.resume and self.run_dir is not None:
+            self._resume(self.run_dir)
+
+    def _resume(self, run_dir: Path) -> None:
+        """From the newest usable checkpoint of run `run_id` (srl.checkpoint.load_latest); from
+        scratch when there is none (a restart before its first life saved one, or
+        run.if_no_checkpoint=start_fresh: at launch the controller refuses a resume without one),
+        said on a line; RunHalted when there are some and none loads."""
+        try:
+            apply = partial(load_state, self.policy, self.algorithm)
+            resumed = checkpoint.load_latest(run_dir, self.settings.run_id, apply=apply)
+        except checkpoint.CheckpointError as e:
+            raise RunHalted(f"{self.who} cannot resume: {e}") from None
+        if resumed is None:
+            print(f"srl: {self.who} starts from scratch: {checkpoint.nothing_to_load(run_dir)}", file=sys.stderr, flush=True)
+        else:
+            self.version, self.trained_env_steps = resumed["version"], resumed["env_steps"]
+            print(f"srl: {self.who} resumed from checkpoint version {self.version}", file=sys.stderr, flush=True)
+
+    def _checkpoint_if_due(self) -> None:
+        if self.run_dir is not None and time.monotonic() - self._last_checkpoint_s > self.settings.checkpoint_interval_s:
+            self.save_checkpoint()
+
+    def save_checkpoint(self) -> None:
+        if self.run_dir is not None and self.leader:  # a group's parameters are the leader's: one checkpoint
+            checkpoint.save(self.run_dir, self.version, self.trained_env_steps, self.policy,
+                            self.algorithm.state_dict(), run_id=self.settings.run_id)
+        self._last_checkpoint_s = time.monotonic()
+
+    def finish(self) -> dict[str, Any]:
+        self.save_checkpoint()
+        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+
+
+class HostLearner(Learner):
+    """A trainer: updates run from the host through an UpdateGuard, counted for its reports."""
+
+    def __init__(self, policy: Policy, algorithm: Algorithm, settings: LearnerSettings) -> None:
+        super().__init__(policy, algorithm, settings)
+        self.max_updates = settings.max_updates
+        self._reset_stats()
+        self.guard = UpdateGuard(policy, algorithm, settings.max_nonfinite_updates)
 
     def _reset_stats(self) -> None:
         self.updates, self.train_time_s = 0, 0.0
         self.stats: dict[str, float] = {}
-
-    def _checkpoint_if_due(self) -> None:
-        if time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s:
-            self.save_checkpoint()
-
-    def save_checkpoint(self) -> None:
-        if self.leader:  # a group's parameters are the leader's: one checkpoint
-            checkpoint.save(self.run_dir, self.version, self.env_steps, self.policy, self.algorithm.state_dict(),
-                            run_id=self.run_id)
-        self._last_checkpoint_s = time.monotonic()
 
     def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> dict[str, Any]:
         """The report's fields since the last one; its counters start over."""
@@ -63,7 +126,7 @@ class Learner(KernelDefaults):
         out = {
             "nonfinite_updates_skipped": skipped,
             "policy_version": self.version,
-            "trained_env_steps": self.env_steps,
+            "trained_env_steps": self.trained_env_steps,
             "updates": self.updates,
             "segments_dropped": segments_dropped,
             "policy_lag_mean": policy_lag_mean,
@@ -76,21 +139,3 @@ class Learner(KernelDefaults):
     def report(self) -> dict[str, Any]:  # replay keeps every segment (the segment trainer has its own)
         return self._report(segments_dropped=0, policy_lag_mean=None)
 
-    def finish(self) -> dict[str, Any]:
-        self.save_checkpoint()
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
-
-
-def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str
-                  ) -> dict[str, Any] | None:
-    """The newest usable checkpoint of run `run_id`, loaded (srl.checkpoint.load_latest); None when
-    there is none (a restart before its first life saved one, or run.if_no_checkpoint=start_fresh:
-    at launch the controller refuses a resume without one), said on a line; RunHalted naming `who`
-    when there are some and none loads."""
-    try:
-        state = checkpoint.load_latest(run_dir, run_id, apply=partial(load_state, policy, algorithm))
-    except checkpoint.CheckpointError as e:
-        raise RunHalted(f"{who} cannot resume: {e}") from None
-    if state is None:
-        print(f"srl: {who} starts from scratch: {checkpoint.nothing_to_load(run_dir)}", file=sys.stderr, flush=True)
-    return state

@@ -25,6 +25,7 @@ it) changes nothing.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from srl.envs.batched import BatchedTorchEnv, TorchVectorEnv
 from srl.evaluation import Player, play
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import atomic_file, write_text_atomic
+from srl.workers.learner import LearnerSettings
 from srl.workers.nonfinite import load_state
 from srl.workers.pod import PodKernel
 
@@ -125,13 +127,13 @@ class PodMember:
         pod = self.pod
         path = self.folder / f"eval-{pod.version:08d}.pt"
         state = {
-            "version": pod.version, "env_steps": pod.env_steps_total, "policy": pod.policy.state_dict(),
+            "version": pod.version, "env_steps": pod.trained_env_steps, "policy": pod.policy.state_dict(),
             "algorithm": pod.algorithm.state_dict(), "hparams": self.hparams(),
         }
         with atomic_file(path) as f:  # a failed write leaves no half file (srl.storage)
             torch.save(state, f)
         return {
-            "member": self.index, "env_steps": pod.env_steps_total, "eval_return": eval_return,
+            "member": self.index, "env_steps": pod.trained_env_steps, "eval_return": eval_return,
             "hparams": self.hparams(), "checkpoint": str(path), "adoptions": self.adoptions,
         }
 
@@ -216,8 +218,7 @@ def make_member(config: Any, index: int) -> PodMember:
         env=c.env, num_envs=c.dataflow.envs_per_actor, sample_length=c.dataflow.sample_length, algo=c.algo_config,
         algorithm=c.algorithm, policy=c.policy, policy_kwargs=c.policy_kwargs, env_kwargs=c.env_kwargs,
         total_env_steps=max(1, c.stop.total_env_steps // e.population), seed=seed,  # each member's schedule
-        device=resolve(c.pod.device, index), run_dir=folder, checkpoint_interval_s=c.run.checkpoint_interval_s,
-        resume=c.run.resume is not None, run_id=c.run.run_id, max_nonfinite_updates=c.launch.max_nonfinite_updates,
+        device=resolve(c.pod.device, index), settings=replace(LearnerSettings.of(c), run_dir=folder),
         cuda_graphs="off",  # an adoption changes hyperparameters a graph would hold as constants
     )
     eval_env = make_batched_env(c.env, e.eval_episodes, device=resolve(c.pod.device, index), **c.env_kwargs) if e.eval_episodes else None

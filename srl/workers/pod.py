@@ -33,13 +33,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from srl import checkpoint
 from srl.api import registry
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import FieldSpec, Policy
@@ -50,7 +48,7 @@ from srl.graph import space_spec
 from srl.monitor.episodes import WINDOW
 from srl.monitor.timing import TimeBreakdown
 from srl.transfer import torch_dtype
-from srl.workers.learner import resume_latest
+from srl.workers.learner import Learner, LearnerSettings
 from srl.workers.nonfinite import DeviceUpdateGuard
 from srl.workers.stop import LockStepStop
 
@@ -58,14 +56,14 @@ CUDA_GRAPHS = ("auto", "on", "off")
 WARMUP_ITERATIONS = 3  # eager iterations on a side stream before capture (torch wants a few)
 
 
-class PodKernel:
+class PodKernel(Learner):
     """Env, policy and algorithm on one device; see the module doc.
 
     `policy` must already live on `env.device` (build the algorithm after moving it, so the
-    optimizer holds the device's parameters). `seed` seeds the env's first reset. With a
-    `run_dir`, checkpoints are written every `checkpoint_interval_s` and by `finish()`, in the
-    trainer's format (`srl.checkpoint`); `run.resume=True` continues from the newest usable one there
-    of run `run_id`. A rollout with a NaN or an infinity ends the run (a pod cannot restart one env
+    optimizer holds the device's parameters). `seed` seeds the env's first reset. Checkpoints and
+    resuming are the trainers' (srl.workers.learner.Learner, by the same `settings`): with a
+    `settings.run_dir`, checkpoints are written every `checkpoint_interval_s` and by `finish()`;
+    `settings.resume` continues from the newest usable one there of run `run_id`. A rollout with a NaN or an infinity ends the run (a pod cannot restart one env
     of its batch): it is not trained on, and the next `poll()` after the report that finds it
     raises RunHalted; an update that leaves one is undone on the device
     (srl.workers.nonfinite.DeviceUpdateGuard).
@@ -79,6 +77,8 @@ class PodKernel:
     eager ones.
     """
 
+    who = "pod"
+
     def __init__(
         self,
         env: BatchedTorchEnv,
@@ -86,19 +86,15 @@ class PodKernel:
         algorithm: Algorithm,
         sample_length: int,
         seed: int = 0,
-        run_dir: Path | str | None = None,
-        checkpoint_interval_s: float = 60.0,
-        resume: bool = False,
+        settings: LearnerSettings | None = None,
         stop: LockStepStop | None = None,
-        run_id: str | None = None,
-        max_nonfinite_updates: int = 10,
         cuda_graphs: str = "auto",
     ) -> None:
         if sample_length < 1:
             raise ValueError(f"sample_length must be >= 1, got {sample_length}")
         if cuda_graphs not in CUDA_GRAPHS:
             raise ValueError(f"pod.cuda_graphs must be one of {', '.join(CUDA_GRAPHS)}, got {cuda_graphs!r}")
-        self.env, self.policy, self.algorithm = env, policy, algorithm
+        self.env = env
         self.env_name = type(env).__name__  # make_pod names it as configured
         self.device = env.device
         devices = {p.device for p in policy.parameters()}
@@ -122,8 +118,6 @@ class PodKernel:
         self.seed = int(seed)
         self.rows = env.num_rows
         self.num_agents = env.num_agents
-        self.run_dir = None if run_dir is None else Path(run_dir)
-        self.checkpoint_interval_s = checkpoint_interval_s
         self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         self.window = max(WINDOW, stop.window if stop is not None else 0)  # episodes kept on the device
 
@@ -161,16 +155,11 @@ class PodKernel:
             self._stats_t: torch.Tensor | None = None  # the last kept update's stats, in _stat_names order
             self._control_t = torch.zeros(4, dtype=torch.float64, device=dev)  # the stop's summary
 
-        self.version = 0  # host copies of the device counters, as of the last read
-        self.env_steps_total = 0  # env steps consumed by updates (drives schedules), across resumes
-        self._last_checkpoint_s = time.monotonic()
-        self.run_id = run_id
-        self.guard = DeviceUpdateGuard(policy, algorithm, max_nonfinite_updates, dev)
-        resumed = resume_latest(self.run_dir, run_id, policy, algorithm, "pod") if resume and self.run_dir else None
-        if resumed is not None:
-            self.version, self.env_steps_total = resumed["version"], resumed["env_steps"]
-            self._version_t.fill_(self.version)
-            self._trained_t.fill_(self.env_steps_total)
+        # version and trained_env_steps: host copies of the device counters, as of the last read
+        super().__init__(policy, algorithm, settings or LearnerSettings())  # resumes where settings say
+        self._version_t.fill_(self.version)
+        self._trained_t.fill_(self.trained_env_steps)
+        self.guard = DeviceUpdateGuard(policy, algorithm, self.settings.max_nonfinite_updates, dev)
         set_rate = getattr(algorithm, "_set_learning_rate", None)
         if set_rate is not None and hasattr(algorithm, "device_step"):
             set_rate(self._trained_t)  # the rate a device tensor from the start: the guard's state keeps its layout
@@ -234,9 +223,7 @@ class PodKernel:
         self.lag_mean = (1.0 if self._iterations > 1 or self.version > 0 else 0.0) / self.T
         if self.stop is not None:
             self._stop_one_late()
-        due = time.monotonic() - self._last_checkpoint_s > self.checkpoint_interval_s
-        if self.run_dir is not None and due:
-            self.save_checkpoint()
+        self._checkpoint_if_due()
         return True
 
     def _iterate(self) -> None:
@@ -426,7 +413,7 @@ class PodKernel:
         bad_rollout = [int(x) for x in host[6:10]]
         w = self.window
         ring_return, ring_length = host[10 : 10 + w], host[10 + w : 10 + 2 * w]
-        self.version, self.env_steps_total = version, trained
+        self.version, self.trained_env_steps = version, trained
         if self._stats_t is not None and version > 0:
             self.stats = dict(zip(self._stat_names, host[10 + 2 * w :].tolist()))
             observe = getattr(self.algorithm, "observe_stats", None)
@@ -476,7 +463,7 @@ class PodKernel:
             "infer_time_s": round(self.infer_time_s, 4),
             "train_time_s": round(self.train_time_s, 4),
             "policy_version": self.version,
-            "trained_env_steps": self.env_steps_total,
+            "trained_env_steps": self.trained_env_steps,
             "updates": self.version - self._version_at_report,
             "segments_dropped": 0,
             "policy_lag_mean": self.lag_mean,
@@ -491,18 +478,9 @@ class PodKernel:
         return out
 
     def save_checkpoint(self) -> None:
-        assert self.run_dir is not None
-        self.sync()  # the counters (a read: once per checkpoint)
-        checkpoint.save(
-            self.run_dir, self.version, self.env_steps_total, self.policy, self.algorithm.state_dict(),
-            run_id=self.run_id,
-        )
-        self._last_checkpoint_s = time.monotonic()
-
-    def finish(self) -> dict:
         if self.run_dir is not None:
-            self.save_checkpoint()
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+            self.sync()  # the counters (a read: once per checkpoint)
+        super().save_checkpoint()
 
     def close(self) -> None:
         self.env.close()

@@ -10,7 +10,6 @@ but what the algorithm itself reads.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import torch
 
@@ -22,27 +21,16 @@ from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.batches import BatchClient
 from srl.streams.params import ParamPublisher
 from srl.streams.transport import Receiver
-from srl.workers.learner import Learner
+from srl.workers.learner import HostLearner, LearnerSettings
 
 
-class ReplayTrainerKernel(Learner):
+class ReplayTrainerKernel(HostLearner):
     def __init__(
-        self,
-        policy: Policy,
-        algorithm: Algorithm,
-        batches: BatchClient,
-        params: ParamPublisher,
-        run_dir: Path,
-        checkpoint_interval_s: float,
-        resume: bool = False,
-        max_updates: int | None = None,
-        run_id: str | None = None,
-        max_nonfinite_updates: int = 10,
+        self, policy: Policy, algorithm: Algorithm, batches: BatchClient, params: ParamPublisher, settings: LearnerSettings,
     ) -> None:
-        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume, run_id, max_nonfinite_updates)
+        super().__init__(policy, algorithm, settings)
         self.batches, self.params = batches, params
         self.tensors = [{n: torch.from_numpy(a) for n, a in slot.items()} for slot in batches.slots]
-        self.max_updates = max_updates
         self.device = devices.of(policy)  # where the batches go for an update
         # labels the update, batch hand-off and publishing; the shell adds the time spent waiting
         # for a batch (without it every update showed as "other")
@@ -69,12 +57,12 @@ class ReplayTrainerKernel(Learner):
 
     def _update(self, slot: int, env_steps: int) -> None:
         started = time.perf_counter()
-        self.env_steps = max(self.env_steps, env_steps)
+        self.trained_env_steps = max(self.trained_env_steps, env_steps)
         previous = self.clock.switch(TRAINING)
         batch = self.tensors[slot]
         moved = batch if self.device.type == "cpu" else {  # where the policy is (the slot's own tensors on the CPU)
             n: t.to(self.device, non_blocking=True) for n, t in batch.items()}
-        stats = self.guard.step(moved, self.env_steps)
+        stats = self.guard.step(moved, self.trained_env_steps)
         if moved is not batch and C.PRIORITY in batch:  # the algorithm wrote them into the copy
             batch[C.PRIORITY].copy_(moved[C.PRIORITY])  # the buffer reads them from the slot
         self.clock.switch(SEND_RECV)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -33,11 +32,11 @@ from srl.streams.gradients import GradientGroup
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
-from srl.workers.learner import Learner
+from srl.workers.learner import HostLearner, LearnerSettings
 from srl.workers.stop import LockStepStop
 
 
-class TrainerKernel(Learner):
+class TrainerKernel(HostLearner):
     def __init__(
         self,
         policy: Policy,
@@ -49,24 +48,16 @@ class TrainerKernel(Learner):
         batch_segments: int,
         rows_per_segment: int,
         num_agents: int,
-        max_policy_lag: int,
-        run_dir: Path,
-        checkpoint_interval_s: float,
-        resume: bool = False,
+        settings: LearnerSettings,
         splits_per_actor: int | None = None,
-        max_updates: int | None = None,
         group: GradientGroup | None = None,
         actors: list[int] | None = None,
-        record_digests: bool = False,
         stop: LockStepStop | None = None,
-        run_id: str | None = None,
-        max_nonfinite_updates: int = 10,
     ) -> None:
-        super().__init__(policy, algorithm, run_dir, checkpoint_interval_s, resume, run_id, max_nonfinite_updates)
+        super().__init__(policy, algorithm, settings)
         self.samples, self.params = samples, params
         self.batch_segments, self.rows = batch_segments, rows_per_segment
         self.num_agents = num_agents
-        self.max_policy_lag = max_policy_lag
         steps, width = sample_length + 1, batch_segments * rows_per_segment
         # segments are copied into host memory that the update moves from at once: pinned where
         # the policy is on a GPU, so each column's copy to it is asynchronous (srl.transfer)
@@ -79,7 +70,6 @@ class TrainerKernel(Learner):
         self.actor_place = {a: i for i, a in enumerate(actors)} if actors is not None else None
         self.places_filled: set[int] = set()
         self.held: list[SegmentRef] = []  # segments for the next batch (deterministic mode)
-        self.max_updates = max_updates
         assert stop is None or splits_per_actor is not None, "a lock-step stop needs fixed batch places"
         self.stop = stop  # deterministic mode: the run's stop rules, decided here (srl.workers.stop)
         # episodes of the batch's columns: each column is always the same env (fixed places)
@@ -91,8 +81,8 @@ class TrainerKernel(Learner):
         self.leader = group is None or group.leader
         assert (params is not None) == self.leader, "exactly the leader publishes parameters"
         # version -> sha256 of the parameters after that update, written to run_dir/param_digests at
-        # the end (SRL_RECORD_PARAM_DIGESTS=1; tests check that every trainer took the same steps)
-        self.digests: dict[int, str] | None = {} if record_digests else None
+        # the end (tests check that every trainer took the same steps)
+        self.digests: dict[int, str] | None = {} if settings.record_digests else None
 
     def _reset_stats(self) -> None:
         super()._reset_stats()
@@ -156,7 +146,7 @@ class TrainerKernel(Learner):
         versions = segment[C.POLICY_VERSION][:-1]
         lag = self.version - versions
         # lag < 0: acted by a version this trainer never made (it was restarted from a checkpoint)
-        if int(lag.max()) > self.max_policy_lag or int(lag.min()) < 0:
+        if int(lag.max()) > self.settings.max_policy_lag or int(lag.min()) < 0:
             self.dropped += 1
             return False
         self.lag_sum += int(lag.sum())
@@ -180,15 +170,15 @@ class TrainerKernel(Learner):
             return
         started = time.perf_counter()
         steps = (self.batch[C.REWARD].shape[0] - 1) * self.batch[C.REWARD].shape[1] // self.num_agents
-        self.env_steps += steps
+        self.trained_env_steps += steps
         previous = self.clock.switch(TRAINING)
-        stats = self.guard.step(self.tensors, self.env_steps)
+        stats = self.guard.step(self.tensors, self.trained_env_steps)
         # the next segments overwrite the batch: its copies to a GPU must be done (the guard's
         # finiteness check waited already, so this costs nothing; on the CPU it does nothing)
         transfer.wait(self.device)
         self.clock.switch(SEND_RECV)
         if stats is None:  # undone (non-finite): its batch not trained on
-            self.env_steps -= steps
+            self.trained_env_steps -= steps
         else:
             self.stats = stats
         # an undone update makes no new version, but in lock step it must: every actor waits for
@@ -217,7 +207,7 @@ class TrainerKernel(Learner):
         if self.group is not None and self.stop.rules.target_return is not None:
             returns = self.group.gather(returns, capacity=done.size)
         # the group's trainers take equal shares of the actors: env steps trained on by all of them
-        self.stop.after_update(self.version, self.env_steps * trainers, returns)
+        self.stop.after_update(self.version, self.trained_env_steps * trainers, returns)
 
     def report(self) -> dict:
         out = self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None)
@@ -232,7 +222,7 @@ class TrainerKernel(Learner):
     def finish(self) -> dict:
         if self.group is not None:
             self.group.leave()
-        if self.digests is not None:
+        if self.digests is not None and self.run_dir is not None:
             rank = 0 if self.group is None else self.group.rank
             path = self.run_dir / "param_digests" / f"trainer-{rank}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
