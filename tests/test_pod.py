@@ -12,12 +12,13 @@ from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.checks import build_config
 from srl.data import columns as C
 from srl.envs.batched import BatchedCartPole, BatchedSpread
+from srl.faults import RunHalted
 from srl.launch.monitor import RunMonitor
 from srl.load import load_config
 from srl.models.mlp import ActorCriticMLP
 from srl.streams.control import Role
 from srl.testing.pod import pod_settings, train_pod
-from srl.workers.learner import LearnerSettings
+from srl.workers.learner import Learner, LearnerSettings
 from srl.workers.pod import PodKernel, make_pod
 
 CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run.run_dir=/nonexistent"]))  # what `srl run` trains
@@ -149,6 +150,37 @@ def test_pendulum_box_actions_and_checkpoints(tmp_path):
         "batched-pendulum", num_envs=32, sample_length=8, seed=5, settings=LearnerSettings(run_dir=tmp_path, resume=True)
     )
     assert resumed.version == 3 and checkpoint.params_sha256(resumed.policy) == final["params_sha256"]
+
+
+def test_a_pod_checkpoints_and_resumes_through_the_learners_code(tmp_path, capfd):
+    """A pod is a Learner (srl.workers.learner): a plain Learner resumes from the pod's
+    checkpoint and writes one the trainers' way; a pod resumes from that, says so as a trainer
+    does, and carries its version and env steps on into its device counters."""
+    settings = LearnerSettings(run_dir=tmp_path, run_id="run-a")
+    first = make_pod("batched-cartpole", num_envs=8, sample_length=4, seed=0, settings=settings)
+    first.start()
+    first.poll()
+    first.poll()
+    first.finish()
+    assert checkpoint.latest_meta(tmp_path)["version"] == 2
+    other = make_pod("batched-cartpole", num_envs=8, sample_length=4, seed=3)
+    learner = Learner(other.policy, other.algorithm, LearnerSettings(run_dir=tmp_path, resume=True, run_id="run-a"))
+    assert (learner.version, learner.trained_env_steps) == (2, 2 * 4 * 8)
+    with torch.no_grad():
+        next(learner.policy.parameters()).add_(1.0)
+    learner.version, learner.trained_env_steps = 5, 1000
+    learner.save_checkpoint()
+    capfd.readouterr()
+    resumed = make_pod("batched-cartpole", num_envs=8, sample_length=4, seed=7,
+                       settings=LearnerSettings(run_dir=tmp_path, resume=True, run_id="run-a"))
+    assert "srl: pod resumed from checkpoint version 5" in capfd.readouterr().err
+    assert checkpoint.params_sha256(resumed.policy) == checkpoint.params_sha256(learner.policy)
+    resumed.poll()
+    report = resumed.report()
+    assert (report["policy_version"], report["trained_env_steps"]) == (6, 1000 + 4 * 8)
+    with pytest.raises(RunHalted, match="pod cannot resume"):  # only others' checkpoints there
+        make_pod("batched-cartpole", num_envs=8, sample_length=4,
+                 settings=LearnerSettings(run_dir=tmp_path, resume=True, run_id="run-b"))
 
 
 def test_policy_must_live_on_the_env_device():
