@@ -30,18 +30,18 @@ IDLE_WAIT_S = 0.1
 # polls thousands of times a second, and each look asks the socket (~1 us). An idle one looks
 # each time it wakes.
 STOP_CHECK_S = 0.001
-# Tests of deterministic mode set this to perturb every worker's timing with random pauses.
-JITTER_MAX_S = float(os.environ.get("SRL_TEST_JITTER_MAX_S", "0"))
 
 
-def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int | None = None) -> None:
-    """Poll until the controller says stop (or the parent vanished); report periodically."""
+def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int | None = None,
+                    jitter_max_s: float = 0.0) -> None:
+    """Poll until the controller says stop (or the parent vanished); report periodically.
+    `jitter_max_s` (debug.jitter_max_s): a random pause of up to that before every poll."""
     receivers = kernel.receivers + link.receivers
     clock = kernel.clock
     obey = getattr(kernel, "command", None)  # a kernel that takes the controller's commands (ensemble members)
     kernel.start()
     last_report = next_stop_check = time.monotonic()
-    jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
+    jitter = random.Random() if jitter_max_s > 0 else None  # unseeded on purpose
     while True:
         now = time.monotonic()
         if now >= next_stop_check:
@@ -52,7 +52,7 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
                     obey(command)
             next_stop_check = now + STOP_CHECK_S
         if jitter is not None:
-            time.sleep(jitter.uniform(0, JITTER_MAX_S))
+            time.sleep(jitter.uniform(0, jitter_max_s))
         if not kernel.poll():
             clock.switch(WAITING)
             transport.wait(receivers, IDLE_WAIT_S)
@@ -125,9 +125,9 @@ def open_transport(graph: Any, run_id: str, ipc_dir: Path, wire: Any = None) -> 
 
 
 def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:
-    """With SRL_RECORD_STREAMS=1 (tests/test_declared_streams.py), the streams a process opened go
+    """With debug.record_streams (tests/test_declared_streams.py), the streams a process opened go
     to streams/<who>.json in the run directory, to be compared with what the graph declares."""
-    if os.environ.get("SRL_RECORD_STREAMS") != "1":
+    if not graph.config.debug.record_streams:
         return
     folder = Path(str(graph.config.run.run_dir)) / "streams"
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,7 +154,7 @@ def serve(graph: Any, spec: Any, transport: Any, parent_pid: int | None = None) 
     kernel: Kernel | None = None
     try:
         kernel = make_kernel(graph, spec, transport)
-        run_kernel_loop(kernel, link, transport, parent_pid)
+        run_kernel_loop(kernel, link, transport, parent_pid, graph.config.debug.jitter_max_s)
     except BaseException as e:
         if isinstance(e, RunHalted) and kernel is not None:
             _last_counts(kernel, link, transport)

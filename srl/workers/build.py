@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +104,7 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
         max_updates=c.stop.max_updates,
         group=group,
         actors=mine,
-        record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
+        record_digests=c.debug.record_param_digests,
         stop=lock_step_stop(c),
         run_id=c.run.run_id,
         max_nonfinite_updates=c.launch.max_nonfinite_updates,

@@ -91,7 +91,7 @@ class TrainerKernel(Learner):
         self.leader = group is None or group.leader
         assert (params is not None) == self.leader, "exactly the leader publishes parameters"
         # version -> sha256 of the parameters after that update, written to run_dir/param_digests at
-        # the end (SRL_RECORD_PARAM_DIGESTS=1; tests check that every trainer took the same steps)
+        # the end (debug.record_param_digests; tests check that every trainer took the same steps)
         self.digests: dict[int, str] | None = {} if record_digests else None
 
     def _reset_stats(self) -> None:
