@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from srl.faults import RunHalted
-from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
+from srl.monitor.timing import OTHER, WAITING
 from srl.storage import WriteFailed
-from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind
+from srl.streams.control import Kind
+from srl.streams.reports import Key
 from srl.workers.kernel import Kernel
 
 REPORT_INTERVAL_S = 0.5
@@ -63,18 +64,18 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
             last_report = now
             if parent_pid is not None and os.getppid() != parent_pid:
                 raise RuntimeError("the controller process is gone")
-    link.send(Kind.FINAL, {**kernel.finish(), REPORT_KEY: clock.take(), **_rejected(transport)})
+    link.send(Kind.FINAL, {**kernel.finish(), Key.TIME_BREAKDOWN: clock.take(), **_rejected(transport)})
 
 
 def report_of(kernel: Kernel, transport: Any) -> dict[str, Any]:
     """A report: the kernel's counts since the last one, its time breakdown, the messages dropped."""
-    return {**kernel.report(), REPORT_KEY: kernel.clock.take(), **_rejected(transport)}
+    return {**kernel.report(), Key.TIME_BREAKDOWN: kernel.clock.take(), **_rejected(transport)}
 
 
 def _rejected(transport: Any) -> dict[str, Any]:
     """The messages this worker's receivers refused, and those it dropped at a queue's bound, since
     its last report, for the run's counts."""
-    counts = {REJECTED_KEY: transport.take_rejected(), DROPPED_KEY: transport.take_dropped()}
+    counts = {Key.REJECTED: transport.take_rejected(), Key.DROPPED: transport.take_dropped()}
     return {key: value for key, value in counts.items() if value}
 
 
@@ -83,11 +84,11 @@ def error_report(error: BaseException) -> dict[str, Any]:
     the fault itself, with which the controller ends the run instead of restarting the worker: a
     RunHalted's one-line message (srl.faults), a failed write of a run file (a checkpoint on a full
     disk: srl.storage.WriteFailed)."""
-    report: dict[str, Any] = {"traceback": traceback.format_exc()}
+    report: dict[str, Any] = {Key.TRACEBACK: traceback.format_exc()}
     if isinstance(error, RunHalted):
-        report["halt"] = str(error)
+        report[Key.HALT] = str(error)
     if isinstance(error, WriteFailed):
-        report["write_failed"] = [error.errno, error.strerror, error.filename]
+        report[Key.WRITE_FAILED] = [error.errno, error.strerror, error.filename]
     return report
 
 

@@ -19,6 +19,7 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.faults import RunHalted
+from srl.streams.reports import Key
 from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import UpdateGuard, load_state
 
@@ -61,13 +62,13 @@ class Learner(KernelDefaults):
         """The report's fields since the last one; its counters start over."""
         skipped, self.guard.skipped = self.guard.skipped, 0
         out = {
-            "nonfinite_updates_skipped": skipped,
-            "policy_version": self.version,
-            "trained_env_steps": self.env_steps,
-            "updates": self.updates,
-            "segments_dropped": segments_dropped,
-            "policy_lag_mean": policy_lag_mean,
-            "train_time_s": round(self.train_time_s, 4),
+            Key.NONFINITE_UPDATES_SKIPPED: skipped,
+            Key.POLICY_VERSION: self.version,
+            Key.TRAINED_ENV_STEPS: self.env_steps,
+            Key.UPDATES: self.updates,
+            Key.SEGMENTS_DROPPED: segments_dropped,
+            Key.POLICY_LAG_MEAN: policy_lag_mean,
+            Key.TRAIN_TIME_S: round(self.train_time_s, 4),
             **self.stats,
         }
         self._reset_stats()
@@ -78,7 +79,7 @@ class Learner(KernelDefaults):
 
     def finish(self) -> dict[str, Any]:
         self.save_checkpoint()
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+        return {**self.report(), Key.PARAMS_SHA256: checkpoint.params_sha256(self.policy)}
 
 
 def resume_latest(run_dir: Path, run_id: str | None, policy: Policy, algorithm: Algorithm, who: str
