@@ -288,7 +288,7 @@ class RunMonitor:
         if self.member_episodes is not None:
             return self.updates
         if self.trained:  # each policy that trains makes max_updates of its own
-            return min(max(self.policy_updates[p], self.policy_trainers[p].get("policy_version", 0)) for p in self.trained)
+            return min(max(self.policy_updates[p], self.policy_trainers[p].get(Key.POLICY_VERSION, 0)) for p in self.trained)
         return max(self.updates, self.trainer.get(Key.POLICY_VERSION, 0))
 
     def _target_reached(self) -> None:

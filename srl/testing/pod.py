@@ -56,7 +56,7 @@ class PodRun:
             "return_mean": self.return_mean,
             "episodes": self.episodes,
             "updates": self.updates,
-            "params_sha256": self.final.get("params_sha256"),
+            "params_sha256": self.final.get(Key.PARAMS_SHA256),
         }
 
 
