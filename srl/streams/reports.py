@@ -87,10 +87,12 @@ class Key:
 @dataclass(frozen=True)
 class Declared:
     """One role's report: what the controller reads of every one (`required`; a report without
-    one is dropped, srl.launch.reports), and what it may hold besides (`optional`)."""
+    one is dropped, srl.launch.reports), and what it may hold besides (`optional`; with `open`,
+    any key: a custom worker's are its user's)."""
 
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
+    open: bool = False
 
     @property
     def keys(self) -> frozenset[str]:
@@ -119,7 +121,7 @@ REPORTS: dict[Role, Declared] = {
     Role.BUFFER: Declared((), (Key.REPLAY_SIZE, Key.REPLAY_INSERTED, Key.SEGMENTS_STORED, Key.BATCHES_SERVED,
                                Key.PRIORITY_UPDATES, Key.BUFFER_TIME_S, Key.SEGMENTS_LOST)),
     Role.EVAL: Declared((Key.EVAL_EPISODE_RETURNS, Key.EVAL_POLICY_VERSION), (Key.EVAL_TIME_S, Key.EVAL_POLICIES)),
-    Role.CUSTOM: Declared(),  # its user's (srl.api.worker)
+    Role.CUSTOM: Declared(open=True),  # its user's (srl.api.worker)
     Role.RELAY: Declared((), (Key.PARAMS_VERSION, Key.PUBLISHES, Key.WANTS_UPSTREAM)),
 }
 # The seconds a worker was busy, per role's work: summed per worker by the controller (busy_s)
