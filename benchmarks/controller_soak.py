@@ -56,9 +56,9 @@ from srl.graph import build_graph  # noqa: E402
 from srl.launch.monitor import RunMonitor  # noqa: E402
 from srl.launch.shell import REPORT_INTERVAL_S  # noqa: E402
 from srl.launch.supervise import Supervisor  # noqa: E402
-from srl.monitor.timing import REPORT_KEY  # noqa: E402
 from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, Kind, Role, WorkerLink  # noqa: E402
 from srl.streams.listeners import connection_cap  # noqa: E402
+from srl.streams.reports import Key  # noqa: E402
 from srl.streams.tcp import TcpTransport, Wire  # noqa: E402
 from srl.streams.tcp_setup import SECRET_BYTES, free_ports, run_limits  # noqa: E402
 from srl.workers.wiring import incarnations  # noqa: E402
@@ -82,13 +82,13 @@ def soak_graph(workers: int, run_dir: str):
 
 def report_of(role: Role, reports: int) -> dict:
     """What a worker of `role` reports, as the shell sends it (kernel report, time breakdown)."""
-    times = {REPORT_KEY: {"env": 0.3, "waiting": 0.15, "other": 0.05}}
+    times = {Key.TIME_BREAKDOWN: {"env": 0.3, "waiting": 0.15, "other": 0.05}}
     if role == Role.ACTOR:
-        return {"env_steps": 64, "episode_returns": [21.0], "episode_lengths": [21], "episodes": 1,
-                "segments_lost": 0, "env_time_s": 0.3, **times}  # fmt: skip
+        return {Key.ENV_STEPS: 64, Key.EPISODE_RETURNS: [21.0], Key.EPISODE_LENGTHS: [21], Key.EPISODES: 1,
+                Key.SEGMENTS_LOST: 0, Key.ENV_TIME_S: 0.3, **times}  # fmt: skip
     if role == Role.TRAINER:
-        return {"segments_dropped": 0, "updates": 1, "policy_version": reports, "train_time_s": 0.4, **times}
-    return {"params_version": reports, **times}
+        return {Key.SEGMENTS_DROPPED: 0, Key.UPDATES: 1, Key.POLICY_VERSION: reports, Key.TRAIN_TIME_S: 0.4, **times}
+    return {Key.PARAMS_VERSION: reports, **times}
 
 
 def synthetic_workers(wire: Wire, workers: list[tuple[int, int]], count: int, commands, results) -> None:

@@ -31,6 +31,8 @@ from pydantic import (
 
 from srl.api.algorithm import AlgorithmConfig
 
+RUN_ID_PREFIX_ENV = "SRL_RUN_ID_PREFIX"  # debug.run_id_prefix where none is given (DebugConfig)
+
 
 class ConfigError(ValueError):
     """Invalid experiment config; the message names the field and the allowed values."""
@@ -470,6 +472,36 @@ class DeviceConfig(Settings):
     eval: str = Field("cpu", description="The evaluator's policy (eval.episodes > 0).")
 
 
+class DebugConfig(Settings):
+    """What tests set to see inside a run: records and perturbations that no run needs."""
+
+    # Read where they act (the worker shell, the trainer's build, the launcher) from the run's
+    # config, which every worker is given: forked processes and Ray actors alike, which inherited
+    # environment variables did not reach.
+
+    record_param_digests: bool = Field(
+        False, description="Each trainer writes the sha256 of its parameters after every update to "
+        "run_dir/param_digests/trainer-<t>.json (tests check that every trainer of a group took the same steps).")
+    record_streams: bool = Field(
+        False, description="Each process writes the streams it opened to run_dir/streams/<worker>.json, to be "
+        "compared with those the graph declares (tests/test_declared_streams.py).")
+    jitter_max_s: float = Field(
+        0.0, ge=0, le=1.0, description="Each worker pauses a random 0 to this many seconds (unseeded) before every "
+        "poll: deterministic mode's tests perturb every worker's timing with it; 0 = no pauses.")
+    run_id_prefix: str = Field(
+        "", max_length=16, pattern=r"^[A-Za-z0-9]*$", validate_default=True,
+        description="Letters and digits before the run's random id (its shared memory blocks and sockets are "
+        f"named by it); empty: ${RUN_ID_PREFIX_ENV} where set. A test session sets that variable so its leak "
+        "check tells the blocks of its runs, in-process or `srl run` ones, from other runs on the machine.")
+
+    @field_validator("run_id_prefix", mode="before")
+    @classmethod
+    def _session_prefix(cls, value: Any) -> Any:
+        """The one setting a test session cannot give each run it starts as an override (a run's
+        config is built in the `srl run` process, or by the test itself): its environment's."""
+        return value or os.environ.get(RUN_ID_PREFIX_ENV, "")
+
+
 class PodConfig(Settings):
     """A pod: one process steps a batched env and trains (`pod.enabled=true`)."""
 
@@ -598,6 +630,7 @@ class ExperimentConfig(Settings):
     eval: EvalConfig = Field(default_factory=EvalConfig, description=EvalConfig.__doc__)
     pod: PodConfig = Field(default_factory=PodConfig, description=PodConfig.__doc__)
     devices: DeviceConfig = Field(default_factory=DeviceConfig, description=DeviceConfig.__doc__)
+    debug: DebugConfig = Field(default_factory=DebugConfig, description=DebugConfig.__doc__)
 
     @field_validator("modules", mode="before")
     @classmethod

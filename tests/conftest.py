@@ -18,6 +18,7 @@ from skip_guard import (  # noqa: F401  (hooks: only missing hardware may skip a
 
 import srl.testing  # noqa: F401  (registers the counting envs; worker processes fork from here and inherit them)
 from srl import devices
+from srl.config import RUN_ID_PREFIX_ENV
 
 
 def srl_processes(since_s: float = 0.0) -> list[psutil.Process]:
@@ -49,7 +50,8 @@ def _same_test_process(proc: psutil.Process) -> bool:
 
 
 # Runs started by this test session name their blocks with this prefix, so another srl run on
-# the machine at the same time cannot trip the leak check.
+# the machine at the same time cannot trip the leak check. Set in the environment, as the default
+# of every run's debug.run_id_prefix (srl.config.DebugConfig): runs in `srl run` processes too.
 SESSION_PREFIX = f"t{os.getpid()}x"
 
 
@@ -124,4 +126,4 @@ def pytest_configure(config):
     # test: 23.7 s of CPU with 2 threads, 7.2 s with 1, 2 cores at load average 10-16).
     torch.set_num_threads(1)
     os.environ.setdefault("SRL_IPC_DIR", "/tmp")
-    os.environ["SRL_RUN_ID_PREFIX"] = SESSION_PREFIX
+    os.environ[RUN_ID_PREFIX_ENV] = SESSION_PREFIX

@@ -67,8 +67,8 @@ def opened(run_dir: Path) -> dict[str, set[tuple[str, str]]]:
 
 
 def run_and_compare(experiment: str, overrides: list[str], run_dir: Path, monkeypatch) -> tuple[dict, dict]:
-    monkeypatch.setenv("SRL_RECORD_STREAMS", "1")  # forked workers inherit it
-    config = load_config(experiment, [*overrides, *STEPS, "launch.launcher=local", f"run.run_dir={run_dir}"])
+    config = load_config(experiment, [*overrides, *STEPS, "launch.launcher=local", f"run.run_dir={run_dir}",
+                                      "debug.record_streams=true"])
     assert run_experiment(config) == 0
     return declared(build_graph(config)), opened(run_dir)
 

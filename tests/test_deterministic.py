@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
-import os
 import random
 import shutil
 import signal
@@ -44,10 +43,10 @@ COMMON = ["run.seed=7", "launch.num_actor_workers=2", "stop.max_updates=12", "mo
 
 
 def params_hash(run_dir, *overrides: str, jitter_s: float = 0.004) -> str:
-    env = {**os.environ, "SRL_TEST_JITTER_MAX_S": str(jitter_s)}
     proc = subprocess.run(
-        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *COMMON, *overrides, f"run.run_dir={run_dir}"],
-        capture_output=True, text=True, timeout=180, env=env,
+        [sys.executable, "-m", "srl.cli", "run", "cartpole-ppo", *COMMON, *overrides, f"run.run_dir={run_dir}",
+         f"debug.jitter_max_s={jitter_s}"],
+        capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -115,14 +114,12 @@ README = ["run.deterministic=true", "run.seed=7", "launch.num_actor_workers=2"] 
 STEPS_PER_UPDATE = 2 * 16 * 32  # cartpole-ppo: 2 actors x 16 envs x 32-step segments, all trained on
 
 
-def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, env: dict | None = None,
-               experiment: str = "cartpole-ppo") -> dict:
+def summary_of(run_dir, *overrides: str, jitter_s: float = 0.004, experiment: str = "cartpole-ppo") -> dict:
     """`srl run EXPERIMENT OVERRIDES` (every worker's timing jittered): its summary.json."""
-    env = {**os.environ, "SRL_TEST_JITTER_MAX_S": str(jitter_s), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "srl.cli", "run", experiment, *overrides, f"run.run_dir={run_dir}",
-         "monitor.display=off", "monitor.learning_curve=false"],
-        capture_output=True, text=True, timeout=240, env=env, start_new_session=True, check=False,
+         "monitor.display=off", "monitor.learning_curve=false", f"debug.jitter_max_s={jitter_s}"],
+        capture_output=True, text=True, timeout=240, start_new_session=True, check=False,
     )  # fmt: skip  # these take seconds: a hung one fails with its output (pytest-timeout's 600 s shows none)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads((run_dir / "summary.json").read_text())
@@ -233,7 +230,7 @@ def test_two_trainers_agree_on_the_stop_update(tmp_path, rule):
     digests, runs = [], []
     for k in "ab":
         runs.append(summary_of(tmp_path / k, *README, "launch.num_trainers=2", "stop.total_env_steps=200000", rule,
-                               env={"SRL_RECORD_PARAM_DIGESTS": "1"}))  # fmt: skip
+                               "debug.record_param_digests=true"))  # fmt: skip
         mine = [json.loads((tmp_path / k / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
         assert mine[0] == mine[1], "the trainers took different steps, or stopped after different updates"
         digests.append(mine[0])
@@ -248,11 +245,11 @@ def test_a_deterministic_pod_stops_after_the_same_update_in_every_run(tmp_path):
     """A pod decides too, after each update: in its own process (launcher=local) with jitter."""
     runs = []
     for k in "ab":
-        env = {**os.environ, "SRL_TEST_JITTER_MAX_S": "0.004"}
         proc = subprocess.run(
             [sys.executable, "-m", "srl.cli", "run", "cartpole-pod", "run.deterministic=true", "run.seed=7",
-             "launch.launcher=local", "stop.target_return=60", f"run.run_dir={tmp_path / k}", "monitor.display=off", "monitor.learning_curve=false"],
-            capture_output=True, text=True, timeout=300, env=env, start_new_session=True, check=False,
+             "launch.launcher=local", "stop.target_return=60", f"run.run_dir={tmp_path / k}", "monitor.display=off",
+             "monitor.learning_curve=false", "debug.jitter_max_s=0.004"],
+            capture_output=True, text=True, timeout=300, start_new_session=True, check=False,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs.append(json.loads((tmp_path / k / "summary.json").read_text()))

@@ -288,10 +288,9 @@ def _replay_into(monkeypatch) -> None:
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_a_run_with_two_trainers_keeps_its_rendezvous_to_itself(transport, run_dir, monkeypatch):
-    monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")  # the forked trainers inherit it
     _replay_into(monkeypatch)
     config = load_config("cartpole-ppo", [
-        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=8", f"dataflow.transport={transport}",
+        "debug.record_param_digests=true", "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=8", f"dataflow.transport={transport}",
         f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
     watch = ListenerWatch()

@@ -102,10 +102,9 @@ def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
         assert torch.allclose(mine.detach(), torch.from_numpy(theirs), atol=1e-5, rtol=1e-4)
 
 
-def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_dir, monkeypatch):
-    monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")  # the forked trainers inherit it
+def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_dir):
     config = load_config("cartpole-ppo", [
-        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=12", f"run.run_dir={run_dir}", "monitor.display=off",
+        "debug.record_param_digests=true", "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=12", f"run.run_dir={run_dir}", "monitor.display=off",
         "monitor.learning_curve=false",
     ])  # fmt: skip
     assert run_experiment(config) == 0

@@ -28,6 +28,7 @@ from srl.config import ConfigError, ExperimentConfig
 from srl.launch.observers import ObservedReport
 from srl.storage import failing_as
 from srl.streams.control import Role
+from srl.streams.reports import Key
 from srl.workers.member import member_folder
 from srl.workers.tournament import Entry, Tournament
 
@@ -88,23 +89,23 @@ class PopulationManager:
         if observed.role != Role.POD:
             return
         k, report = observed.index, observed.payload
-        for event in report.get("evals", []):
+        for event in report.get(Key.EVALS, []):
             self.on_eval(k, event)
         adopt = self.adopts.get(k)
         waited_s = time.monotonic() - self.sent_s.get(k, -math.inf)
-        if adopt is not None and report.get("adoptions", 0) < adopt["adoption"] and waited_s >= RESEND_S:
+        if adopt is not None and report.get(Key.ADOPTIONS, 0) < adopt["adoption"] and waited_s >= RESEND_S:
             self.outbox[k] = adopt
 
     def on_eval(self, k: int, event: dict[str, Any]) -> None:
-        source = Path(event["checkpoint"])
+        source = Path(event[Key.CHECKPOINT])
         if source.parent != member_folder(self.run_dir, k) or not source.is_file():
             return  # not this member's file, or gone with the life that wrote it
-        if event["adoptions"] < self.adopts.get(k, {}).get("adoption", 0):
+        if event[Key.ADOPTIONS] < self.adopts.get(k, {}).get("adoption", 0):
             source.unlink(missing_ok=True)  # evaluated before its replacement arrived: stale
             return
-        kept = leaderboard.entry_path(self.run_dir, k, event["env_steps"])
+        kept = leaderboard.entry_path(self.run_dir, k, event[Key.ENV_STEPS])
         os.replace(source, kept)
-        entry = Entry(k, event["env_steps"], event["eval_return"], event["hparams"], str(kept),
+        entry = Entry(k, event[Key.ENV_STEPS], event[Key.EVAL_RETURN], event[Key.HPARAMS], str(kept),
                       time_s=round(time.time() - self.started_s, 3))
         decision = self.tournament.on_eval(entry)
         for old in decision.evicted:

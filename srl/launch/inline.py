@@ -18,9 +18,10 @@ from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
 from srl.launch.shell import REPORT_INTERVAL_S
 from srl.launch.signals import interrupt_on_sigterm
-from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
+from srl.monitor.timing import OTHER, WAITING
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
+from srl.streams.reports import Key
 from srl.workers.build import make_kernel
 from srl.workers.kernel import Kernel
 
@@ -43,7 +44,7 @@ def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
         except KeyboardInterrupt:
             reason = "interrupted"
         for spec, kernel in kernels:
-            monitor.on_report(spec.role, spec.index, {**kernel.finish(), REPORT_KEY: kernel.clock.take()}, final=True)
+            monitor.on_report(spec.role, spec.index, {**kernel.finish(), Key.TIME_BREAKDOWN: kernel.clock.take()}, final=True)
         return reason
     finally:
         restore_sigterm()
@@ -61,12 +62,12 @@ def _take_turns(kernels: list[tuple[WorkerSpec, Kernel]], monitor: RunMonitor, o
             try:
                 kernel.poll()
             except RunHalted:  # its counts up to the halt still count (as srl.launch.shell sends them)
-                monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: kernel.clock.take()})
+                monitor.on_report(spec.role, spec.index, {**kernel.report(), Key.TIME_BREAKDOWN: kernel.clock.take()})
                 raise
             kernel.clock.switch(WAITING)
         if time.monotonic() - last_report >= REPORT_INTERVAL_S:
             for spec, kernel in kernels:
-                monitor.on_report(spec.role, spec.index, {**kernel.report(), REPORT_KEY: kernel.clock.take()})
+                monitor.on_report(spec.role, spec.index, {**kernel.report(), Key.TIME_BREAKDOWN: kernel.clock.take()})
             _obey(kernels, monitor)
             last_report = time.monotonic()
             outputs.tick(monitor)

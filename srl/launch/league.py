@@ -22,6 +22,7 @@ from srl.lanes import POLICIES_DIR
 from srl.launch.observers import ObservedReport
 from srl.league import FILE, League
 from srl.streams.control import Role
+from srl.streams.reports import Key
 
 SNAPSHOTS_DIR = "league"  # run_dir/league/v<version>.pt
 
@@ -45,9 +46,9 @@ class LeagueKeeper:
     def on_report(self, report: ObservedReport) -> None:
         """The opponents' games in an actor's (or pod's) report; its learner's new versions."""
         if report.role in (Role.ACTOR, Role.POD):
-            episodes = report.payload.get("policies", {}).get(self.opponents)
+            episodes = report.payload.get(Key.POLICIES, {}).get(self.opponents)
             if episodes is not None:
-                self.on_results(episodes.get("results", {}))
+                self.on_results(episodes.get(Key.RESULTS, {}))
         if report.leads and report.policy == self.learner:
             self.on_learner(report.payload, report.env_steps)
 
@@ -64,7 +65,7 @@ class LeagueKeeper:
 
     def on_learner(self, payload: dict[str, Any], env_steps: int) -> None:
         """A report of the learner's trainer: a snapshot of its newest checkpoint when it is due."""
-        if payload.get("policy_version", 0) < self.next_version:
+        if payload.get(Key.POLICY_VERSION, 0) < self.next_version:
             return
         meta = checkpoint.latest_meta(self.run_dir / POLICIES_DIR / self.learner)
         if meta is None or meta["version"] < self.next_version or f"v{meta['version']}" in self.league.snapshots:

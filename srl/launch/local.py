@@ -89,7 +89,7 @@ def run_workers(
     """The controller on this machine for workers placed by `make_workers(graph, run_id, ipc_dir, wire)`
     (local processes, Ray actors): shared blocks, control stream, supervision, stop, clean-up."""
     # The prefix lets a test session tell its own shared memory from other runs on the machine.
-    run_id = os.environ.get("SRL_RUN_ID_PREFIX", "") + secrets.token_hex(4)
+    run_id = graph.config.debug.run_id_prefix + secrets.token_hex(4)
     ipc_dir = make_ipc_dir(run_id)
     workers, transport, group_stores, blocks = None, None, {}, None
     restore_sigterm = interrupt_on_sigterm()  # SIGTERM stops the run as Ctrl-C does

@@ -30,11 +30,10 @@ from srl.launch.launches import LaunchStart, RunCounts
 from srl.launch.observers import ObservedReport, Observer
 from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.monitor.info import InfoWindows
-from srl.monitor.timing import REPORT_KEY, BreakdownTable
-from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Role
+from srl.monitor.timing import BreakdownTable
+from srl.streams.control import Role
+from srl.streams.reports import BUSY_TIMES, Key
 from srl.workers.stop import Stop, StopKind, StopRules
-
-PER_WORKER_TIMES = ("env_time_s", "infer_time_s", "train_time_s", "buffer_time_s")
 
 
 class RunMonitor:
@@ -119,46 +118,46 @@ class RunMonitor:
         previous = self._last.get(worker)
         self._last[worker] = (now, now - previous[0] if previous else 0.0, payload)
         self.last_report_s[worker] = now
-        self.segments_lost += payload.get("segments_lost", 0)
-        self.on_rejected(payload.get(REJECTED_KEY) or {})
-        self.on_dropped(payload.get(DROPPED_KEY) or {})
-        for key in PER_WORKER_TIMES:
+        self.segments_lost += payload.get(Key.SEGMENTS_LOST, 0)
+        self.on_rejected(payload.get(Key.REJECTED) or {})
+        self.on_dropped(payload.get(Key.DROPPED) or {})
+        for key in BUSY_TIMES:
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
-        if REPORT_KEY in payload:
-            self.time_breakdown.add(worker, payload[REPORT_KEY])
+        if Key.TIME_BREAKDOWN in payload:
+            self.time_breakdown.add(worker, payload[Key.TIME_BREAKDOWN])
         if role in (Role.ACTOR, Role.POD):
-            played = (payload["episode_returns"], payload["episode_lengths"], payload.get("episodes"))
-            self.env_steps += payload["env_steps"]
-            if payload["env_steps"] and self.first_steps_s is None:
+            played = (payload[Key.EPISODE_RETURNS], payload[Key.EPISODE_LENGTHS], payload.get(Key.EPISODES))
+            self.env_steps += payload[Key.ENV_STEPS]
+            if payload[Key.ENV_STEPS] and self.first_steps_s is None:
                 self.first_steps_s = now
             self.episodes.add(*played)
             if role == Role.POD and self.member_episodes is not None:
                 self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
-            self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
-            self.info.add(payload.get("episode_info", {}))
-            for policy, episodes in payload.get("policies", {}).items():
+            self.nonfinite_episodes_skipped += payload.get(Key.NONFINITE_EPISODES_SKIPPED, 0)
+            self.info.add(payload.get(Key.EPISODE_INFO, {}))
+            for policy, episodes in payload.get(Key.POLICIES, {}).items():
                 if policy in self.policy_episodes:
-                    self.policy_episodes[policy].add(episodes["episode_returns"], episodes["episode_lengths"],
-                                                     episodes["episodes"])
-        if role == Role.EVAL and payload["eval_episode_returns"]:
-            self.eval_returns = payload["eval_episode_returns"]
-            self.eval_version = payload["eval_policy_version"]
-            self.eval_policies = payload.get("eval_policies", {})
+                    self.policy_episodes[policy].add(episodes[Key.EPISODE_RETURNS], episodes[Key.EPISODE_LENGTHS],
+                                                     episodes[Key.EPISODES])
+        if role == Role.EVAL and payload[Key.EVAL_EPISODE_RETURNS]:
+            self.eval_returns = payload[Key.EVAL_EPISODE_RETURNS]
+            self.eval_version = payload[Key.EVAL_POLICY_VERSION]
+            self.eval_policies = payload.get(Key.EVAL_POLICIES, {})
         if role in (Role.TRAINER, Role.POD):
-            self.segments_dropped += payload["segments_dropped"]
+            self.segments_dropped += payload[Key.SEGMENTS_DROPPED]
         if self._leads(worker):
-            self.updates += payload["updates"]
-            self.nonfinite_updates_skipped += payload.get("nonfinite_updates_skipped", 0)
+            self.updates += payload[Key.UPDATES]
+            self.nonfinite_updates_skipped += payload.get(Key.NONFINITE_UPDATES_SKIPPED, 0)
             self._count_resumed(worker, payload)
             policy = self.policies.get(worker)
             if policy is not None:
-                self.policy_updates[policy] += payload["updates"]
+                self.policy_updates[policy] += payload[Key.UPDATES]
                 if final:
                     self.policy_final[policy] = payload
-                if payload["updates"] or not self.policy_trainers[policy]:
+                if payload[Key.UPDATES] or not self.policy_trainers[policy]:
                     self.policy_trainers[policy] = payload
-            if (payload["updates"] or not self.trainer) and (policy is None or index == 0):  # the first policy's
+            if (payload[Key.UPDATES] or not self.trainer) and (policy is None or index == 0):  # the first policy's
                 self.trainer = payload
             if final:
                 self.final = payload
@@ -198,12 +197,12 @@ class RunMonitor:
             "episode_return_mean": self.episodes.mean_return,
             "episode_length_mean": self.episodes.mean_length,
             "episodes": run.episodes,
-            "policy_version": self.trainer.get("policy_version", 0),
-            "policy_lag_mean": self.trainer.get("policy_lag_mean"),
+            "policy_version": self.trainer.get(Key.POLICY_VERSION, 0),
+            "policy_lag_mean": self.trainer.get(Key.POLICY_LAG_MEAN),
             "updates": run.updates,
             "env_steps_redone": self.env_steps_redone,
             "updates_redone": self.updates_redone,
-            "trained_env_steps": self.trainer.get("trained_env_steps", 0),  # consumed by the (first) trainer
+            "trained_env_steps": self.trainer.get(Key.TRAINED_ENV_STEPS, 0),  # consumed by the (first) trainer
             "segments_dropped": self.segments_dropped,
             "segments_lost": self.segments_lost,
             "env_steps_lost": round(self.env_steps_lost),
@@ -223,8 +222,8 @@ class RunMonitor:
         """For summary.json: each policy's episodes, updates and final parameters."""
         return {policy: {"episode_return_mean": window.mean_return, "episodes": window.count,
                          "updates": self.policy_updates[policy],
-                         "policy_version": self.policy_final.get(policy, {}).get("policy_version"),
-                         "params_sha256": self.policy_final.get(policy, {}).get("params_sha256")}
+                         "policy_version": self.policy_final.get(policy, {}).get(Key.POLICY_VERSION),
+                         "params_sha256": self.policy_final.get(policy, {}).get(Key.PARAMS_SHA256)}
                 for policy, window in self.policy_episodes.items()}
 
     def _policy_metrics(self) -> dict[str, Any]:
@@ -237,7 +236,7 @@ class RunMonitor:
             trainer = self.policy_trainers[policy]
             out.update({
                 f"{policy}/episode_return_mean": window.mean_return, f"{policy}/episode_length_mean": window.mean_length,
-                f"{policy}/episodes": window.count, f"{policy}/policy_version": trainer.get("policy_version", 0),
+                f"{policy}/episodes": window.count, f"{policy}/policy_version": trainer.get(Key.POLICY_VERSION, 0),
                 f"{policy}/updates": self.policy_updates[policy],
                 **{f"{policy}/{k}": v for k, v in trainer.items() if "/" in k},
             })  # fmt: skip
@@ -258,8 +257,8 @@ class RunMonitor:
         out = {"eval/episode_return_mean": _mean(self.eval_returns), "eval/policy_version": self.eval_version}
         for policy in self.policy_episodes:
             mine = self.eval_policies.get(policy, {})
-            out[f"{policy}/eval/episode_return_mean"] = _mean(mine.get("episode_returns", []))
-            out[f"{policy}/eval/policy_version"] = mine.get("policy_version")
+            out[f"{policy}/eval/episode_return_mean"] = _mean(mine.get(Key.EPISODE_RETURNS, []))
+            out[f"{policy}/eval/policy_version"] = mine.get(Key.POLICY_VERSION)
         return out
 
     def stop(self) -> Stop | None:
@@ -289,8 +288,8 @@ class RunMonitor:
         if self.member_episodes is not None:
             return self.updates
         if self.trained:  # each policy that trains makes max_updates of its own
-            return min(max(self.policy_updates[p], self.policy_trainers[p].get("policy_version", 0)) for p in self.trained)
-        return max(self.updates, self.trainer.get("policy_version", 0))
+            return min(max(self.policy_updates[p], self.policy_trainers[p].get(Key.POLICY_VERSION, 0)) for p in self.trained)
+        return max(self.updates, self.trainer.get(Key.POLICY_VERSION, 0))
 
     def _target_reached(self) -> None:
         if self.target_reached_s is None:
@@ -305,16 +304,16 @@ class RunMonitor:
         last = self._last.pop(worker, None)
         if self._leads(worker):  # the version its parameters were counted up to
             trainer = self.policy_trainers[self.policies[worker]] if worker in self.policies else self.trainer
-            counted = last[2].get("policy_version") if last is not None else trainer.get("policy_version")
+            counted = last[2].get(Key.POLICY_VERSION) if last is not None else trainer.get(Key.POLICY_VERSION)
             if counted is not None or self.config.run.resume is None:
                 self._resuming[worker] = counted or 0
         if last is None:  # it never reported: it had taken nothing, and its steps are unknown
             return
         report_s, interval_s, report = last
-        self.segments_lost += report.get("segments_pending", 0)
-        if report.get("env_steps") and interval_s > 0:
+        self.segments_lost += report.get(Key.SEGMENTS_PENDING, 0)
+        if report.get(Key.ENV_STEPS) and interval_s > 0:
             unreported_s = min((ended_s if ended_s is not None else now) - report_s, interval_s)
-            self.env_steps_lost += report["env_steps"] * max(unreported_s, 0.0) / interval_s
+            self.env_steps_lost += report[Key.ENV_STEPS] * max(unreported_s, 0.0) / interval_s
 
     def _leads(self, worker: str) -> bool:
         """Whether `worker` counts updates: a pod; of several trainers taking each update together,
@@ -327,9 +326,9 @@ class RunMonitor:
         the updates it made since. Updates past that, counted from its old life's reports, are
         lost; updates up to it that its old life made but never reported (killed first) were kept."""
         counted = self._resuming.pop(worker, None)
-        if counted is None or payload.get("policy_version") is None:
+        if counted is None or payload.get(Key.POLICY_VERSION) is None:
             return
-        resumed_from = payload["policy_version"] - payload["updates"]
+        resumed_from = payload[Key.POLICY_VERSION] - payload[Key.UPDATES]
         lost = max(0, counted - resumed_from)
         self.updates_lost += lost
         self.updates += resumed_from - counted  # less the lost (counted, not kept), plus the unreported kept
@@ -352,9 +351,9 @@ class RunMonitor:
         (lock step), the parameter version a trainer, policy worker or the parameter service holds."""
         out = []
         for worker, (_, _, payload) in sorted(self._last.items()):
-            version = payload.get("policy_version", payload.get("params_version"))
-            if "lock_step_segments_sent" in payload:
-                out.append(f"{worker} sent {payload['lock_step_segments_sent']} segments")
+            version = payload.get(Key.POLICY_VERSION, payload.get(Key.PARAMS_VERSION))
+            if Key.LOCK_STEP_SEGMENTS_SENT in payload:
+                out.append(f"{worker} sent {payload[Key.LOCK_STEP_SEGMENTS_SENT]} segments")
             elif version is not None:
                 out.append(f"{worker} holds version {version}")
         return out

@@ -17,6 +17,7 @@ from srl.launch.monitor import RunMonitor
 from srl.monitor.timing import FILE_NAME as TIME_BREAKDOWN_FILE
 from srl.storage import WriteFailed, failing_as, write_text_atomic
 from srl.streams.rejections import LOG_EVERY_S
+from srl.streams.reports import Key
 
 
 class WorkerFailed(RuntimeError):
@@ -161,8 +162,8 @@ class RunOutputs:
             "dropped_messages": sum(monitor.dropped.values()),  # at a queue's bound (srl.streams.queues)
             "dropped_messages_by_stream": dict(sorted(monitor.dropped.items())),
             "env_steps_lost": round(monitor.env_steps_lost),
-            "policy_version": monitor.final.get("policy_version"),
-            "params_sha256": monitor.final.get("params_sha256"),
+            "policy_version": monitor.final.get(Key.POLICY_VERSION),
+            "params_sha256": monitor.final.get(Key.PARAMS_SHA256),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
             "restarts": dict(sorted(monitor.restarts.items())),
             "nonfinite_episodes_skipped": monitor.nonfinite_episodes_skipped,

@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from srl.launch.monitor import PER_WORKER_TIMES
 from srl.monitor.episodes import WINDOW
 from srl.monitor.info import episode_info_ok
-from srl.monitor.timing import REPORT_KEY
-from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role, decode_report
+from srl.streams.control import Kind, Role, decode_report
+from srl.streams.reports import BUSY_TIMES, REPORTS, Key
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
 from srl.workers.stop import StopKind
@@ -77,67 +76,61 @@ def _write_failed(v: Any) -> bool:  # [errno, strerror, filename] (srl.storage.W
 
 
 def _eval(v: Any) -> bool:  # an ensemble member's evaluation (srl.workers.member)
-    checks = {"env_steps": _count, "eval_return": _real, "hparams": _map_of(_real), "checkpoint": _text,
-              "adoptions": _count}
+    checks = {Key.ENV_STEPS: _count, Key.EVAL_RETURN: _real, Key.HPARAMS: _map_of(_real), Key.CHECKPOINT: _text,
+              Key.ADOPTIONS: _count}
     return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
 
 
 def _policy_eval(v: Any) -> bool:  # the evaluator's round of one policy (srl.workers.evaluator)
-    return type(v) is dict and _list_of(_real)(v.get("episode_returns")) and _int64(v.get("policy_version"))
+    return type(v) is dict and _list_of(_real)(v.get(Key.EPISODE_RETURNS)) and _int64(v.get(Key.POLICY_VERSION))
 
 
 def _policy_episodes(v: Any) -> bool:  # an actor's episodes of one policy (srl.workers.lanes)
-    if type(v) is not dict or not _count(v.get("episodes")):
+    if type(v) is not dict or not _count(v.get(Key.EPISODES)):
         return False
-    returns, lengths = v.get("episode_returns"), v.get("episode_lengths")
+    returns, lengths = v.get(Key.EPISODE_RETURNS), v.get(Key.EPISODE_LENGTHS)
     if not (isinstance(returns, list) and isinstance(lengths, list)):
         return False
-    results = v.get("results", {})  # a league's games by opponent: [wins, draws, losses]
+    results = v.get(Key.RESULTS, {})  # a league's games by opponent: [wins, draws, losses]
     if not _map_of(lambda counts: type(counts) is list and len(counts) == 3 and all(map(_count, counts)))(results):
         return False
     return (_list_of(_real)(returns) and _list_of(_count)(lengths)
-            and len(returns) == len(lengths) <= min(v["episodes"], WINDOW))
+            and len(returns) == len(lengths) <= min(v[Key.EPISODES], WINDOW))
 
 
-# every field the controller computes with, and what it must hold where present
+# every field the controller computes with, and what it must hold where present (srl.streams.reports)
 FIELDS: dict[str, Callable[[Any], bool]] = {
-    "env_steps": _count,
-    "episode_returns": _list_of(_real),
-    "episode_lengths": _list_of(_count),
-    "episodes": _count,  # how many finished; the lists carry the last of them (srl.monitor.episodes)
-    "eval_episode_returns": _list_of(_real),
-    "eval_policy_version": _int64,
-    "eval_policies": _map_of(_policy_eval),
-    "policy_version": _or_none(_int64),
-    "updates": _count,
-    "segments_dropped": _count,
-    "segments_lost": _count,
-    "segments_pending": _count,
-    "nonfinite_episodes_skipped": _count,
-    "nonfinite_updates_skipped": _count,
-    "stop_reason": _or_none(_text),
-    "stop_kind": lambda v: v in STOP_KINDS,  # which rule, beside a stop_reason (srl.workers.stop)
-    "evals": _list_of(_eval),
-    "policies": _map_of(_policy_episodes),
-    "episode_info": episode_info_ok,  # monitor.info_keys: values per key, as many as the returns (srl.monitor.info)
-    "adoptions": _count,
-    REPORT_KEY: _map_of(_seconds),
-    REJECTED_KEY: _map_of(_count),
-    DROPPED_KEY: _map_of(_count),
-    **{key: _seconds for key in PER_WORKER_TIMES},
-    "traceback": _text,
-    "halt": _text,
-    "write_failed": _write_failed,
+    Key.ENV_STEPS: _count,
+    Key.EPISODE_RETURNS: _list_of(_real),
+    Key.EPISODE_LENGTHS: _list_of(_count),
+    Key.EPISODES: _count,  # how many finished; the lists carry the last of them (srl.monitor.episodes)
+    Key.EVAL_EPISODE_RETURNS: _list_of(_real),
+    Key.EVAL_POLICY_VERSION: _int64,
+    Key.EVAL_POLICIES: _map_of(_policy_eval),
+    Key.POLICY_VERSION: _or_none(_int64),
+    Key.UPDATES: _count,
+    Key.SEGMENTS_DROPPED: _count,
+    Key.SEGMENTS_LOST: _count,
+    Key.SEGMENTS_PENDING: _count,
+    Key.NONFINITE_EPISODES_SKIPPED: _count,
+    Key.NONFINITE_UPDATES_SKIPPED: _count,
+    Key.STOP_REASON: _or_none(_text),
+    Key.STOP_KIND: lambda v: v in STOP_KINDS,  # which rule, beside a stop_reason (srl.workers.stop)
+    Key.EVALS: _list_of(_eval),
+    Key.POLICIES: _map_of(_policy_episodes),
+    Key.EPISODE_INFO: episode_info_ok,  # monitor.info_keys: values per key, as many as the returns (srl.monitor.info)
+    Key.ADOPTIONS: _count,
+    Key.TIME_BREAKDOWN: _map_of(_seconds),
+    Key.REJECTED: _map_of(_count),
+    Key.DROPPED: _map_of(_count),
+    **{key: _seconds for key in BUSY_TIMES},
+    Key.TRACEBACK: _text,
+    Key.HALT: _text,
+    Key.WRITE_FAILED: _write_failed,
 }
 _FIELD_ORDER = {key: i for i, key in enumerate(FIELDS)}
-_PLAYS = ("env_steps", "episode_returns", "episode_lengths")
-_TRAINS = ("segments_dropped", "updates")
-REQUIRED: dict[Role, tuple[str, ...]] = {  # what the controller reads of each role's reports
-    Role.ACTOR: _PLAYS,
-    Role.POD: _PLAYS + _TRAINS,
-    Role.TRAINER: _TRAINS,
-    Role.EVAL: ("eval_episode_returns", "eval_policy_version"),
-}
+# what the controller reads of each role's reports: their declarations' (srl.streams.reports)
+REQUIRED: dict[Role, tuple[str, ...]] = {role: declared.required for role, declared in REPORTS.items() if declared.required}
 
 
 def payload_problem(kind: Kind, role: Role, payload: dict[str, Any]) -> str | None:
@@ -151,10 +144,10 @@ def payload_problem(kind: Kind, role: Role, payload: dict[str, Any]) -> str | No
     if bad:
         bad.sort(key=_FIELD_ORDER.__getitem__)
         return f"report fields of the wrong type or out of bounds: {', '.join(bad)}"
-    returns, lengths = payload.get("episode_returns", []), payload.get("episode_lengths", [])
+    returns, lengths = payload.get(Key.EPISODE_RETURNS, []), payload.get(Key.EPISODE_LENGTHS, [])
     if len(returns) != len(lengths):
-        return "episode_returns and episode_lengths differ in length"
-    if payload.get("episodes", len(returns)) < len(returns) or len(returns) > WINDOW:
+        return f"{Key.EPISODE_RETURNS} and {Key.EPISODE_LENGTHS} differ in length"
+    if payload.get(Key.EPISODES, len(returns)) < len(returns) or len(returns) > WINDOW:
         return f"more episode returns than episodes or than a report carries ({WINDOW})"
     return None
 
@@ -195,34 +188,34 @@ class Rate:
 
 def _episodes_of_policies(policies: dict[str, Any]) -> int:
     """The episodes of every policy of an actor's report, and its league games (one per episode)."""
-    return sum(p["episodes"] + sum(map(sum, p.get("results", {}).values())) for p in policies.values())
+    return sum(p[Key.EPISODES] + sum(map(sum, p.get(Key.RESULTS, {}).values())) for p in policies.values())
 
 
 RATES: dict[str, Rate] = {
-    "env_steps": Rate(ENV_STEPS_PER_ENV_S, "envs", _PLAYERS),
-    "episodes": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
-    "nonfinite_episodes_skipped": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
-    "policies": Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),  # each policy's episodes and league games
-    "updates": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
-    "nonfinite_updates_skipped": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
-    "segments_dropped": Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
-    "segments_lost": Rate(EVENTS_PER_WORKER_S, "worker"),
+    Key.ENV_STEPS: Rate(ENV_STEPS_PER_ENV_S, "envs", _PLAYERS),
+    Key.EPISODES: Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
+    Key.NONFINITE_EPISODES_SKIPPED: Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),
+    Key.POLICIES: Rate(ENV_STEPS_PER_ENV_S, "rows", _PLAYERS),  # each policy's episodes and league games
+    Key.UPDATES: Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
+    Key.NONFINITE_UPDATES_SKIPPED: Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
+    Key.SEGMENTS_DROPPED: Rate(EVENTS_PER_WORKER_S, "worker", _LEARNERS),
+    Key.SEGMENTS_LOST: Rate(EVENTS_PER_WORKER_S, "worker"),
     # a gauge, not a count (the controller adds it to segments_lost when its trainer dies): charged
     # as one all the same, a few per report
-    "segments_pending": Rate(EVENTS_PER_WORKER_S, "worker"),
-    REJECTED_KEY: Rate(EVENTS_PER_WORKER_S, "worker"),
-    DROPPED_KEY: Rate(EVENTS_PER_WORKER_S, "worker"),
-    REPORT_KEY: Rate(SECONDS_PER_S, "worker"),
-    **{key: Rate(SECONDS_PER_S, "worker") for key in PER_WORKER_TIMES},
+    Key.SEGMENTS_PENDING: Rate(EVENTS_PER_WORKER_S, "worker"),
+    Key.REJECTED: Rate(EVENTS_PER_WORKER_S, "worker"),
+    Key.DROPPED: Rate(EVENTS_PER_WORKER_S, "worker"),
+    Key.TIME_BREAKDOWN: Rate(SECONDS_PER_S, "worker"),
+    **{key: Rate(SECONDS_PER_S, "worker") for key in BUSY_TIMES},
 }
 
 
 def _amount(key: str, payload: dict[str, Any]) -> float:
     """What `payload` adds to count `key` (0 where it has none); its fields are checked already."""
-    if key == "episodes":  # absent: the returns it carries (srl.monitor.episodes)
-        return payload.get("episodes", len(payload.get("episode_returns", ())))
+    if key == Key.EPISODES:  # absent: the returns it carries (srl.monitor.episodes)
+        return payload.get(Key.EPISODES, len(payload.get(Key.EPISODE_RETURNS, ())))
     value = payload.get(key, 0)
-    if key == "policies":
+    if key == Key.POLICIES:
         return _episodes_of_policies(value) if value else 0
     return sum(value.values()) if isinstance(value, dict) else value
 
@@ -264,7 +257,7 @@ class ReportBounds:
         elapsed_s = max(self.clock() - self.started_s, 0.0) + SLACK_S
         charges = {}
         for key, rate in self._rates[role]:
-            if key not in payload and key != "episodes":  # (episodes absent: the returns it carries)
+            if key not in payload and key != Key.EPISODES:  # (episodes absent: the returns it carries)
                 continue
             amount = _amount(key, payload)
             if not amount:

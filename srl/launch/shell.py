@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from srl.faults import RunHalted
-from srl.monitor.timing import OTHER, REPORT_KEY, WAITING
+from srl.monitor.timing import OTHER, WAITING
 from srl.storage import WriteFailed
-from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind
+from srl.streams.control import Kind
+from srl.streams.reports import Key
 from srl.workers.kernel import Kernel
 
 REPORT_INTERVAL_S = 0.5
@@ -30,18 +31,18 @@ IDLE_WAIT_S = 0.1
 # polls thousands of times a second, and each look asks the socket (~1 us). An idle one looks
 # each time it wakes.
 STOP_CHECK_S = 0.001
-# Tests of deterministic mode set this to perturb every worker's timing with random pauses.
-JITTER_MAX_S = float(os.environ.get("SRL_TEST_JITTER_MAX_S", "0"))
 
 
-def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int | None = None) -> None:
-    """Poll until the controller says stop (or the parent vanished); report periodically."""
+def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int | None = None,
+                    jitter_max_s: float = 0.0) -> None:
+    """Poll until the controller says stop (or the parent vanished); report periodically.
+    `jitter_max_s` (debug.jitter_max_s): a random pause of up to that before every poll."""
     receivers = kernel.receivers + link.receivers
     clock = kernel.clock
     obey = getattr(kernel, "command", None)  # a kernel that takes the controller's commands (ensemble members)
     kernel.start()
     last_report = next_stop_check = time.monotonic()
-    jitter = random.Random() if JITTER_MAX_S > 0 else None  # unseeded on purpose
+    jitter = random.Random() if jitter_max_s > 0 else None  # unseeded on purpose
     while True:
         now = time.monotonic()
         if now >= next_stop_check:
@@ -52,7 +53,7 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
                     obey(command)
             next_stop_check = now + STOP_CHECK_S
         if jitter is not None:
-            time.sleep(jitter.uniform(0, JITTER_MAX_S))
+            time.sleep(jitter.uniform(0, jitter_max_s))
         if not kernel.poll():
             clock.switch(WAITING)
             transport.wait(receivers, IDLE_WAIT_S)
@@ -63,18 +64,18 @@ def run_kernel_loop(kernel: Kernel, link: Any, transport: Any, parent_pid: int |
             last_report = now
             if parent_pid is not None and os.getppid() != parent_pid:
                 raise RuntimeError("the controller process is gone")
-    link.send(Kind.FINAL, {**kernel.finish(), REPORT_KEY: clock.take(), **_rejected(transport)})
+    link.send(Kind.FINAL, {**kernel.finish(), Key.TIME_BREAKDOWN: clock.take(), **_rejected(transport)})
 
 
 def report_of(kernel: Kernel, transport: Any) -> dict[str, Any]:
     """A report: the kernel's counts since the last one, its time breakdown, the messages dropped."""
-    return {**kernel.report(), REPORT_KEY: kernel.clock.take(), **_rejected(transport)}
+    return {**kernel.report(), Key.TIME_BREAKDOWN: kernel.clock.take(), **_rejected(transport)}
 
 
 def _rejected(transport: Any) -> dict[str, Any]:
     """The messages this worker's receivers refused, and those it dropped at a queue's bound, since
     its last report, for the run's counts."""
-    counts = {REJECTED_KEY: transport.take_rejected(), DROPPED_KEY: transport.take_dropped()}
+    counts = {Key.REJECTED: transport.take_rejected(), Key.DROPPED: transport.take_dropped()}
     return {key: value for key, value in counts.items() if value}
 
 
@@ -83,11 +84,11 @@ def error_report(error: BaseException) -> dict[str, Any]:
     the fault itself, with which the controller ends the run instead of restarting the worker: a
     RunHalted's one-line message (srl.faults), a failed write of a run file (a checkpoint on a full
     disk: srl.storage.WriteFailed)."""
-    report: dict[str, Any] = {"traceback": traceback.format_exc()}
+    report: dict[str, Any] = {Key.TRACEBACK: traceback.format_exc()}
     if isinstance(error, RunHalted):
-        report["halt"] = str(error)
+        report[Key.HALT] = str(error)
     if isinstance(error, WriteFailed):
-        report["write_failed"] = [error.errno, error.strerror, error.filename]
+        report[Key.WRITE_FAILED] = [error.errno, error.strerror, error.filename]
     return report
 
 
@@ -125,9 +126,9 @@ def open_transport(graph: Any, run_id: str, ipc_dir: Path, wire: Any = None) -> 
 
 
 def record_opened(graph: Any, who: str, opened: set[tuple[str, str]]) -> None:
-    """With SRL_RECORD_STREAMS=1 (tests/test_declared_streams.py), the streams a process opened go
+    """With debug.record_streams (tests/test_declared_streams.py), the streams a process opened go
     to streams/<who>.json in the run directory, to be compared with what the graph declares."""
-    if os.environ.get("SRL_RECORD_STREAMS") != "1":
+    if not graph.config.debug.record_streams:
         return
     folder = Path(str(graph.config.run.run_dir)) / "streams"
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,7 +155,7 @@ def serve(graph: Any, spec: Any, transport: Any, parent_pid: int | None = None) 
     kernel: Kernel | None = None
     try:
         kernel = make_kernel(graph, spec, transport)
-        run_kernel_loop(kernel, link, transport, parent_pid)
+        run_kernel_loop(kernel, link, transport, parent_pid, graph.config.debug.jitter_max_s)
     except BaseException as e:
         if isinstance(e, RunHalted) and kernel is not None:
             _last_counts(kernel, link, transport)

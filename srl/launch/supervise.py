@@ -36,6 +36,7 @@ from srl.streams.control import (
     send_command,
 )
 from srl.streams.incarnations import Incarnations
+from srl.streams.reports import Key
 from srl.streams.schema import checked
 from srl.streams.transport import Receiver, Transport
 
@@ -175,11 +176,11 @@ class Supervisor:
             kind, role, index = Kind(message.header[0]), Role(message.header[1]), message.header[2]
             payload = self._reports.payload(message)  # parsed once, by the inbox's check
             if kind == Kind.ERROR:
-                self.errors[f"{role.title}:{index}"] = payload.get("traceback", "")
-                if payload.get("halt"):
-                    self.halts[f"{role.title}:{index}"] = payload["halt"]
-                if payload.get("write_failed") and self.write_fault is None:
-                    self.write_fault = WriteFailed(*payload["write_failed"])
+                self.errors[f"{role.title}:{index}"] = payload.get(Key.TRACEBACK, "")
+                if payload.get(Key.HALT):
+                    self.halts[f"{role.title}:{index}"] = payload[Key.HALT]
+                if payload.get(Key.WRITE_FAILED) and self.write_fault is None:
+                    self.write_fault = WriteFailed(*payload[Key.WRITE_FAILED])
             else:
                 self.monitor.on_report(role, index, payload, final=kind == Kind.FINAL)
         self._reports.forget()

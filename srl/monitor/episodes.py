@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from srl.streams.reports import Key
+
 WINDOW = 100  # episodes in a run's return window: the target is met by the mean of the last 100
 
 
@@ -16,7 +18,7 @@ def episodes_report(returns: list[float], lengths: list[int]) -> dict[str, objec
     last WINDOW carried, which is all any window keeps of them. (A ring of 1024 CartPole envs
     finishes ~100k episodes a second: as JSON lists they cost the actor and the controller
     several per cent of a core.)"""
-    return {"episodes": len(returns), "episode_returns": returns[-WINDOW:], "episode_lengths": lengths[-WINDOW:]}
+    return {Key.EPISODES: len(returns), Key.EPISODE_RETURNS: returns[-WINDOW:], Key.EPISODE_LENGTHS: lengths[-WINDOW:]}
 
 
 class ReturnWindow:

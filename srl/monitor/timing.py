@@ -9,7 +9,8 @@ costs one `perf_counter` call. Work that nobody labelled lands in "other". Nesti
     clock.switch(previous)
 
 The worker shell switches to WAITING around its idle wait and attaches `take()` to every
-report; the controller sums them per worker (`BreakdownTable`) and prints and saves the table.
+report (srl.streams.reports.Key.TIME_BREAKDOWN); the controller sums them per worker
+(`BreakdownTable`) and prints and saves the table.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ SEND_RECV = "send_recv"  # streams: requests, replies, segments, parameters, bat
 WAITING = "waiting"  # idle: blocked on sockets with nothing to do (inline launcher: other kernels' turns)
 OTHER = "other"  # everything else: recording rows, episode bookkeeping, reports, checkpoints
 CATEGORIES = (ENV_STEP, INFERENCE, TRAINING, REPLAY, SEND_RECV, WAITING, OTHER)
-REPORT_KEY = "time_breakdown"  # the report field that carries `take()`
 FILE_NAME = "time_breakdown.json"
 
 

@@ -1,6 +1,6 @@
 """Control stream: workers report to the controller; the controller tells them to stop.
 
-worker -> controller: (kind, role, index) + one JSON frame. JSON, not pickle: it cannot run code.
+worker -> controller: (kind, role, index) + one JSON frame, what srl.streams.reports declares. JSON, not pickle: it cannot run code.
 controller -> workers: (STOP,) broadcast; (COMMAND, role, index) + one JSON frame, broadcast and
 taken by that one worker (an ensemble member's adopt: srl.launch.ensemble).
 
@@ -28,17 +28,12 @@ STOP = 1
 # tcp, where epochs are not shared memory, what changed (srl.streams.incarnations)
 EPOCHS = 2
 COMMAND = 3  # (COMMAND, role, index) + one JSON object for that worker's kernel (`Kernel.command`)
-# a report's {stream: count} of the messages the worker's receivers dropped since its last report
-# (malformed, not signed by the run, replayed: srl.streams.tcp)
-REJECTED_KEY = "rejected_messages"
-# ... and of the messages it dropped at a queue's bound (srl.streams.queues)
-DROPPED_KEY = "dropped_messages"
 MAX_REPORT_BYTES = 4 << 20  # one JSON report; generous, reports are a few KiB
 
 
 class Kind(IntEnum):
     REPORT = 1  # periodic stats; doubles as the heartbeat
-    ERROR = 2  # the worker failed; payload {"traceback": str}
+    ERROR = 2  # the worker failed; payload {Key.TRACEBACK: str} (srl.streams.reports)
     FINAL = 3  # last report before a clean exit
 
 

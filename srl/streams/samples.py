@@ -31,6 +31,7 @@ import numpy as np
 from srl.streams.carry import carry_out, every_array, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.layout import ArraySpec
+from srl.streams.reports import Key
 from srl.streams.schema import EPOCH, INDEX, Schema, checked
 from srl.streams.transport import Receiver, Transport
 
@@ -109,7 +110,7 @@ class SampleProducer:
     def report(self) -> dict:
         """For the actor's report: segments sent to a trainer that died holding them, since the last."""
         lost, self.reclaimed = self.reclaimed, 0
-        return {"segments_lost": lost}
+        return {Key.SEGMENTS_LOST: lost}
 
     def acquire(self, split: int) -> int | None:
         """A free slot of `split`, or None while the trainer holds them all."""

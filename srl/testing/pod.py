@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from srl.monitor.episodes import ReturnWindow
+from srl.streams.reports import Key
 from srl.workers.pod import PodKernel, make_pod
 from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 
@@ -55,7 +56,7 @@ class PodRun:
             "return_mean": self.return_mean,
             "episodes": self.episodes,
             "updates": self.updates,
-            "params_sha256": self.final.get("params_sha256"),
+            "params_sha256": self.final.get(Key.PARAMS_SHA256),
         }
 
 
@@ -105,9 +106,9 @@ def train_pod(
                 continue
             last_report = time.perf_counter()
             r = kernel.report()
-            env_steps += r["env_steps"]
-            updates += r["updates"]
-            episodes.add(r["episode_returns"], r["episode_lengths"], r["episodes"])
+            env_steps += r[Key.ENV_STEPS]
+            updates += r[Key.UPDATES]
+            episodes.add(r[Key.EPISODE_RETURNS], r[Key.EPISODE_LENGTHS], r[Key.EPISODES])
             mean = episodes.mean_return
             history.append((env_steps, time.perf_counter() - started, mean))
             if on_poll is not None:
@@ -123,9 +124,9 @@ def train_pod(
         wall = time.perf_counter() - started
         final = kernel.finish()
         if lock is not None:  # the episodes of the last reads
-            episodes.add(final["episode_returns"], final["episode_lengths"], final["episodes"])
-            env_steps += final["env_steps"]
-            updates += final["updates"]
+            episodes.add(final[Key.EPISODE_RETURNS], final[Key.EPISODE_LENGTHS], final[Key.EPISODES])
+            env_steps += final[Key.ENV_STEPS]
+            updates += final[Key.UPDATES]
     finally:
         kernel.close()
     return PodRun(

@@ -27,6 +27,7 @@ from srl.monitor.info import add_values, ended_values
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
+from srl.streams.reports import Key
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import EnvGuard
@@ -245,16 +246,16 @@ class ActorKernel(KernelDefaults):
 
     def report(self) -> dict:
         out = {
-            "env_steps": self.env_steps,
+            Key.ENV_STEPS: self.env_steps,
             **episodes_report(self.finished_returns, self.finished_lengths),
-            "env_time_s": round(self.env_time_s, 4),
-            "nonfinite_episodes_skipped": self.nonfinite_episodes,
+            Key.ENV_TIME_S: round(self.env_time_s, 4),
+            Key.NONFINITE_EPISODES_SKIPPED: self.nonfinite_episodes,
             **self.samples.report(),  # segments_lost: sent to a trainer that died holding them
         }
         if self.info_keys:
-            out["episode_info"], self.finished_info = self.finished_info, {}
+            out[Key.EPISODE_INFO], self.finished_info = self.finished_info, {}
         if self.lock_step:  # each group waits for version v0 + its segments sent (a stalled run's message)
-            out["lock_step_segments_sent"] = min(self.segments_sent)
+            out[Key.LOCK_STEP_SEGMENTS_SENT] = min(self.segments_sent)
         self.env_steps, self.finished_returns, self.finished_lengths, self.env_time_s = 0, [], [], 0.0
         self.nonfinite_episodes = 0
         return out

@@ -32,6 +32,7 @@ from srl.data.replay import ReplayMemory, segment_transitions
 from srl.data.replay_state import memory_state, restore_memory
 from srl.monitor.timing import OTHER, REPLAY, SEND_RECV, TimeBreakdown
 from srl.streams.batches import BatchServer
+from srl.streams.reports import Key
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
@@ -152,13 +153,13 @@ class BufferKernel(KernelDefaults):
 
     def report(self) -> dict:
         out = {
-            "replay_size": self.memory.size,
-            "replay_inserted": self.memory.inserted,
-            "segments_stored": self.segments,
-            "batches_served": self.batches_sent,
-            "priority_updates": self.priority_updates,
-            "buffer_time_s": round(self.busy_s, 4),
-            "segments_lost": self.samples.from_dead_actors,  # sent by an actor that died first
+            Key.REPLAY_SIZE: self.memory.size,
+            Key.REPLAY_INSERTED: self.memory.inserted,
+            Key.SEGMENTS_STORED: self.segments,
+            Key.BATCHES_SERVED: self.batches_sent,
+            Key.PRIORITY_UPDATES: self.priority_updates,
+            Key.BUFFER_TIME_S: round(self.busy_s, 4),
+            Key.SEGMENTS_LOST: self.samples.from_dead_actors,  # sent by an actor that died first
         }
         self.samples.from_dead_actors = 0
         self._reset_stats()

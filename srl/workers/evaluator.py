@@ -25,6 +25,7 @@ from srl.api.env import VectorEnv
 from srl.evaluation import Match, Player
 from srl.monitor.timing import TimeBreakdown
 from srl.spaces import Obs
+from srl.streams.reports import Key
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
 
@@ -93,12 +94,12 @@ class EvaluatorKernel(KernelDefaults):
     def report(self) -> dict:
         """The mean over every agent of each episode's return (as `srl eval` reports one env's), and
         with several policies each one's over its own agents."""
-        out = {"eval_episode_returns": [float(r.mean()) for r in self.returns],
-               "eval_policy_version": min(self.versions), "eval_time_s": round(self.eval_time_s, 4)}
+        out = {Key.EVAL_EPISODE_RETURNS: [float(r.mean()) for r in self.returns],
+               Key.EVAL_POLICY_VERSION: min(self.versions), Key.EVAL_TIME_S: round(self.eval_time_s, 4)}
         if len(self.players) > 1:
-            out["eval_policies"] = {
-                player.name: {"episode_returns": [float(r[player.rows].mean()) for r in self.returns],
-                              "policy_version": version}
+            out[Key.EVAL_POLICIES] = {
+                player.name: {Key.EPISODE_RETURNS: [float(r[player.rows].mean()) for r in self.returns],
+                              Key.POLICY_VERSION: version}
                 for player, version in zip(self.players, self.versions)}  # fmt: skip
         self._reset_report()
         return out

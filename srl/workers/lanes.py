@@ -28,6 +28,7 @@ from srl.data import columns as C
 from srl.lanes import VERSION, lane_column
 from srl.monitor.episodes import EpisodeTally, episodes_report
 from srl.streams.inference import Slot
+from srl.streams.reports import Key
 from srl.streams.samples import SampleProducer, Segment
 from srl.streams.transport import Receiver
 from srl.workers.actor import InferencePort
@@ -174,10 +175,10 @@ class LanesProducer:
             counts[0 if ret > 0 else 1 if ret == 0 else 2] += 1
 
     def report(self) -> dict:
-        lost = sum(p.report()["segments_lost"] for p in self.producers if p is not None)
+        lost = sum(p.report()[Key.SEGMENTS_LOST] for p in self.producers if p is not None)
         policies = {lane.name: episodes_report(*episodes) for lane, episodes in zip(self.lanes, self._episodes)}
         for lane, results in zip(self.lanes, self._results):
             if results:
-                policies[lane.name]["results"] = results
+                policies[lane.name][Key.RESULTS] = results
         self._episodes, self._results = [([], []) for _ in self.lanes], [{} for _ in self.lanes]
-        return {"segments_lost": lost, "policies": policies}
+        return {Key.SEGMENTS_LOST: lost, Key.POLICIES: policies}

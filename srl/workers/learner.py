@@ -14,7 +14,6 @@ has checkpoints and none loads, the learner stops the run rather than start over
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.faults import RunHalted
+from srl.streams.reports import Key
 from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import UpdateGuard, load_state
 
@@ -57,7 +57,7 @@ class LearnerSettings:
             max_updates=config.stop.max_updates,
             max_policy_lag=config.dataflow.max_policy_lag,
             # (tests check that every trainer of a group took the same steps)
-            record_digests=os.environ.get("SRL_RECORD_PARAM_DIGESTS") == "1",
+            record_digests=config.debug.record_param_digests,
         )
 
 
@@ -104,7 +104,7 @@ class Learner(KernelDefaults):
 
     def finish(self) -> dict[str, Any]:
         self.save_checkpoint()
-        return {**self.report(), "params_sha256": checkpoint.params_sha256(self.policy)}
+        return {**self.report(), Key.PARAMS_SHA256: checkpoint.params_sha256(self.policy)}
 
 
 class HostLearner(Learner):
@@ -124,13 +124,13 @@ class HostLearner(Learner):
         """The report's fields since the last one; its counters start over."""
         skipped, self.guard.skipped = self.guard.skipped, 0
         out = {
-            "nonfinite_updates_skipped": skipped,
-            "policy_version": self.version,
-            "trained_env_steps": self.trained_env_steps,
-            "updates": self.updates,
-            "segments_dropped": segments_dropped,
-            "policy_lag_mean": policy_lag_mean,
-            "train_time_s": round(self.train_time_s, 4),
+            Key.NONFINITE_UPDATES_SKIPPED: skipped,
+            Key.POLICY_VERSION: self.version,
+            Key.TRAINED_ENV_STEPS: self.trained_env_steps,
+            Key.UPDATES: self.updates,
+            Key.SEGMENTS_DROPPED: segments_dropped,
+            Key.POLICY_LAG_MEAN: policy_lag_mean,
+            Key.TRAIN_TIME_S: round(self.train_time_s, 4),
             **self.stats,
         }
         self._reset_stats()

@@ -38,6 +38,7 @@ from srl.envs.batched import BatchedTorchEnv, TorchVectorEnv
 from srl.evaluation import Player, play
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import atomic_file, write_text_atomic
+from srl.streams.reports import Key
 from srl.workers.learner import LearnerSettings
 from srl.workers.nonfinite import load_state
 from srl.workers.pod import PodKernel
@@ -133,8 +134,8 @@ class PodMember:
         with atomic_file(path) as f:  # a failed write leaves no half file (srl.storage)
             torch.save(state, f)
         return {
-            "member": self.index, "env_steps": pod.trained_env_steps, "eval_return": eval_return,
-            "hparams": self.hparams(), "checkpoint": str(path), "adoptions": self.adoptions,
+            Key.MEMBER: self.index, Key.ENV_STEPS: pod.trained_env_steps, Key.EVAL_RETURN: eval_return,
+            Key.HPARAMS: self.hparams(), Key.CHECKPOINT: str(path), Key.ADOPTIONS: self.adoptions,
         }
 
     def take_events(self) -> list[dict[str, Any]]:
@@ -188,8 +189,8 @@ class PodMember:
         return {**self.pod.finish(), **self._about()}
 
     def _about(self) -> dict[str, Any]:
-        return {"member": self.index, "adoptions": self.adoptions, "hparams": self.hparams(),
-                "evals": self.take_events()}
+        return {Key.MEMBER: self.index, Key.ADOPTIONS: self.adoptions, Key.HPARAMS: self.hparams(),
+                Key.EVALS: self.take_events()}
 
     def close(self) -> None:
         self.pod.close()

@@ -29,6 +29,7 @@ from srl.streams.params import (
     service_schema,
     weights_schema,
 )
+from srl.streams.reports import Key
 from srl.streams.schema import checked
 from srl.streams.transport import Message, Receiver, Transport
 from srl.workers.kernel import KernelDefaults
@@ -86,7 +87,7 @@ class ParamServiceKernel(KernelDefaults):
         self.published += 1
 
     def report(self) -> dict:
-        return {"params_version": self.version, "publishes": self.published}
+        return {Key.PARAMS_VERSION: self.version, Key.PUBLISHES: self.published}
 
 
 class ParamRelayKernel(KernelDefaults):
@@ -132,7 +133,7 @@ class ParamRelayKernel(KernelDefaults):
         return bool(came or local)
 
     def report(self) -> dict:
-        return {**self.service.report(), "wants_upstream": self._asking.asked}
+        return {**self.service.report(), Key.WANTS_UPSTREAM: self._asking.asked}
 
 
 def _order(publish: Message) -> tuple[int, int]:

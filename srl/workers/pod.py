@@ -47,6 +47,7 @@ from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.monitor.episodes import WINDOW
 from srl.monitor.timing import TimeBreakdown
+from srl.streams.reports import Key
 from srl.transfer import torch_dtype
 from srl.workers.learner import Learner, LearnerSettings
 from srl.workers.nonfinite import DeviceUpdateGuard
@@ -455,19 +456,19 @@ class PodKernel(Learner):
         actor's report and of the trainer's report together. The one read of the device."""
         self.sync()
         out: dict[str, Any] = {
-            "env_steps": self.env_steps,
-            "episodes": self._episodes_since_report,
-            "episode_returns": self.finished_returns[-WINDOW:],
-            "episode_lengths": self.finished_lengths[-WINDOW:],
-            "env_time_s": round(self.env_time_s, 4),
-            "infer_time_s": round(self.infer_time_s, 4),
-            "train_time_s": round(self.train_time_s, 4),
-            "policy_version": self.version,
-            "trained_env_steps": self.trained_env_steps,
-            "updates": self.version - self._version_at_report,
-            "segments_dropped": 0,
-            "policy_lag_mean": self.lag_mean,
-            "nonfinite_updates_skipped": self.nonfinite_skipped,
+            Key.ENV_STEPS: self.env_steps,
+            Key.EPISODES: self._episodes_since_report,
+            Key.EPISODE_RETURNS: self.finished_returns[-WINDOW:],
+            Key.EPISODE_LENGTHS: self.finished_lengths[-WINDOW:],
+            Key.ENV_TIME_S: round(self.env_time_s, 4),
+            Key.INFER_TIME_S: round(self.infer_time_s, 4),
+            Key.TRAIN_TIME_S: round(self.train_time_s, 4),
+            Key.POLICY_VERSION: self.version,
+            Key.TRAINED_ENV_STEPS: self.trained_env_steps,
+            Key.UPDATES: self.version - self._version_at_report,
+            Key.SEGMENTS_DROPPED: 0,
+            Key.POLICY_LAG_MEAN: self.lag_mean,
+            Key.NONFINITE_UPDATES_SKIPPED: self.nonfinite_skipped,
             **self.stats,
         }
         self._version_at_report = self.version

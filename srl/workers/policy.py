@@ -29,6 +29,7 @@ from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, concat_obs, map_obs, obs_of
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import FixedParams, ParamSubscriber
+from srl.streams.reports import Key
 from srl.streams.transport import Receiver
 from srl.workers.cuda_acting import CudaActing, use_graphs
 from srl.workers.hidden import HiddenStates
@@ -191,10 +192,10 @@ class Acting:
 
     def report(self) -> dict:
         out = {
-            "rows": self.rows,
-            "batches": self.batches,
-            "infer_time_s": round(self.infer_time_s, 4),
-            "policy_version": self.params.version,
+            Key.ROWS: self.rows,
+            Key.BATCHES: self.batches,
+            Key.INFER_TIME_S: round(self.infer_time_s, 4),
+            Key.POLICY_VERSION: self.params.version,
         }
         self.rows, self.batches, self.infer_time_s = 0, 0, 0.0
         return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from srl.monitor.episodes import WINDOW  # episodes the target's mean is over
+from srl.streams.reports import Key
 
 if TYPE_CHECKING:
     from srl.config import StopConfig
@@ -44,11 +45,11 @@ class Stop:
 
     def report(self) -> dict[str, str | None]:
         """The report fields that carry it to the controller (srl.launch.reports)."""
-        return {"stop_reason": self.reason, "stop_kind": self.kind.value}
+        return {Key.STOP_REASON: self.reason, Key.STOP_KIND: self.kind.value}
 
     @staticmethod
     def from_report(payload: dict[str, Any]) -> Stop | None:
-        reason, kind = payload.get("stop_reason"), payload.get("stop_kind")
+        reason, kind = payload.get(Key.STOP_REASON), payload.get(Key.STOP_KIND)
         return Stop(StopKind(kind), reason) if reason and kind else None
 
 
@@ -142,4 +143,4 @@ class LockStepStop:
 
     def report(self) -> dict[str, str | None]:
         """For the worker's report: the stop once decided (srl.launch.monitor reads it)."""
-        return {"stop_reason": None} if self.stop is None else self.stop.report()
+        return {Key.STOP_REASON: None} if self.stop is None else self.stop.report()

@@ -30,6 +30,7 @@ from srl.monitor.episodes import EpisodeTally
 from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.gradients import GradientGroup
 from srl.streams.params import ParamPublisher
+from srl.streams.reports import Key
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 from srl.workers.learner import HostLearner, LearnerSettings
@@ -213,8 +214,8 @@ class TrainerKernel(HostLearner):
         out = self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None)
         # lost: sent by an actor that died before we took them; pending: taken (copied and
         # released) for the next update, lost with us if we die (the controller counts the last)
-        out["segments_lost"], self.samples.from_dead_actors = self.samples.from_dead_actors, 0
-        out["segments_pending"] = self.filled
+        out[Key.SEGMENTS_LOST], self.samples.from_dead_actors = self.samples.from_dead_actors, 0
+        out[Key.SEGMENTS_PENDING] = self.filled
         if self.stop is not None:
             out.update(self.stop.report())  # the stop and its kind (srl.workers.stop)
         return out
