@@ -286,13 +286,13 @@ def send(producer, tag, versions):
     return {k: v.copy() for k, v in seg.items()}
 
 
-def test_learner_settings_are_the_configs(tmp_path, monkeypatch):
+def test_learner_settings_are_the_configs(tmp_path):
     """One LearnerSettings from the config, for the trainer, the replay trainer and the pod alike."""
     from srl.load import load_config
 
-    monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")
     c = load_config("cartpole-ppo", [f"run.run_dir={tmp_path}", "run.run_id=abc", "run.checkpoint_interval_s=7",
-                                     "launch.max_nonfinite_updates=3", "stop.max_updates=9", "dataflow.max_policy_lag=4"])
+                                     "launch.max_nonfinite_updates=3", "stop.max_updates=9", "dataflow.max_policy_lag=4",
+                                     "debug.record_param_digests=true"])
     assert LearnerSettings.of(c) == LearnerSettings(
         run_dir=tmp_path, checkpoint_interval_s=7.0, resume=False, run_id="abc", max_nonfinite_updates=3,
         max_updates=9, max_policy_lag=4, record_digests=True)
