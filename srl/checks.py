@@ -371,7 +371,7 @@ def _policies(config: ExperimentConfig) -> str | None:
     from srl.lanes import policy_config
 
     leagues = sorted(n for n, s in config.policies.items() if s.league is not None)
-    if len(leagues) > 1:  # the controller keeps one league's table (srl.launch.league): a second would be lost
+    if len(leagues) > 1:  # the controller keeps one league's table (srl.population.keeper): a second would be lost
         return (f"field 'policies.{leagues[1]}.league': one league per run; policies {leagues} each play one. Keep "
                 f"one, or give the others fixed opponents (trainable: false, checkpoint: ...)")
     for name, spec in config.policies.items():

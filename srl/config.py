@@ -105,7 +105,7 @@ class ReplayConfig(Settings):
 
 
 class EnsembleConfig(Settings):
-    """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.workers.tournament."""
+    """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.population.tournament."""
 
     population: int = Field(
         1, ge=1, description="Pods trained at once (one process each with launch.launcher=local); 1 = a single pod."
@@ -490,7 +490,7 @@ class PodConfig(Settings):
 
 
 class LeagueSpec(Settings):
-    """A policy that plays a self-play league: snapshots of another policy (srl.league)."""
+    """A policy that plays a self-play league: snapshots of another policy (srl.population.league)."""
 
     of: str = Field(description="The policy whose snapshots it plays (one that trains).")
     snapshot_interval_updates: int = Field(20, ge=1, description="That policy's updates between snapshots "

@@ -272,7 +272,7 @@ def test_a_restarted_members_second_evaluation_at_the_same_env_steps_keeps_the_f
     """A member restarted from its checkpoint evaluates again at the env steps of its first life's
     evaluations. The second file must not take the first one's name: when it is not admitted, its
     removal took the entry's file with it, and an adopt of that entry found no file."""
-    from srl.launch.ensemble import PopulationManager
+    from srl.population.ensemble import PopulationManager
     from srl.workers.member import member_folder
 
     config = load_config("cartpole-pod-ensemble", [f"run.run_dir={tmp_path}", "pod.ensemble.population=2",

@@ -1,4 +1,4 @@
-"""The self-play league's kernel (srl.league) and the scripted opponents (srl.models.scripted),
+"""The self-play league's kernel (srl.population.league) and the scripted opponents (srl.models.scripted),
 by hand: snapshots and pool, the three ways to draw an opponent, Elo, the table's round trip;
 connect four's lookahead on real PettingZoo boards, and against random play."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from srl.cli import main
 from srl.evaluate import score_against
-from srl.league import START_ELO, League, expected
 from srl.models.scripted import Connect4Lookahead, lookahead_move
+from srl.population.league import START_ELO, League, expected
 
 CONNECT4 = {"module": "pettingzoo.classic.connect_four_v3"}
 

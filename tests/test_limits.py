@@ -366,7 +366,7 @@ def test_a_disk_full_at_start_is_one_line_exit_1_and_leaves_the_directory_as_it_
 
 def test_an_ensemble_s_first_leaderboard_that_cannot_be_written_is_one_line_exit_1(run_dir, capsys, monkeypatch):
     """The controller's own files at start (the tournament's leaderboard, a league's table) as config.yaml."""
-    from srl import leaderboard
+    from srl.population import leaderboard
 
     def full(path, text):
         raise storage.WriteFailed(errno.ENOSPC, "No space left on device", str(path))

@@ -1,4 +1,4 @@
-"""The tournament kernel (srl.workers.tournament): leaderboard and replacement policy, no processes."""
+"""The tournament kernel (srl.population.tournament): leaderboard and replacement policy, no processes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from srl.workers.tournament import Entry, Tournament
+from srl.population.tournament import Entry, Tournament
 
 
 def entry(member, ret, steps=100, lr=1e-3):

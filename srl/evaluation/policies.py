@@ -84,7 +84,7 @@ def _learner(graph: Graph) -> Lane | None:
 def _snapshot(graph: Graph, run_dir: Path, name: str) -> tuple[str, Policy, str]:
     """(the league's learner, its network with the weights of snapshot `name` or the best rated, the
     snapshot's name), from run_dir/league.json."""
-    from srl.league import FILE
+    from srl.population.league import FILE
 
     learner = _learner(graph)
     if learner is None or not (run_dir / FILE).is_file():

@@ -236,7 +236,7 @@ class Supervisor:
         )
 
     def _send_commands(self) -> None:
-        """An ensemble's adopts, each to its member (srl.launch.ensemble)."""
+        """An ensemble's adopts, each to its member (srl.population.ensemble)."""
         for index, command in self.monitor.take_commands():
             send_command(self.transport.publisher(CONTROL_OUT), Role.POD, index, command)
 

@@ -2,7 +2,7 @@
 
 worker -> controller: (kind, role, index) + one JSON frame. JSON, not pickle: it cannot run code.
 controller -> workers: (STOP,) broadcast; (COMMAND, role, index) + one JSON frame, broadcast and
-taken by that one worker (an ensemble member's adopt: srl.launch.ensemble).
+taken by that one worker (an ensemble member's adopt: srl.population.ensemble).
 
 Each end takes only messages of these shapes (srl.streams.schema): a worker, a STOP or one frame
 of (worker, epoch) pairs of this run; the controller, reports of its own workers whose payloads hold what it

@@ -4,14 +4,14 @@
              every eval_interval_updates updates:
                  return = evaluate()                 # greedy actions, fixed seed, one episode per eval env
                  write folder/eval-<version>.pt      # weights + optimizer state + hyperparameters
-                 queue an eval event (srl.workers.tournament.Entry fields)
+                 queue an eval event (srl.population.tournament.Entry fields)
     report()                                         # the pod's report + "evals": the events queued
     command({"type": "adopt", "adoption": n, "checkpoint": path, "hparams": {...}})
         adopt(checkpoint, hparams)                   # weights and optimizer state of the checkpoint,
                                                      # the given hyperparameters (a perturbed copy)
 
 A member is the worker pod:<index> of the graph, run by any launcher's shell like every worker:
-its reports go to the controller, whose population manager (srl.launch.ensemble) takes the
+its reports go to the controller, whose population manager (srl.population.ensemble) takes the
 events and sends adopts on the control stream. The eval files belong to it (it keeps those that
 join the leaderboard and deletes the rest). Every member evaluates on the same seed, so the
 start states are common and the ranking compares policies, not luck.

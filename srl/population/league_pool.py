@@ -1,7 +1,7 @@
 """The opponents of a self-play league as one policy that only acts ("league-pool").
 
-It plays the snapshots in a league's pool (srl.league; league.json, written by the controller:
-srl.launch.league): each row's opponent is drawn from the pool when its episode starts and kept
+It plays the snapshots in a league's pool (srl.population.league; league.json, written by the controller:
+srl.population.keeper): each row's opponent is drawn from the pool when its episode starts and kept
 until it ends. That per-row choice is its recurrent state, one float per row: the snapshot's
 version (-1 before the pool has one: a random legal move). The state entering a step is recorded
 as its "hidden" output, so the actor can tell whose episode ended (`episode_tag`) and report each
@@ -29,8 +29,8 @@ from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.envs.central_state import AgentStateBox
-from srl.league import League
 from srl.models.scripted import random_legal
+from srl.population.league import League
 
 NONE = -1.0  # the state of a row whose opponent is no snapshot (an empty pool)
 

@@ -1,7 +1,7 @@
 """The leaderboard of an ensemble run, on disk: run_dir/leaderboard.json (+ .csv), checkpoints in
 run_dir/leaderboard/, and `srl leaderboard RUN_DIR` to print it.
 
-leaderboard.json is `srl.workers.tournament.Tournament.table()`: "entries" (best first: member,
+leaderboard.json is `srl.population.tournament.Tournament.table()`: "entries" (best first: member,
 env_steps, eval_return, hparams, checkpoint, time_s, lineage), "replacements" and "members".
 leaderboard.csv holds the entries only, one row each, hyperparameters as `hp.<name>` columns.
 """

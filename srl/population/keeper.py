@@ -1,8 +1,8 @@
-"""The controller's part of a self-play league (config policies.<name>.league, srl.league).
+"""The controller's part of a self-play league (config policies.<name>.league, srl.population.league).
 
 Every `snapshot_interval_updates` of the learner, its newest checkpoint is copied to
 run_dir/league/v<version>.pt and joins the pool; the actors' league-pool policy
-(srl.models.league_pool) rereads league.json and draws its opponents from it. The actors report
+(srl.population.league_pool) rereads league.json and draws its opponents from it. The actors report
 each game under the snapshot that played it (srl.workers.lanes: the league policy's results by
 tag); the learner's result is the other side of it, and moves the snapshot's and the learner's Elo.
 league.json is rewritten when something changed, and a resumed run goes on with it.
@@ -20,7 +20,7 @@ from srl import checkpoint
 from srl.config import ExperimentConfig, LeagueSpec
 from srl.lanes import POLICIES_DIR
 from srl.launch.observers import ObservedReport
-from srl.league import FILE, League
+from srl.population.league import FILE, League
 from srl.streams.control import Role
 
 SNAPSHOTS_DIR = "league"  # run_dir/league/v<version>.pt
@@ -57,7 +57,7 @@ class LeagueKeeper:
         return {"league/learner_elo": self.league.learner_elo}
 
     def take_commands(self) -> list[tuple[int, dict[str, Any]]]:
-        return []  # the actors reread league.json (srl.models.league_pool)
+        return []  # the actors reread league.json (srl.population.league_pool)
 
     def on_finish(self) -> None:
         self.save()

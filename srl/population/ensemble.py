@@ -2,7 +2,7 @@
 
     pod:k (srl.workers.member) --report, with its "evals"--> RunMonitor.on_report (srl.launch.monitor)
         --> PopulationManager.on_report(report): an observer of the monitor (srl.launch.observers)
-              each eval: Tournament.on_eval (srl.workers.tournament): keep or delete its checkpoint;
+              each eval: Tournament.on_eval (srl.population.tournament): keep or delete its checkpoint;
               k lagging? -> adopt n of k: a private copy of the source entry, perturbed hyperparameters
         <-- take_commands(): [(k, adopt n)], sent by the launcher on control.out (local, Ray) or
             handed to the kernel (inline); sent again while k's reports show fewer adoptions
@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srl import leaderboard
 from srl.config import ConfigError, ExperimentConfig
 from srl.launch.observers import ObservedReport
+from srl.population import leaderboard
+from srl.population.tournament import Entry, Tournament
 from srl.storage import failing_as
 from srl.streams.control import Role
 from srl.workers.member import member_folder
-from srl.workers.tournament import Entry, Tournament
 
 RESEND_S = 2.0  # an adopt not yet shown in the member's reports (missed, or its member restarted)
 

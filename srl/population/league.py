@@ -87,7 +87,7 @@ class League:
 
     def add_scripted(self, policy: str) -> Snapshot:
         """A scripted opponent (a registered policy name) that stays in the pool. Its version is a
-        negative tag (-2, -3, ...; -1 is srl.models.league_pool's "no opponent yet")."""
+        negative tag (-2, -3, ...; -1 is srl.population.league_pool's "no opponent yet")."""
         if policy in self.snapshots:
             raise ValueError(f"opponent {policy} exists already")
         version = -2 - sum(1 for s in self.snapshots.values() if s.scripted)
