@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from srl import checkpoint, leaderboard
+from srl import checkpoint
 from srl.cli import main
 from srl.config import ConfigError
 from srl.evaluate import evaluate_run
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
 from srl.load import load_config
+from srl.population import leaderboard
 from srl.workers.member import make_member
 
 
