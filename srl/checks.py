@@ -330,11 +330,8 @@ def torch_cuda_initialized() -> bool:
 
 def _ensemble(config: ExperimentConfig) -> str | None:
     """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
-    field such as epochs would not be one). Members hand the controller their evaluations as files
-    in the run directory, so they run on its host."""
-    if config.launch.launcher == "ray" and config.dataflow.transport == "tcp":
-        return ("field 'dataflow.transport': ensemble members share the run directory with the controller, so "
-                "they run on its host; with pod.ensemble.population > 1 use dataflow.transport=shm")
+    field such as epochs would not be one). (Members may run on any node: their weights travel
+    with their reports and adopts, srl.workers.member.)"""
     numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
     bad = [n for n in config.pod.ensemble.perturb if n not in numeric]
     if bad:

@@ -319,7 +319,10 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     if config.pod.enabled:  # one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
         # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
         graph.workers = [WorkerSpec(Role.POD, k) for k in range(config.pod.ensemble.population)]
-        graph.streams = control_streams(tuple(w.name for w in graph.workers))
+        # its reports attach each evaluation's weights and optimizer state, its adopts a leader's
+        # (srl.workers.member): the weights, Adam's two moments of them, and room for the rest
+        attached = 4 * sum(tensor_bytes(policy)) + (1 << 20) if config.pod.ensemble.population > 1 else 0
+        graph.streams = control_streams(tuple(w.name for w in graph.workers), attached)
         _check_batch(graph)  # the rest of its config was checked by srl.checks
         return graph
     workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]

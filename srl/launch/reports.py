@@ -27,7 +27,7 @@ from srl.launch.monitor import PER_WORKER_TIMES
 from srl.monitor.episodes import WINDOW
 from srl.monitor.info import episode_info_ok
 from srl.monitor.timing import REPORT_KEY
-from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role, decode_report
+from srl.streams.control import ATTACHED, DROPPED_KEY, REJECTED_KEY, Kind, Role, attach, decode_report
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
 from srl.workers.stop import StopKind
@@ -76,8 +76,12 @@ def _write_failed(v: Any) -> bool:  # [errno, strerror, filename] (srl.storage.W
     return type(v) is list and len(v) == 3 and _or_none(_int64)(v[0]) and _text(v[1]) and _text(v[2])
 
 
-def _eval(v: Any) -> bool:  # an ensemble member's evaluation (srl.workers.member)
-    checks = {"env_steps": _count, "eval_return": _real, "hparams": _map_of(_real), "checkpoint": _text,
+def _attached(v: Any) -> bool:  # a bytes value, sent as a frame of its own (srl.streams.control.detach)
+    return type(v) is dict and set(v) == {ATTACHED} and _count(v[ATTACHED])
+
+
+def _eval(v: Any) -> bool:  # an ensemble member's evaluation, its weights attached (srl.workers.member)
+    checks = {"env_steps": _count, "eval_return": _real, "hparams": _map_of(_real), "state": _attached,
               "adoptions": _count}
     return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
 
@@ -309,6 +313,10 @@ class ReportCheck:
             problem = self.bounds.problem(Role(role), index, payload)
         if problem:
             raise Malformed(problem)
+        try:
+            payload = attach(payload, message.frames[1:])
+        except ValueError as error:
+            raise Malformed(f"a report's attachments: {error}") from None
         self._parsed[id(message)] = (message, payload)
 
     def payload(self, message: Message) -> dict[str, Any]:
