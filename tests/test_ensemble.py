@@ -295,3 +295,33 @@ def test_a_restarted_members_second_evaluation_at_the_same_env_steps_keeps_the_f
     (entry,) = leaderboard.read(tmp_path)["entries"]
     assert entry["eval_return"] == 300.0
     assert torch.load(entry["checkpoint"], weights_only=True) == {"eval_return": 300.0}
+
+
+def test_a_reports_bytes_travel_as_frames_and_a_frame_no_one_names_is_malformed():
+    """srl.streams.control: an ensemble member's weights go with its report (and the manager's with
+    an adopt) as frames after the JSON one, put back where they were; a message whose JSON does not
+    name each extra frame once is dropped and counted, never read."""
+    from srl.launch.reports import ReportCheck
+    from srl.streams.control import CONTROLLER_IN, Kind, Role, WorkerLink, decode_report, report_schema
+    from srl.streams.inline import InlineTransport
+    from srl.streams.schema import checked
+
+    transport = InlineTransport()
+    inbox = transport.receiver(CONTROLLER_IN)
+    link = WorkerLink(transport, Role.POD, 0)
+    event = {"env_steps": 4, "eval_return": 1.5, "hparams": {"lr": 0.1}, "state": b"\x00weights\xff", "adoptions": 0}
+    link.send(Kind.REPORT, {"evals": [event]})
+    [message] = inbox.recv_all()
+    assert len(message.frames) == 2 and b"weights" not in bytes(message.frames[0])
+    assert decode_report(message)[3] == {"evals": [event]}
+    check = ReportCheck([(Role.POD, 0)])
+    reports = checked(transport, inbox, CONTROLLER_IN, report_schema(check))
+    sender = transport.sender(CONTROLLER_IN)
+    pod = {"env_steps": 0, "episode_returns": [], "episode_lengths": [], "segments_dropped": 0, "updates": 0}
+    body = json.dumps({**pod, "evals": [{**event, "state": {"$attached": 0}}]}).encode()
+    sender.send((Kind.REPORT, Role.POD, 0), [body, b"weights"])  # well formed
+    sender.send((Kind.REPORT, Role.POD, 0), [body])  # names a frame it has not
+    sender.send((Kind.REPORT, Role.POD, 0), [json.dumps(pod).encode(), b"stray"])  # a frame it does not name
+    [taken] = reports.recv_all()
+    assert check.payload(taken)["evals"][0]["state"] == b"weights"
+    assert transport.take_rejected() == {CONTROLLER_IN: 2}

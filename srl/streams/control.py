@@ -134,16 +134,26 @@ def detach(payload: Any, frames: list[bytes] | None = None) -> tuple[Any, list[b
 
 
 def attach(payload: Any, frames: Sequence[bytes | memoryview]) -> Any:
-    """`detach` undone: each {ATTACHED: n} is frame n again (ValueError for a number it has not)."""
+    """`detach` undone: each {ATTACHED: n} is frame n again. ValueError unless the payload names
+    each frame once (a frame it does not name, or a number it has no frame for, is malformed)."""
+    named: list[int] = []
+    out = _attach(payload, frames, named)
+    if sorted(named) != list(range(len(frames))):
+        raise ValueError(f"attachments {sorted(named)} named for {len(frames)} frame(s)")
+    return out
+
+
+def _attach(payload: Any, frames: Sequence[bytes | memoryview], named: list[int]) -> Any:
     if isinstance(payload, dict):
         if set(payload) == {ATTACHED}:
             n = payload[ATTACHED]
             if type(n) is not int or not 0 <= n < len(frames):
                 raise ValueError(f"attachment {n!r} of {len(frames)}")
+            named.append(n)
             return bytes(frames[n])
-        return {k: attach(v, frames) for k, v in payload.items()}
+        return {k: _attach(v, frames, named) for k, v in payload.items()}
     if isinstance(payload, list):
-        return [attach(v, frames) for v in payload]
+        return [_attach(v, frames, named) for v in payload]
     return payload
 
 
