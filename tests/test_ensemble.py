@@ -20,8 +20,6 @@ from srl.graph import build_graph, initial_policy
 from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.population import leaderboard
-from srl.streams.control import MAX_ATTACHED
-from srl.streams.params import tensor_bytes
 from srl.workers.member import make_member
 
 
@@ -95,6 +93,9 @@ def test_ensemble_config_errors_name_the_field(tmp_path):
     assert {s.name for s in graph.streams} == {"controller.in", "control.out"}  # the one control stream pair
     # ... whose reports and adopts attach the members' weights (no run directory shared with the
     # controller: members may run on other nodes, srl.streams.control.detach)
+    from srl.streams.control import MAX_ATTACHED
+    from srl.streams.params import tensor_bytes
+
     tcp = build_graph(small_config(tmp_path, "launch.launcher=ray", "dataflow.transport=tcp"))
     for stream in tcp.streams:
         assert len(stream.frames) == 1 + MAX_ATTACHED and stream.frames[1] > 3 * sum(tensor_bytes(initial_policy(tcp)))
