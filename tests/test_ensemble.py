@@ -323,6 +323,8 @@ def test_a_reports_bytes_travel_as_frames_and_a_frame_no_one_names_is_malformed(
     sender.send((Kind.REPORT, Role.POD, 0), [body, b"weights"])  # well formed
     sender.send((Kind.REPORT, Role.POD, 0), [body])  # names a frame it has not
     sender.send((Kind.REPORT, Role.POD, 0), [json.dumps(pod).encode(), b"stray"])  # a frame it does not name
+    escaped = body.replace(b'"$attached"', b'"\\u0024attached"')  # the same JSON, a stand-in not put back
+    sender.send((Kind.REPORT, Role.POD, 0), [escaped])
     [taken] = reports.recv_all()
     assert check.payload(taken)["evals"][0]["state"] == b"weights"
-    assert transport.take_rejected() == {CONTROLLER_IN: 2}
+    assert transport.take_rejected() == {CONTROLLER_IN: 3}

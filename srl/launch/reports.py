@@ -27,7 +27,7 @@ from srl.launch.monitor import PER_WORKER_TIMES
 from srl.monitor.episodes import WINDOW
 from srl.monitor.info import episode_info_ok
 from srl.monitor.timing import REPORT_KEY
-from srl.streams.control import ATTACHED, DROPPED_KEY, REJECTED_KEY, Kind, Role, attach, decode_report
+from srl.streams.control import DROPPED_KEY, REJECTED_KEY, Kind, Role, attach, decode_report
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
 from srl.workers.stop import StopKind
@@ -76,12 +76,12 @@ def _write_failed(v: Any) -> bool:  # [errno, strerror, filename] (srl.storage.W
     return type(v) is list and len(v) == 3 and _or_none(_int64)(v[0]) and _text(v[1]) and _text(v[2])
 
 
-def _attached(v: Any) -> bool:  # a bytes value, sent as a frame of its own (srl.streams.control.detach)
-    return type(v) is dict and set(v) == {ATTACHED} and _count(v[ATTACHED])
+def _bytes(v: Any) -> bool:  # an attachment put back (srl.streams.control.attach)
+    return type(v) is bytes
 
 
 def _eval(v: Any) -> bool:  # an ensemble member's evaluation, its weights attached (srl.workers.member)
-    checks = {"env_steps": _count, "eval_return": _real, "hparams": _map_of(_real), "state": _attached,
+    checks = {"env_steps": _count, "eval_return": _real, "hparams": _map_of(_real), "state": _bytes,
               "adoptions": _count}
     return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
 
@@ -302,21 +302,22 @@ class ReportCheck:
         kind, role, index = message.header
         if (role, index) not in self.known:
             raise Malformed(f"a report of {Role(role).title}:{index}, no worker of this run")
+        text = bytes(message.frames[0])
         try:
-            payload = json.loads(bytes(message.frames[0]))
+            payload = json.loads(text)
         except (ValueError, RecursionError) as error:  # not UTF-8 or not JSON; nested past the stack
             raise Malformed(f"a report payload that is not JSON: {type(error).__name__}") from None
         if type(payload) is not dict:
             raise Malformed("a report payload that is not a JSON object")
+        try:  # its attachments back first: an evaluation's state must be bytes, not a stand-in
+            payload = attach(payload, message.frames[1:], text)
+        except ValueError as error:
+            raise Malformed(f"a report's attachments: {error}") from None
         problem = payload_problem(Kind(kind), Role(role), payload)
         if not problem and self.bounds is not None and kind != Kind.ERROR:  # (an error report's counts are not read)
             problem = self.bounds.problem(Role(role), index, payload)
         if problem:
             raise Malformed(problem)
-        try:
-            payload = attach(payload, message.frames[1:])
-        except ValueError as error:
-            raise Malformed(f"a report's attachments: {error}") from None
         self._parsed[id(message)] = (message, payload)
 
     def payload(self, message: Message) -> dict[str, Any]:

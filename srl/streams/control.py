@@ -42,6 +42,7 @@ REJECTED_KEY = "rejected_messages"
 DROPPED_KEY = "dropped_messages"
 MAX_REPORT_BYTES = 4 << 20  # one JSON report; generous, reports are a few KiB
 ATTACHED = "$attached"  # a bytes value's stand-in in the JSON frame: {ATTACHED: frame number}
+_MARK = json.dumps(ATTACHED).encode()
 MAX_ATTACHED = 4  # attachments one report or command may carry
 
 
@@ -93,7 +94,7 @@ def _check_command(message: Message) -> None:
     if type(payload) is not dict:
         raise Malformed("a command that is not a JSON object")
     try:
-        attach(payload, message.frames[1:])
+        attach(payload, message.frames[1:], bytes(message.frames[0]))
     except ValueError as error:
         raise Malformed(f"a command's attachments: {error}") from None
 
@@ -133,9 +134,13 @@ def detach(payload: Any, frames: list[bytes] | None = None) -> tuple[Any, list[b
     return payload, frames
 
 
-def attach(payload: Any, frames: Sequence[bytes | memoryview]) -> Any:
+def attach(payload: Any, frames: Sequence[bytes | memoryview], text: bytes | None = None) -> Any:
     """`detach` undone: each {ATTACHED: n} is frame n again. ValueError unless the payload names
-    each frame once (a frame it does not name, or a number it has no frame for, is malformed)."""
+    each frame once (a frame it does not name, or a number it has no frame for, is malformed).
+    `text`: the JSON the payload was parsed from: without frames, and without ATTACHED in it, there
+    is nothing to put back, and the payload is not walked (the controller parses every report)."""
+    if not frames and text is not None and _MARK not in text:
+        return payload
     named: list[int] = []
     out = _attach(payload, frames, named)
     if sorted(named) != list(range(len(frames))):
@@ -189,7 +194,8 @@ class WorkerLink:
                 np.maximum.at(self._epochs, pairs[:, 0], pairs[:, 1])  # epochs only grow
             elif message.header[0] == COMMAND and tuple(message.header[1:]) == (self.role, self.index):
                 # a JSON object, its attachments checked (schema)
-                self.commands.append(attach(json.loads(bytes(message.frames[0])), message.frames[1:]))
+                text = bytes(message.frames[0])
+                self.commands.append(attach(json.loads(text), message.frames[1:], text))
         return self.stopping
 
     def take_commands(self) -> list[dict[str, Any]]:
@@ -204,8 +210,9 @@ def send_command(publisher: Any, role: Role, index: int, command: dict[str, Any]
 
 def decode_report(message: Message) -> tuple[Kind, Role, int, dict[str, Any]]:
     kind, role, index = message.header[:3]
-    payload = json.loads(bytes(message.frames[0])) if message.frames else {}
+    text = bytes(message.frames[0]) if message.frames else b"{}"
+    payload = json.loads(text)
     if not isinstance(payload, dict):
         raise ValueError("report payload is not a JSON object")
-    payload = attach(payload, message.frames[1:])
+    payload = attach(payload, message.frames[1:], text)
     return Kind(kind), Role(role), index, payload
