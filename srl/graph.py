@@ -32,6 +32,7 @@ from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
 from srl.default_policy import AUTO, PolicyChoice, choose_policy
 from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
+from srl.population.league_streams import with_league_streams
 from srl.sizing import choice_lines
 from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
@@ -666,6 +667,7 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
     graph.streams = lane_streams(lanes, tuple(w.name for w in graph.workers))
     if evaluator:
         _subscribe(graph, evaluator[0].name)
+    with_league_streams(graph)  # a league's snapshots and table, from the controller (srl.population)
     for lane in lanes:
         lane.graph.run_workers = tuple(w.name for w in graph.workers)
     return graph

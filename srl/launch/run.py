@@ -160,7 +160,7 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
     if leagues:  # a self-play league (one: srl.checks): its snapshots and table are kept here (srl.population.keeper)
         from srl.population.keeper import LeagueKeeper
 
-        monitor.observers += [LeagueKeeper(config, name, spec) for name, spec in leagues]
+        monitor.observers += [LeagueKeeper(config, name, spec, graph) for name, spec in leagues]
     return monitor
 
 

@@ -125,6 +125,7 @@ class Supervisor:
         self._reports = report_check(((w.role, w.index) for w in graph.workers), bounds)
         schema = report_schema(self._reports)
         self.inbox = checked(transport, inbox, CONTROLLER_IN, schema)
+        monitor.connect(transport)  # observers with streams of their own (a league's keeper)
         # other services of the controller that drop and count messages (`take_rejected`): the
         # trainers' rendezvous (srl.streams.rendezvous)
         self.also_rejecting = list(also_rejecting)

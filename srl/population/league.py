@@ -157,6 +157,17 @@ class League:
         """The league as saved (a resumed run goes on with its table and pool)."""
         try:
             data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: not a league table ({type(e).__name__}: {e})") from None
+        try:
+            return cls.from_json(data, seed)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    @classmethod
+    def from_json(cls, data: Any, seed: int = 0) -> League:
+        """The league of a `to_json()` (league.json's content; ValueError if it is none)."""
+        try:
             league = cls(data["pool_size"], data["choose"], data["k_factor"], seed)
             league.learner_elo = float(data["learner_elo"])
             fields = set(Snapshot.__dataclass_fields__)
@@ -164,8 +175,8 @@ class League:
                 snap = Snapshot(**{k: v for k, v in row.items() if k in fields})
                 league.snapshots[snap.name] = snap
             league.opponents.items = [league.snapshots[n] for n in data["pool"] if n in league.snapshots]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a league table ({type(e).__name__}: {e})") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"not a league table ({type(e).__name__}: {e})") from None
         return league
 
 
