@@ -158,8 +158,8 @@ class LeagueKeeper:
         self.frames[version] = [bytes(frame) for frame in state_frames(self.net)]
         self._keep_pooled()
         self.changed = True
+        self._send_table()  # the table first: a worker takes the snapshots its pool names
         self._send_snapshot(version)
-        self._send_table()
 
     def _reload_pool(self) -> None:
         """A resumed run: the pooled snapshots' weights from their files (this controller's own)."""

@@ -95,7 +95,7 @@ class LeagueParams(FixedParams):
 
     def poll(self, module: Any, waiting_for: int = 0) -> bool:
         messages = self._in.recv_all()
-        for message in messages:
+        for message in sorted(messages, key=lambda m: m.header[0] != TABLE):  # tables first: they name the pool
             if message.header[0] == TABLE:
                 module.take_table(json.loads(bytes(message.frames[0])))
             else:
