@@ -504,8 +504,9 @@ class LeagueSpec(Settings):
         default_factory=list, description="Registered scripted policies (e.g. random-legal, connect4-lookahead) "
         "that stay in the pool beside the snapshots, drawn and rated like them: a fixed bar the learner keeps "
         "clearing while its own snapshots move.")
-    refresh_s: float = Field(5.0, gt=0, description="Seconds between the league-pool's rereads of league.json: a "
-                             "new snapshot joins its games (and the records their Elo) at the next one.")
+    refresh_s: float = Field(5.0, gt=0, description="Seconds between the controller's sends of the league's table "
+                             "(league.json) to the league-pool's workers: the records that steer their draws (a new "
+                             "snapshot is sent at once), and what a worker that joined late learns the pool from.")
 
 
 class PolicySpec(Settings):

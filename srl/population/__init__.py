@@ -11,6 +11,8 @@
                     opponent drawn per episode, an Elo per snapshot (league.json)
     keeper.py       LeagueKeeper: the controller's observer of a league
     league_pool.py  the "league-pool" policy that plays the league's snapshots in the actors
+    league_streams.py  the league's stream from the controller: its table and snapshots, which
+                    the keeper takes from the learner's parameters (no file crosses between nodes)
 
 The member kernel (one pod of an ensemble) is a worker kernel like the others: srl.workers.member.
 """

@@ -96,9 +96,10 @@ class LeagueKeeper:
         self.poll()
 
     def on_metrics(self) -> dict[str, Any]:
-        """league.json as often as the metrics (when changed), and the learner's Elo in them."""
+        """league.json as often as the metrics (when changed), and the learner's Elo in them. (Its
+        streams are polled with the reports, which come while the transport is open: the last
+        metrics are written after it closed.)"""
         self.save()
-        self.poll()
         return {"league/learner_elo": self.league.learner_elo}
 
     def take_commands(self) -> list[tuple[int, dict[str, Any]]]:
