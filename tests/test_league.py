@@ -246,3 +246,8 @@ def test_the_keeper_sends_a_snapshot_of_the_learners_parameters_and_a_late_joine
     late_params.poll(late)
     assert late.missing() == [] and torch.equal(late.nets[5].state_dict()[next(iter(learner.state_dict()))],
                                                 next(iter(learner.state_dict().values())))
+    keeper.save()
+    offline, _ = worker()  # srl eval of the run: the league as it left it, from the controller's files
+    offline.load_run(tmp_path)
+    assert offline.league.pool == ["v5"] and torch.equal(offline.nets[5].state_dict()[next(iter(learner.state_dict()))],
+                                                         next(iter(learner.state_dict().values())))

@@ -18,6 +18,7 @@ launch. It keeps the pool's networks, and those a row still plays.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -28,8 +29,9 @@ from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.envs.central_state import AgentStateBox
+from srl.evaluation.opponents import load_network
 from srl.models.scripted import random_legal
-from srl.population.league import League
+from srl.population.league import FILE, League
 from srl.streams.params import load_frames
 
 NONE = -1.0  # the state of a row whose opponent is no snapshot (an empty pool)
@@ -129,6 +131,14 @@ class LeaguePool(Policy):
     def missing(self) -> list[int]:
         """The pooled snapshots whose weights it has not got."""
         return sorted(self._pooled() - set(self.nets))
+
+    def load_run(self, run_dir: Path) -> None:
+        """The league as a run left it, from its own files (`srl eval` of a league run, offline):
+        league.json and the pooled snapshots' checkpoints in `run_dir`."""
+        self.take_table(League.load(Path(run_dir) / FILE).to_json())
+        for version in self.missing():
+            snap = self.league.snapshots[str(self.league.named(version))]
+            self.nets[version] = load_network(self.make, Path(run_dir) / snap.checkpoint)
 
     def _pooled(self) -> set[int]:
         league = self.league
