@@ -330,11 +330,8 @@ def torch_cuda_initialized() -> bool:
 
 def _ensemble(config: ExperimentConfig) -> str | None:
     """Perturbed hyperparameters must be float fields of the algorithm's config (x1.25 of an int
-    field such as epochs would not be one). Members hand the controller their evaluations as files
-    in the run directory, so they run on its host."""
-    if config.launch.launcher == "ray" and config.dataflow.transport == "tcp":
-        return ("field 'dataflow.transport': ensemble members share the run directory with the controller, so "
-                "they run on its host; with pod.ensemble.population > 1 use dataflow.transport=shm")
+    field such as epochs would not be one). (Members may run on any node: their weights travel
+    with their reports and adopts, srl.workers.member.)"""
     numeric = sorted(n for n, v in config.algo_config.model_dump().items() if isinstance(v, float))
     bad = [n for n in config.pod.ensemble.perturb if n not in numeric]
     if bad:
@@ -371,7 +368,7 @@ def _policies(config: ExperimentConfig) -> str | None:
     from srl.lanes import policy_config
 
     leagues = sorted(n for n, s in config.policies.items() if s.league is not None)
-    if len(leagues) > 1:  # the controller keeps one league's table (srl.launch.league): a second would be lost
+    if len(leagues) > 1:  # the controller keeps one league's table (srl.population.keeper): a second would be lost
         return (f"field 'policies.{leagues[1]}.league': one league per run; policies {leagues} each play one. Keep "
                 f"one, or give the others fixed opponents (trainable: false, checkpoint: ...)")
     for name, spec in config.policies.items():

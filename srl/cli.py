@@ -147,7 +147,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from srl import leaderboard, league
+    from srl.population import leaderboard, league
 
     league_file = Path(args.run_dir) / league.FILE
     if league_file.is_file() and not (Path(args.run_dir) / leaderboard.JSON_NAME).is_file():  # a self-play run

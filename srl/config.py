@@ -107,7 +107,7 @@ class ReplayConfig(Settings):
 
 
 class EnsembleConfig(Settings):
-    """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.workers.tournament."""
+    """A tournament-based ensemble of pods (`pod.enabled=true`); see srl.population.tournament."""
 
     population: int = Field(
         1, ge=1, description="Pods trained at once (one process each with launch.launcher=local); 1 = a single pod."
@@ -522,7 +522,7 @@ class PodConfig(Settings):
 
 
 class LeagueSpec(Settings):
-    """A policy that plays a self-play league: snapshots of another policy (srl.league)."""
+    """A policy that plays a self-play league: snapshots of another policy (srl.population.league)."""
 
     of: str = Field(description="The policy whose snapshots it plays (one that trains).")
     snapshot_interval_updates: int = Field(20, ge=1, description="That policy's updates between snapshots "
@@ -536,8 +536,9 @@ class LeagueSpec(Settings):
         default_factory=list, description="Registered scripted policies (e.g. random-legal, connect4-lookahead) "
         "that stay in the pool beside the snapshots, drawn and rated like them: a fixed bar the learner keeps "
         "clearing while its own snapshots move.")
-    refresh_s: float = Field(5.0, gt=0, description="Seconds between the league-pool's rereads of league.json: a "
-                             "new snapshot joins its games (and the records their Elo) at the next one.")
+    refresh_s: float = Field(5.0, gt=0, description="Seconds between the controller's sends of the league's table "
+                             "(league.json) to the league-pool's workers: the records that steer their draws (a new "
+                             "snapshot is sent at once), and what a worker that joined late learns the pool from.")
 
 
 class PolicySpec(Settings):

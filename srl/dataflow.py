@@ -9,7 +9,7 @@ from enum import Enum
 
 from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
-from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, MAX_REPORT_BYTES, Role
+from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, MAX_ATTACHED, MAX_REPORT_BYTES, Role
 from srl.streams.samples import tap_name
 
 SAMPLES = "samples"  # the extra workers' built-in input: a copy of every segment taken (srl.streams.samples.SampleTap)
@@ -61,9 +61,11 @@ class WorkerSpec:
         return f"{self.role.title}:{self.index}"
 
 
-def control_streams(workers: tuple[str, ...]) -> list[StreamSpec]:
-    """Reports up to the controller, stop (and, over tcp, epochs) down to every worker."""
-    report = (MAX_REPORT_BYTES,)
+def control_streams(workers: tuple[str, ...], attachment_bytes: int = 0) -> list[StreamSpec]:
+    """Reports up to the controller, stop (and, over tcp, epochs) down to every worker.
+    `attachment_bytes`: the largest bytes value a report or command attaches (an ensemble
+    member's weights, srl.streams.control.detach); 0: none."""
+    report = (MAX_REPORT_BYTES, *[attachment_bytes] * (MAX_ATTACHED if attachment_bytes else 0))
     return [StreamSpec(CONTROLLER_IN, "control", CONTROLLER, workers, (CONTROLLER,), Delivery.BOUNDED,
                        "reports, heartbeats", report),
             StreamSpec(CONTROL_OUT, "control", CONTROLLER, (CONTROLLER,), workers, Delivery.BROADCAST,

@@ -32,6 +32,7 @@ from srl.data import columns as C
 from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
 from srl.default_policy import AUTO, PolicyChoice, choose_policy
 from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
+from srl.population.league_streams import with_league_streams
 from srl.sizing import choice_lines
 from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
@@ -319,7 +320,10 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     if config.pod.enabled:  # one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
         # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
         graph.workers = [WorkerSpec(Role.POD, k) for k in range(config.pod.ensemble.population)]
-        graph.streams = control_streams(tuple(w.name for w in graph.workers))
+        # its reports attach each evaluation's weights and optimizer state, its adopts a leader's
+        # (srl.workers.member): the weights, Adam's two moments of them, and room for the rest
+        attached = 4 * sum(tensor_bytes(policy)) + (1 << 20) if config.pod.ensemble.population > 1 else 0
+        graph.streams = control_streams(tuple(w.name for w in graph.workers), attached)
         _check_batch(graph)  # the rest of its config was checked by srl.checks
         return graph
     workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
@@ -663,6 +667,7 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
     graph.streams = lane_streams(lanes, tuple(w.name for w in graph.workers))
     if evaluator:
         _subscribe(graph, evaluator[0].name)
+    with_league_streams(graph)  # a league's snapshots and table, from the controller (srl.population)
     for lane in lanes:
         lane.graph.run_workers = tuple(w.name for w in graph.workers)
     return graph

@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig, PolicySpec, format_error, lock_step_batch_segments
 from srl.envs.central_state import AgentStateBox
-from srl.league import FILE as LEAGUE_FILE
 
 POLICIES_DIR = "policies"  # run_dir/policies/<name>: a lane's checkpoints
 
@@ -53,11 +52,10 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
     run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)
     policy, kwargs = network(config, spec)
-    if spec.league is not None:  # the snapshots' network is the learner's (srl.models.league_pool)
+    if spec.league is not None:  # the snapshots' network is the learner's (srl.population.league_pool)
         learned, learned_kwargs = network(config, config.policies[spec.league.of])
-        league_file = "" if config.run.run_dir is None else str(Path(config.run.run_dir) / LEAGUE_FILE)
-        policy, kwargs = "league-pool", {"league_file": league_file, "policy": learned, "policy_kwargs": learned_kwargs,
-                                         "scripted": list(spec.league.scripted), "refresh_s": spec.league.refresh_s}
+        policy, kwargs = "league-pool", {"policy": learned, "policy_kwargs": learned_kwargs,
+                                         "scripted": list(spec.league.scripted)}
     return config.model_copy(update={
         "policy": policy, "policy_kwargs": kwargs,
         "algorithm": algorithm, "algo": algo, "launch": launch, "dataflow": flow, "policies": {}, "policy_mapping": {},

@@ -3,6 +3,7 @@ pod workers, restarted like any worker, and an ensemble run resumes with its lea
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -11,13 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from srl import checkpoint, leaderboard
+from srl import checkpoint
 from srl.cli import main
 from srl.config import ConfigError
 from srl.evaluate import evaluate_run
-from srl.graph import build_graph
+from srl.graph import build_graph, initial_policy
 from srl.launch.run import run_experiment
 from srl.load import load_config
+from srl.population import leaderboard
 from srl.workers.member import make_member
 
 
@@ -50,18 +52,18 @@ def test_member_evaluates_saves_and_adopts_a_perturbed_copy(tmp_path):
         assert event["member"] == 0 and event["env_steps"] == 2 * 16 * 16 and event["adoptions"] == 0
         assert event["hparams"] == {"lr": 0.01} and 1 <= event["eval_return"] <= 500
         assert a.evaluate() == event["eval_return"]  # same seed, same weights: same episodes
-        saved = torch.load(event["checkpoint"], weights_only=True)
+        saved = torch.load(io.BytesIO(event["state"]), weights_only=True)  # the report's attachment
         assert saved["hparams"] == {"lr": 0.01} and saved["env_steps"] == event["env_steps"]
         assert checkpoint.params_sha256(a.pod.policy) != checkpoint.params_sha256(b.pod.policy)
 
-        b.adopt(event["checkpoint"], {"lr": 0.0125})
+        b.adopt(event["state"], {"lr": 0.0125})
         assert checkpoint.params_sha256(a.pod.policy) == checkpoint.params_sha256(b.pod.policy)
         opt_a, opt_b = a.pod.algorithm.optimizer, b.pod.algorithm.optimizer
         assert all(torch.equal(x, y) for x, y in zip(opt_a.exp_avg_sq, opt_b.exp_avg_sq))
         assert b.pod.algorithm.config.lr == 0.0125 and b.adoptions == 1
         assert b.report()["hparams"] == {"lr": 0.0125}
         with pytest.raises(ValueError, match="gamma"):
-            b.adopt(event["checkpoint"], {"gamma": 0.5})  # not a perturbed hyperparameter
+            b.adopt(event["state"], {"gamma": 0.5})  # not a perturbed hyperparameter
     finally:
         a.close(), b.close()
 
@@ -73,7 +75,7 @@ def test_out_of_range_perturbations_are_not_taken(tmp_path):
         m.start()
         m.poll(), m.poll()
         [event] = m.take_events()
-        m.adopt(event["checkpoint"], {"lr": 0.02, "gamma": 0.99 * 1.25})  # gamma <= 1
+        m.adopt(event["state"], {"lr": 0.02, "gamma": 0.99 * 1.25})  # gamma <= 1
         assert m.hparams() == {"lr": 0.02, "gamma": 0.99}
     finally:
         m.close()
@@ -84,13 +86,19 @@ def test_ensemble_config_errors_name_the_field(tmp_path):
         load_config("cartpole-pod-ensemble", ["pod.ensemble.population=0"])
     with pytest.raises(ConfigError, match=r"ensemble.perturb.*epochs.*allowed: .*lr"):
         build_graph(small_config(tmp_path, "pod.ensemble.perturb=[epochs]"))
-    with pytest.raises(ConfigError, match="'dataflow.transport'.*use dataflow.transport=shm"):
-        build_graph(small_config(tmp_path, "launch.launcher=ray", "dataflow.transport=tcp"))
     with pytest.raises(ConfigError, match="need pod.enabled=true"):
         build_graph(load_config("cartpole-ppo", ["pod.ensemble.population=2"]))
     graph = build_graph(small_config(tmp_path, "pod.ensemble.population=3"))
     assert [w.name for w in graph.workers] == ["pod:0", "pod:1", "pod:2"]
     assert {s.name for s in graph.streams} == {"controller.in", "control.out"}  # the one control stream pair
+    # ... whose reports and adopts attach the members' weights (no run directory shared with the
+    # controller: members may run on other nodes, srl.streams.control.detach)
+    from srl.streams.control import MAX_ATTACHED
+    from srl.streams.params import tensor_bytes
+
+    tcp = build_graph(small_config(tmp_path, "launch.launcher=ray", "dataflow.transport=tcp"))
+    for stream in tcp.streams:
+        assert len(stream.frames) == 1 + MAX_ATTACHED and stream.frames[1] > 3 * sum(tensor_bytes(initial_policy(tcp)))
 
 
 def test_inline_ensemble_writes_a_leaderboard(tmp_path):
@@ -158,7 +166,7 @@ def test_an_adopt_command_is_taken_once_and_a_restarted_member_keeps_it(tmp_path
             m.start()
             m.poll()
         [event] = a.report()["evals"]
-        adopt = {"type": "adopt", "adoption": 1, "checkpoint": event["checkpoint"], "hparams": {"lr": 0.008}}
+        adopt = {"type": "adopt", "adoption": 1, "state": event["state"], "hparams": {"lr": 0.008}}
         b.command(adopt)
         copied = checkpoint.params_sha256(b.pod.policy)
         assert copied == checkpoint.params_sha256(a.pod.policy) and b.report()["adoptions"] == 1
@@ -174,7 +182,6 @@ def test_an_adopt_command_is_taken_once_and_a_restarted_member_keeps_it(tmp_path
     try:
         assert reborn.adoptions == 1 and reborn.hparams() == {"lr": 0.008}
         assert checkpoint.params_sha256(reborn.pod.policy) == copied
-        assert not list(reborn.folder.glob("eval-*.pt"))  # a killed life's unreported evaluations go
     finally:
         reborn.close()
 
@@ -272,23 +279,52 @@ def test_a_restarted_members_second_evaluation_at_the_same_env_steps_keeps_the_f
     """A member restarted from its checkpoint evaluates again at the env steps of its first life's
     evaluations. The second file must not take the first one's name: when it is not admitted, its
     removal took the entry's file with it, and an adopt of that entry found no file."""
-    from srl.launch.ensemble import PopulationManager
-    from srl.workers.member import member_folder
+    from srl.population.ensemble import PopulationManager
 
     config = load_config("cartpole-pod-ensemble", [f"run.run_dir={tmp_path}", "pod.ensemble.population=2",
                                                    "pod.ensemble.leaderboard_size=1"])
     manager = PopulationManager(config, started_s=0.0)
-    folder = member_folder(tmp_path, 0)
-    folder.mkdir(parents=True)
 
     def evaluation(eval_return: float) -> dict:
-        path = folder / "eval-00000010.pt"
-        torch.save({"eval_return": eval_return}, path)
+        packed = io.BytesIO()
+        torch.save({"eval_return": eval_return}, packed)
         return {"member": 0, "env_steps": 4096, "eval_return": eval_return, "hparams": {"lr": 1e-3},
-                "checkpoint": str(path), "adoptions": 0}
+                "state": packed.getvalue(), "adoptions": 0}
 
     manager.on_eval(0, evaluation(300.0))  # admitted
     manager.on_eval(0, evaluation(100.0))  # the restarted life, same env steps: not admitted
     (entry,) = leaderboard.read(tmp_path)["entries"]
     assert entry["eval_return"] == 300.0
     assert torch.load(entry["checkpoint"], weights_only=True) == {"eval_return": 300.0}
+
+
+def test_a_reports_bytes_travel_as_frames_and_a_frame_no_one_names_is_malformed():
+    """srl.streams.control: an ensemble member's weights go with its report (and the manager's with
+    an adopt) as frames after the JSON one, put back where they were; a message whose JSON does not
+    name each extra frame once is dropped and counted, never read."""
+    from srl.launch.reports import ReportCheck
+    from srl.streams.control import CONTROLLER_IN, Kind, Role, WorkerLink, decode_report, report_schema
+    from srl.streams.inline import InlineTransport
+    from srl.streams.schema import checked
+
+    transport = InlineTransport()
+    inbox = transport.receiver(CONTROLLER_IN)
+    link = WorkerLink(transport, Role.POD, 0)
+    event = {"env_steps": 4, "eval_return": 1.5, "hparams": {"lr": 0.1}, "state": b"\x00weights\xff", "adoptions": 0}
+    link.send(Kind.REPORT, {"evals": [event]})
+    [message] = inbox.recv_all()
+    assert len(message.frames) == 2 and b"weights" not in bytes(message.frames[0])
+    assert decode_report(message)[3] == {"evals": [event]}
+    check = ReportCheck([(Role.POD, 0)])
+    reports = checked(transport, inbox, CONTROLLER_IN, report_schema(check))
+    sender = transport.sender(CONTROLLER_IN)
+    pod = {"env_steps": 0, "episode_returns": [], "episode_lengths": [], "segments_dropped": 0, "updates": 0}
+    body = json.dumps({**pod, "evals": [{**event, "state": {"$attached": 0}}]}).encode()
+    sender.send((Kind.REPORT, Role.POD, 0), [body, b"weights"])  # well formed
+    sender.send((Kind.REPORT, Role.POD, 0), [body])  # names a frame it has not
+    sender.send((Kind.REPORT, Role.POD, 0), [json.dumps(pod).encode(), b"stray"])  # a frame it does not name
+    escaped = body.replace(b'"$attached"', b'"\\u0024attached"')  # the same JSON, a stand-in not put back
+    sender.send((Kind.REPORT, Role.POD, 0), [escaped])
+    [taken] = reports.recv_all()
+    assert check.payload(taken)["evals"][0]["state"] == b"weights"
+    assert transport.take_rejected() == {CONTROLLER_IN: 3}

@@ -186,9 +186,17 @@ def cluster() -> Iterator[Cluster]:
         yield made
 
 
+def unshared(cluster: Cluster) -> Path:
+    """A folder host b sees empty and its own (RayHosts' `private`): run directories under it are
+    not shared between host a, where the controller writes, and host b."""
+    assert cluster.workdir is not None
+    return Path(cluster.workdir) / "unshared"
+
+
 @pytest.fixture(scope="module")
 def ray_nodes(cluster: Cluster) -> RayHosts:
-    return RayHosts(cluster, resources=RESOURCES, num_cpus=2, env=env_for_hosts()).start()
+    return RayHosts(cluster, resources=RESOURCES, num_cpus=2, env=env_for_hosts(),
+                    private={"b": str(unshared(cluster))}).start()
 
 
 @pytest.fixture
@@ -274,6 +282,69 @@ def test_cartpole_ppo_across_three_hosts_reaches_475(ray_hosts, run_dir):
     assert host == {"trainer:0": a, "params:0": a, "actor:0": b, "policy:0": c}, placement
     for label, n in carried.items():  # observations and actions, segments, parameters
         assert n > 1_000_000 and n > 20 * idle[label], (carried, idle)
+
+
+def test_an_ensemble_over_tcp_on_two_nodes_that_share_no_run_directory_ranks_and_adopts(ray_hosts):
+    """The controller on host a, both members on host b, whose run directory is its own (a tmpfs
+    only b's processes see): each evaluation's weights come to the controller with the report, the
+    leader's weights go to a laggard with its adopt, and nothing is read through the disk."""
+    from srl.population import leaderboard
+
+    cluster = ray_hosts.cluster
+    run_dir = unshared(cluster) / "ensemble"  # host a's; on host b the same path is b's own, empty at first
+    proc = cluster.spawn("a", [
+        sys.executable, "-m", "srl.cli", "run", "cartpole-pod-ensemble", "launch.launcher=ray",
+        f"launch.ray_address={ray_hosts.address}", "dataflow.transport=tcp", "run.seed=3", f"run.run_dir={run_dir}",
+        "monitor.display=off", "monitor.learning_curve=false", "launch.ray_resources.pod.resources.host_b=1",
+        "dataflow.envs_per_actor=16", "pod.ensemble.population=2", "pod.ensemble.eval_interval_updates=2",
+        "pod.ensemble.eval_episodes=4", "pod.ensemble.ready_evals=1", "stop.max_updates=60", "stop.target_return=null",
+    ], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ray_hosts.env)  # fmt: skip
+    code, output = finish(proc)
+    assert code == 0, output
+    b = cluster.host("b").address
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert {name: where["host"] for name, where in placement.items()} == {"pod:0": b, "pod:1": b}, placement
+    table = leaderboard.read(run_dir)
+    assert len(table["entries"]) == 5 and len(table["replacements"]) >= 1, table
+    assert all(Path(e["checkpoint"]).is_file() for e in table["entries"])  # the reports' weights, kept on a
+    replaced = table["replacements"][-1]["member"]
+    assert (run_dir / "members" / f"m{replaced}" / "adopt.pt").is_file()  # the controller's copy it sent
+    # the members checkpointed where they ran: on b's own disk, not on a's
+    assert not list(run_dir.glob("members/m*/checkpoints")), sorted(str(p) for p in run_dir.rglob("*"))
+
+
+def test_a_self_play_league_over_tcp_on_two_nodes_that_share_no_run_directory_snapshots_and_rates(ray_hosts):
+    """tictactoe, the learner against its league: the controller on host a, the learner's trainer,
+    its parameter service and the actor on host b, whose run directory is its own. The keeper takes
+    each snapshot from the learner's parameters and sends it, with the table, to the actor's
+    league-pool policy over the league's streams: snapshots are made, played and rated, and the
+    learner's checkpoints never reach host a."""
+    from srl.population.league import FILE, League
+
+    cluster = ray_hosts.cluster
+    run_dir = unshared(cluster) / "league"  # host a's; on host b the same path is b's own, empty at first
+    proc = cluster.spawn("a", [
+        sys.executable, "-m", "srl.cli", "run", "tictactoe-ppo", "launch.launcher=ray",
+        f"launch.ray_address={ray_hosts.address}", "dataflow.transport=tcp", "run.seed=1", f"run.run_dir={run_dir}",
+        "monitor.display=off", "monitor.learning_curve=false", "eval.episodes=0", "stop.total_env_steps=20000",
+        "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",
+        "policies={learner: {}, league: {league: {of: learner, snapshot_interval_updates: 5, choose: uniform, "
+        "scripted: [random-legal], refresh_s: 0.5}}}",
+        *[f"launch.ray_resources.{role}.resources.host_b=1" for role in ("actor", "trainer", "params")],
+        "launch.ray_resources.params.num_cpus=0",
+    ], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ray_hosts.env)  # fmt: skip
+    code, output = finish(proc)
+    assert code == 0, output
+    b = cluster.host("b").address
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert {where["host"] for where in placement.values()} == {b}, placement
+    league = League.load(run_dir / FILE)
+    snapshots = [s for s in league.snapshots.values() if not s.scripted]
+    assert len(snapshots) >= 2 and sum(1 for s in snapshots if s.games) >= 1, league.to_json()
+    assert all((run_dir / s.checkpoint).is_file() for s in snapshots)  # the keeper's own files, on a
+    assert league.learner_elo != 1200.0 and league.snapshots["random-legal"].games > 0
+    # the learner checkpointed where it trained: on b's own disk, not on a's
+    assert not list(run_dir.glob("policies/learner/checkpoints")), sorted(str(p) for p in run_dir.rglob("*"))
 
 
 def test_a_host_cut_off_for_10_s_rejoins_without_a_restart_storm(ray_hosts, run_dir):

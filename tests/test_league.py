@@ -1,4 +1,4 @@
-"""The self-play league's kernel (srl.league) and the scripted opponents (srl.models.scripted),
+"""The self-play league's kernel (srl.population.league) and the scripted opponents (srl.models.scripted),
 by hand: snapshots and pool, the three ways to draw an opponent, Elo, the table's round trip;
 connect four's lookahead on real PettingZoo boards, and against random play."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from srl.cli import main
 from srl.evaluate import score_against
-from srl.league import START_ELO, League, expected
 from srl.models.scripted import Connect4Lookahead, lookahead_move
+from srl.population.league import START_ELO, League, expected
 
 CONNECT4 = {"module": "pettingzoo.classic.connect_four_v3"}
 
@@ -175,3 +175,79 @@ def test_a_second_league_is_refused_before_launch_naming_both():
     with pytest.raises(ConfigError, match=r"field 'policies.league2.league': one league per run; policies \['league', 'league2'\]"):
         load_config("connect4-league", two)
     assert load_config("connect4-league", []).policies["league"].league is not None
+
+
+def test_the_keeper_sends_a_snapshot_of_the_learners_parameters_and_a_late_joiner_asks_for_it(tmp_path, monkeypatch):
+    """srl.population.league_streams, by hand on one in-process transport: the learner's service
+    publishes version 5; the keeper (a subscriber of it) freezes it as snapshot v5 once the learner
+    reported 5 updates, writes its file and sends it with the table; the league-pool policy of an
+    acting worker loads exactly those weights. A worker that joins later has the table at the next
+    refresh, asks for the snapshot it lacks, and is sent it. No file is read."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from srl.graph import build_graph, make_policy
+    from srl.load import load_config
+    from srl.population import keeper as keeper_module
+    from srl.population import league_streams
+    from srl.population.keeper import LeagueKeeper
+    from srl.streams.inline import InlineTransport
+    from srl.streams.params import ParamPublisher, tensor_bytes
+    from srl.streams.prefixed import PrefixedTransport
+    from srl.workers.params import ParamServiceKernel
+    from srl.workers.wiring import policy_and_params
+
+    clock = SimpleNamespace(now=100.0)
+    clock.monotonic = lambda: clock.now
+    monkeypatch.setattr(keeper_module, "time", clock)
+    monkeypatch.setattr(league_streams, "time", clock)
+    config = load_config("tictactoe-ppo", [
+        "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",
+        "policies={learner: {}, league: {league: {of: learner, snapshot_interval_updates: 5, refresh_s: 2}}}",
+        f"run.run_dir={tmp_path}",
+    ])  # fmt: skip
+    graph = build_graph(config)
+    lanes = {lane.name: lane for lane in graph.lanes}
+    assert {"league.league.out", "league.league.in"} <= {s.name for s in graph.streams}
+    transport = InlineTransport()
+    learner_side = PrefixedTransport(transport, lanes["learner"].prefix)
+    learner = make_policy(lanes["learner"].graph.config, lanes["learner"].graph.observation_space,
+                          lanes["learner"].graph.action_space)
+    service = ParamServiceKernel(learner_side, tensor_bytes(learner))
+    keeper = LeagueKeeper(config, "league", config.policies["league"].league, graph)
+    keeper.connect(transport)
+
+    def worker():
+        return policy_and_params(lanes["league"].at_run(graph), PrefixedTransport(transport, lanes["league"].prefix),
+                                 torch.device("cpu"))
+
+    pool, params = worker()
+    with torch.no_grad():
+        for t in learner.parameters():
+            t.fill_(0.5)
+    ParamPublisher(learner_side).publish(5, learner)
+    keeper.poll()  # asks the service (a late joiner)
+    service.poll()
+    keeper.on_learner({"policy_version": 5}, env_steps=1000)
+    keeper.poll()
+    assert "v5" in keeper.league.snapshots and (tmp_path / "league" / "v5.pt").is_file()
+    params.poll(pool)
+    assert pool.league.pool == ["v5"] and pool.missing() == []
+    assert all(torch.equal(a, b) for a, b in zip(pool.nets[5].state_dict().values(), learner.state_dict().values()))
+    late, late_params = worker()
+    late_params.poll(late)
+    assert late.league.pool == [] and late.missing() == []  # nothing yet: the table goes out every refresh_s
+    clock.now += 2.0
+    keeper.poll()  # the table again
+    late_params.poll(late)  # ... which names v5: asked for
+    assert late.league.pool == ["v5"] and late.missing() == [5]
+    keeper.poll()  # the answer
+    late_params.poll(late)
+    assert late.missing() == [] and torch.equal(late.nets[5].state_dict()[next(iter(learner.state_dict()))],
+                                                next(iter(learner.state_dict().values())))
+    keeper.save()
+    offline, _ = worker()  # srl eval of the run: the league as it left it, from the controller's files
+    offline.load_run(tmp_path)
+    assert offline.league.pool == ["v5"] and torch.equal(offline.nets[5].state_dict()[next(iter(learner.state_dict()))],
+                                                         next(iter(learner.state_dict().values())))

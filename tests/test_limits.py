@@ -366,12 +366,12 @@ def test_a_disk_full_at_start_is_one_line_exit_1_and_leaves_the_directory_as_it_
 
 def test_an_ensemble_s_first_leaderboard_that_cannot_be_written_is_one_line_exit_1(run_dir, capsys, monkeypatch):
     """The controller's own files at start (the tournament's leaderboard, a league's table) as config.yaml."""
-    from srl import leaderboard
+    from srl.population import leaderboard, pool
 
     def full(path, text):
         raise storage.WriteFailed(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(leaderboard, "write_text_atomic", full)
+    monkeypatch.setattr(pool, "write_text_atomic", full)  # the one writer of a pool's table (json)
     config = load_config("cartpole-pod-ensemble", [f"run.run_dir={run_dir}", "pod.ensemble.population=2", *QUICK])
     assert run_experiment(config) == 1
     assert capsys.readouterr().err == f"srl: cannot write {run_dir / leaderboard.JSON_NAME}: ENOSPC, errno 28: No space left on device\n"

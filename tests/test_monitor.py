@@ -257,7 +257,7 @@ def test_print_summary_shows_brackets_verbatim():
 
 
 def test_leaderboard_table_shows_brackets_verbatim():
-    from srl import leaderboard
+    from srl.population import leaderboard
 
     table = {"population": 2, "replacements": [], "members": [],
              "entries": [{"member": 0, "env_steps": 100, "eval_return": 1.5, "hparams": {"lr": 1e-3},

@@ -397,8 +397,8 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     changing seats. Snapshots of the learner's checkpoints join the pool every 5 updates; the
     league-pool policy draws an opponent per episode and the games played against each snapshot
     move its Elo and the learner's, in league.json, which srl leaderboard prints."""
-    from srl.league import FILE, League
     from srl.load import load_config
+    from srl.population.league import FILE, League
 
     config = load_config("tictactoe-ppo", [
         "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",
@@ -430,7 +430,7 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
 
 
 def test_the_league_keeper_reads_the_opponents_wins_as_the_learners_losses(tmp_path):
-    from srl.launch.league import LeagueKeeper
+    from srl.population.keeper import LeagueKeeper
 
     config = tag_config(policy_mapping=MAPPED, run={"run_dir": str(tmp_path)},
                         policies={"predator": {"policy": "actor-critic-mlp"}, "prey": {"league": {"of": "predator"}}})

@@ -223,8 +223,8 @@ def test_pod_ensemble_on_ray_fills_the_leaderboard_and_replaces_a_member(run_dir
     """Two pods as Ray actors, scored by greedy evaluations (which jump about early in training,
     unlike training means, where the member reporting later tends to lead just by being later):
     the leaderboard fills, a lagging member becomes a copy of the leader, `srl leaderboard` reads it."""
-    from srl import leaderboard
     from srl.cli import main
+    from srl.population import leaderboard
 
     code, output = run_srl(
         "cartpole-pod-ensemble", "launch.launcher=ray", "run.seed=3", f"run.run_dir={run_dir}", "dataflow.envs_per_actor=16",

@@ -110,8 +110,8 @@ def test_observers_get_each_report_metrics_row_and_the_finish_in_order():
 
 
 def test_a_league_keeper_is_an_observer_of_its_learners_reports_and_its_opponents_games(tmp_path):
-    from srl.launch.league import LeagueKeeper
-    from srl.league import FILE
+    from srl.population.keeper import LeagueKeeper
+    from srl.population.league import FILE
 
     config = build_config({"experiment": "m", "total_env_steps": 1000})
     config.run.run_dir = str(tmp_path)

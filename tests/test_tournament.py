@@ -1,4 +1,4 @@
-"""The tournament kernel (srl.workers.tournament): leaderboard and replacement policy, no processes."""
+"""The tournament kernel (srl.population.tournament): leaderboard and replacement policy, no processes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from srl.workers.tournament import Entry, Tournament
+from srl.population.tournament import Entry, Tournament
 
 
 def entry(member, ret, steps=100, lr=1e-3):
@@ -109,3 +109,31 @@ def test_a_restored_tournament_goes_on_from_its_table():
     assert d.replace is not None and d.replace.member == 1 and len(again.replacements) == 2
     with pytest.raises(ValueError, match="3 members, not 4"):
         Tournament(population=4).restore(table)
+
+
+def test_one_ranked_pool_keeps_the_best_or_the_newest_and_never_evicts_a_pinned_item():
+    """srl.population.pool: the leaderboard's rule (the best, the earlier ahead on a tie, NaN not
+    ranked) and the league's (the newest, pinned items apart and kept), and its one JSON writer."""
+
+    from srl.population.pool import RankedPool
+
+    best = RankedPool(2, "best", score=lambda item: item[1])
+    a, b, c, d = ("a", 1.0), ("b", 3.0), ("c", 3.0), ("d", 0.5)
+    assert best.admit(a) == (True, []) and best.admit(b) == (True, [])
+    assert best.admit(c) == (True, [a]) and best.items == [b, c]  # b came first: it stays ahead
+    assert best.admit(d) == (False, []) and best.admit(("nan", math.nan)) == (False, [])
+    newest = RankedPool(2, "newest", score=lambda item: item[1], pinned=lambda item: item[0].startswith("s"))
+    for item in (a, ("s1", 0.0), b, c):
+        newest.admit(item)
+    assert [i[0] for i in newest] == ["s1", "b", "c"] and [i[0] for i in newest.ranked()] == ["b", "c", "s1"]
+    with pytest.raises(ValueError, match="capacity"):
+        RankedPool(0, "best", score=lambda item: 0.0)
+
+
+def test_the_pool_table_is_strict_json_with_nan_as_null(tmp_path):
+    import json
+
+    from srl.population.pool import write_json
+
+    write_json(tmp_path / "t.json", {"entries": [{"eval_return": math.nan}]})
+    assert json.loads((tmp_path / "t.json").read_text()) == {"entries": [{"eval_return": None}]}

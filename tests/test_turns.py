@@ -180,7 +180,7 @@ def _eval_against(run_dir):
     from srl.cli import main
     from srl.config import ConfigError
     from srl.evaluate import evaluate_against
-    from srl.league import League
+    from srl.population.league import League
 
     def play(who: str) -> dict:
         out = io.StringIO()

@@ -63,7 +63,7 @@ class Policy(torch.nn.Module, ABC):
     graph_safe: ClassVar[bool] = False
     state_size: int = 0  # recurrent: floats of state per row, set by the policy
     # a rollout output whose value at an episode's last step names who played it (a league's
-    # opponent, srl.models.league_pool): the actor reports each such episode's result under it
+    # opponent, srl.population.league_pool): the actor reports each such episode's result under it
     episode_tag: ClassVar[str | None] = None
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:

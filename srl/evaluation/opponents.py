@@ -33,8 +33,8 @@ def resolve_opponent(against: str, run_dir: Path, game: Any, observation_space: 
     snapshot = league_snapshot(run_dir, against)
     path = snapshot[1] if snapshot is not None else Path(against) if files else None
     if path is None or not path.is_file():
-        from srl.league import FILE
         from srl.models.scripted import scripted_names
+        from srl.population.league import FILE
 
         raise ConfigError(f"--against {against!r}: not random, heuristic (the game's scripted player), a scripted "
                           f"policy ({', '.join(scripted_names())}), a snapshot in {run_dir / FILE} "
@@ -69,7 +69,7 @@ def league_snapshot(run_dir: Path, name: str) -> tuple[str, Path] | None:
     """The name and checkpoint of snapshot `name` (or `best`, the highest rated) of the run's
     self-play league; None where the run has no league.json, or none of that name (a scripted member of
     the pool is played as a scripted player)."""
-    from srl.league import FILE, League
+    from srl.population.league import FILE, League
 
     if not (run_dir / FILE).is_file():
         return None
@@ -79,7 +79,7 @@ def league_snapshot(run_dir: Path, name: str) -> tuple[str, Path] | None:
 
 
 def snapshot_names(run_dir: Path) -> list[str]:
-    from srl.league import FILE, League
+    from srl.population.league import FILE, League
 
     league = League.load(run_dir / FILE) if (run_dir / FILE).is_file() else None
     return [] if league is None else [n for n, s in league.snapshots.items() if not s.scripted]

@@ -28,6 +28,8 @@ from srl.evaluation.play import play
 from srl.evaluation.players import Actor, Player, RandomPlayer
 from srl.evaluation.run import EVAL_RUN_DIR, saved_config
 from srl.graph import Graph, Lane, build_graph, make_policy
+from srl.population.league import FILE as LEAGUE_FILE
+from srl.population.league_pool import LeaguePool
 
 
 def is_multi_policy(run_dir: str | Path) -> bool:
@@ -84,7 +86,7 @@ def _learner(graph: Graph) -> Lane | None:
 def _snapshot(graph: Graph, run_dir: Path, name: str) -> tuple[str, Policy, str]:
     """(the league's learner, its network with the weights of snapshot `name` or the best rated, the
     snapshot's name), from run_dir/league.json."""
-    from srl.league import FILE
+    from srl.population.league import FILE
 
     learner = _learner(graph)
     if learner is None or not (run_dir / FILE).is_file():
@@ -110,6 +112,8 @@ def _load(lane: Lane, run_dir: Path) -> tuple[Policy, dict[str, Any]]:
     c = lane.graph.config
     policy = _network(lane)
     if not lane.graph.trains:  # it acted with these weights, or as it is made (a scripted policy)
+        if isinstance(policy, LeaguePool) and (run_dir / LEAGUE_FILE).is_file():
+            policy.load_run(run_dir)  # a league's opponents as the run left them
         if lane.graph.weights_file is None:
             return policy.eval(), {"version": 0}
         return policy.eval(), checkpoint.load_file(Path(lane.graph.weights_file),

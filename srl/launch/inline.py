@@ -29,6 +29,7 @@ from srl.workers.kernel import Kernel
 def run_inline(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> str:
     torch.set_num_threads(graph.config.threads_for(trains=True))
     transport = InlineTransport()
+    monitor.connect(transport)  # observers with streams of their own (a league's keeper)
     kernels = [(spec, make_kernel(graph, spec, transport)) for spec in graph.workers]
     for _, kernel in kernels:  # a kernel waits while the others take their turns
         kernel.clock.switch(WAITING)

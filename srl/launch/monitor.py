@@ -167,6 +167,14 @@ class RunMonitor:
         for observer in self.observers:
             observer.on_report(observed)
 
+    def connect(self, transport: Any) -> None:
+        """The controller's transport, for the observers with streams of their own (a league's
+        keeper: srl.population.keeper)."""
+        for observer in self.observers:
+            connect = getattr(observer, "connect", None)
+            if connect is not None:
+                connect(transport)
+
     def take_commands(self) -> list[tuple[int, dict[str, Any]]]:
         """The observers' commands to send now, as (pod index, command) (srl.launch.observers)."""
         return [command for observer in self.observers for command in observer.take_commands()]

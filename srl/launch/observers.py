@@ -1,8 +1,8 @@
 """What the controller's parts beside the monitor see of a run: the observer protocol.
 
 The run monitor (srl.launch.monitor) aggregates the workers' reports and decides the stop; a part
-that needs more of a run (an ensemble's population manager, srl.launch.ensemble; a self-play
-league's keeper, srl.launch.league) is an observer in the monitor's list, not a field of its own:
+that needs more of a run (an ensemble's population manager, srl.population.ensemble; a self-play
+league's keeper, srl.population.keeper) is an observer in the monitor's list, not a field of its own:
 
     report   -> on_report(ObservedReport)   every worker report, after the monitor counted it
     metrics  -> on_metrics() -> {key: value} each metrics row: the observer's own columns

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from srl.monitor.episodes import WINDOW
 from srl.monitor.info import episode_info_ok
-from srl.streams.control import Kind, Role, decode_report
+from srl.streams.control import Kind, Role, attach, decode_report
 from srl.streams.reports import BUSY_TIMES, REPORTS, Key
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
@@ -75,8 +75,12 @@ def _write_failed(v: Any) -> bool:  # [errno, strerror, filename] (srl.storage.W
     return type(v) is list and len(v) == 3 and _or_none(_int64)(v[0]) and _text(v[1]) and _text(v[2])
 
 
-def _eval(v: Any) -> bool:  # an ensemble member's evaluation (srl.workers.member)
-    checks = {Key.ENV_STEPS: _count, Key.EVAL_RETURN: _real, Key.HPARAMS: _map_of(_real), Key.CHECKPOINT: _text,
+def _bytes(v: Any) -> bool:  # an attachment put back (srl.streams.control.attach)
+    return type(v) is bytes
+
+
+def _eval(v: Any) -> bool:  # an ensemble member's evaluation, its weights attached (srl.workers.member)
+    checks = {Key.ENV_STEPS: _count, Key.EVAL_RETURN: _real, Key.HPARAMS: _map_of(_real), Key.STATE: _bytes,
               Key.ADOPTIONS: _count}
     return type(v) is dict and all(key in v and check(v[key]) for key, check in checks.items())
 
@@ -291,12 +295,17 @@ class ReportCheck:
         kind, role, index = message.header
         if (role, index) not in self.known:
             raise Malformed(f"a report of {Role(role).title}:{index}, no worker of this run")
+        text = bytes(message.frames[0])
         try:
-            payload = json.loads(bytes(message.frames[0]))
+            payload = json.loads(text)
         except (ValueError, RecursionError) as error:  # not UTF-8 or not JSON; nested past the stack
             raise Malformed(f"a report payload that is not JSON: {type(error).__name__}") from None
         if type(payload) is not dict:
             raise Malformed("a report payload that is not a JSON object")
+        try:  # its attachments back first: an evaluation's state must be bytes, not a stand-in
+            payload = attach(payload, message.frames[1:], text)
+        except ValueError as error:
+            raise Malformed(f"a report's attachments: {error}") from None
         problem = payload_problem(Kind(kind), Role(role), payload)
         if not problem and self.bounds is not None and kind != Kind.ERROR:  # (an error report's counts are not read)
             problem = self.bounds.problem(Role(role), index, payload)

@@ -104,7 +104,7 @@ def _trainer_dirs(graph: Graph) -> list[tuple[Graph, list[Path]]]:
     each member's (srl.workers.member); each training policy's (srl.lanes: run_dir/policies/<name>)."""
     c = graph.config
     if c.pod.ensemble.population > 1:
-        from srl.launch.ensemble import check_population
+        from srl.population.ensemble import check_population
         from srl.workers.member import member_folder
 
         check_population(c)
@@ -153,14 +153,14 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
     monitor = RunMonitor(config, resumed_env_steps, launched_s=outputs.started_s, policies=policies,
                          policy_names=tuple(lane.name for lane in graph.lanes))
     if config.pod.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
-        from srl.launch.ensemble import PopulationManager
+        from srl.population.ensemble import PopulationManager
 
         monitor.observers.append(PopulationManager(config, outputs.started_s))
     leagues = [(name, spec.league) for name, spec in config.policies.items() if spec.league is not None]
-    if leagues:  # a self-play league (one: srl.checks): its snapshots and table are kept here (srl.launch.league)
-        from srl.launch.league import LeagueKeeper
+    if leagues:  # a self-play league (one: srl.checks): its snapshots and table are kept here (srl.population.keeper)
+        from srl.population.keeper import LeagueKeeper
 
-        monitor.observers += [LeagueKeeper(config, name, spec) for name, spec in leagues]
+        monitor.observers += [LeagueKeeper(config, name, spec, graph) for name, spec in leagues]
     return monitor
 
 

@@ -126,6 +126,7 @@ class Supervisor:
         self._reports = report_check(((w.role, w.index) for w in graph.workers), bounds)
         schema = report_schema(self._reports)
         self.inbox = checked(transport, inbox, CONTROLLER_IN, schema)
+        monitor.connect(transport)  # observers with streams of their own (a league's keeper)
         # other services of the controller that drop and count messages (`take_rejected`): the
         # trainers' rendezvous (srl.streams.rendezvous)
         self.also_rejecting = list(also_rejecting)
@@ -237,7 +238,7 @@ class Supervisor:
         )
 
     def _send_commands(self) -> None:
-        """An ensemble's adopts, each to its member (srl.launch.ensemble)."""
+        """An ensemble's adopts, each to its member (srl.population.ensemble)."""
         for index, command in self.monitor.take_commands():
             send_command(self.transport.publisher(CONTROL_OUT), Role.POD, index, command)
 

@@ -2,7 +2,6 @@
 
 from srl.models.agent_q import AgentQ
 from srl.models.cnn import ActorCriticCNN
-from srl.models.league_pool import LeaguePool
 from srl.models.mappo import MAPPOPolicy
 from srl.models.mlp import ActorCriticMLP
 from srl.models.multi_input import MultiInputActorCritic
@@ -11,6 +10,7 @@ from srl.models.random_policy import RandomPolicy
 from srl.models.recurrent import RecurrentActorCritic
 from srl.models.scripted import Connect4Lookahead, RandomLegal
 from srl.models.squashed_gaussian import SquashedGaussianMLP
+from srl.population.league_pool import LeaguePool
 
 __all__ = [
     "ActorCriticCNN", "AgentQ", "ActorCriticMLP", "Connect4Lookahead", "LeaguePool", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",

@@ -62,7 +62,7 @@ class Key:
     HPARAMS = "hparams"
     EVALS = "evals"
     EVAL_RETURN = "eval_return"
-    CHECKPOINT = "checkpoint"
+    STATE = "state"  # an evaluation's weights, attached (srl.streams.control.attach)
     # -- the evaluator's last round (srl.workers.evaluator)
     EVAL_EPISODE_RETURNS = "eval_episode_returns"
     EVAL_POLICY_VERSION = "eval_policy_version"
@@ -108,7 +108,7 @@ TRAINS = (Key.SEGMENTS_DROPPED, Key.UPDATES)  # read of every trainer's and pod'
 TRAINED = (Key.POLICY_VERSION, Key.TRAINED_ENV_STEPS, Key.POLICY_LAG_MEAN, Key.TRAIN_TIME_S,
            Key.NONFINITE_UPDATES_SKIPPED, Key.PARAMS_SHA256, Key.STOP_REASON, Key.STOP_KIND)
 LANE_EPISODES = (Key.EPISODES, Key.EPISODE_RETURNS, Key.EPISODE_LENGTHS, Key.RESULTS)  # each of POLICIES
-MEMBER_EVAL = (Key.MEMBER, Key.ENV_STEPS, Key.EVAL_RETURN, Key.HPARAMS, Key.CHECKPOINT, Key.ADOPTIONS)  # each of EVALS
+MEMBER_EVAL = (Key.MEMBER, Key.ENV_STEPS, Key.EVAL_RETURN, Key.HPARAMS, Key.STATE, Key.ADOPTIONS)  # each of EVALS
 POLICY_EVAL = (Key.EPISODE_RETURNS, Key.POLICY_VERSION)  # each of EVAL_POLICIES
 
 REPORTS: dict[Role, Declared] = {

@@ -44,7 +44,9 @@ class Schema:
     """One kind of message: `fields` (name -> allowed values, in header order); `slot_of` (header
     -> the slot it names on this side, None if none); `carried` (the slot's arrays the message
     carries where memory is not shared; elsewhere it carries none); `frame_bytes` (without a slot:
-    each frame's size, None for any size); `content` (checks of what frames hold, raising Malformed)."""
+    each frame's size, None for any size); `more_frames` (how many frames of any size may follow
+    those: a report's or command's attachments, srl.streams.control); `content` (checks of what
+    frames hold, raising Malformed)."""
 
     def __init__(
         self,
@@ -53,10 +55,11 @@ class Schema:
         carried: Names | None = None,
         frame_bytes: Sequence[int | None] = (),
         content: Callable[[Message], None] | None = None,
+        more_frames: int = 0,
     ) -> None:
         self.names, self.allowed, self._length = tuple(fields), tuple(fields.values()), len(fields)
         self.slot_of, self.carried = slot_of, carried
-        self.frame_bytes, self.content = tuple(frame_bytes), content
+        self.frame_bytes, self.content, self.more_frames = tuple(frame_bytes), content, more_frames
 
     def check(self, message: Message, carries: bool) -> Fill | None:
         """Where `message`'s frames go (a slot and its arrays' names; None: nowhere), or
@@ -74,6 +77,8 @@ class Schema:
                 sizes = tuple(slot[name].nbytes for name in fill[1])
         frames = message.frames
         if frames or sizes:  # most messages inside a machine carry no frame: nothing to compare
+            if self.more_frames and len(sizes) < len(frames) <= len(sizes) + self.more_frames:
+                frames = frames[: len(sizes)]  # the attachments: any size (the transport bounds it)
             self._check_frames(frames, sizes)
         if self.content is not None:
             self.content(message)

@@ -80,8 +80,12 @@ class RayHosts:
     """One Ray node per host of `cluster`: the head on the first host."""
 
     def __init__(self, cluster: Cluster, resources: dict[str, dict[str, float]] | None = None, num_cpus: int = 2,
-                 object_store_bytes: int = OBJECT_STORE_BYTES, env: dict[str, str] | None = None) -> None:  # fmt: skip
+                 object_store_bytes: int = OBJECT_STORE_BYTES, env: dict[str, str] | None = None,
+                 private: dict[str, str] | None = None) -> None:  # fmt: skip
+        """`private`: host label -> a folder that host sees empty and its own (a tmpfs mounted over
+        it in a mount namespace of its node's processes): a disk it does not share with the others."""
         self.cluster, self.num_cpus, self.object_store_bytes = cluster, num_cpus, object_store_bytes
+        self.private = private or {}
         self.resources = resources or {h.label: {f"host_{h.label}": 4} for h in cluster.hosts}
         # HOME is the cluster's folder: Ray reads ~/.ray (an auth token `ray get-auth-token
         # --generate` left there makes a cluster started without it refuse every client), and
@@ -111,6 +115,10 @@ class RayHosts:
             f"--num-cpus={self.num_cpus}", f"--resources={json.dumps(self.resources.get(label, {}))}",
             f"--object-store-memory={self.object_store_bytes}", f"--temp-dir={temp_dir}", "--disable-usage-stats",
         ]  # fmt: skip
+        if label in self.private:  # its node and every worker it starts see a folder of their own there
+            Path(self.private[label]).mkdir(parents=True, exist_ok=True)
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount -t tmpfs tmpfs "$0" && exec "$@"', self.private[label], *argv]  # fmt: skip
         log = open(Path(self.cluster.workdir) / f"ray-start-{label}.log", "ab")  # noqa: SIM115  (the child holds it)
         try:
             self.nodes[label] = self.cluster.spawn(label, argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)

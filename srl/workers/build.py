@@ -169,7 +169,7 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
     if spec.role == Role.POD and c.pod.ensemble.population > 1:
         from srl.workers.member import make_member
 
-        return make_member(c, spec.index)  # evaluates itself, adopts a leader's copy (srl.launch.ensemble)
+        return make_member(c, spec.index)  # evaluates itself, adopts a leader's copy (srl.population.ensemble)
     if spec.role == Role.POD:
         from srl.workers.pod import make_pod
 

@@ -3,18 +3,21 @@
     poll():  pod.poll()                              # one rollout + one update
              every eval_interval_updates updates:
                  return = evaluate()                 # greedy actions, fixed seed, one episode per eval env
-                 write folder/eval-<version>.pt      # weights + optimizer state + hyperparameters
-                 queue an eval event (srl.workers.tournament.Entry fields)
-    report()                                         # the pod's report + "evals": the events queued
-    command({"type": "adopt", "adoption": n, "checkpoint": path, "hparams": {...}})
-        adopt(checkpoint, hparams)                   # weights and optimizer state of the checkpoint,
+                 queue an eval event (srl.population.tournament.Entry fields), its "state" the
+                 weights + optimizer state + hyperparameters as bytes (a checkpoint's content)
+    report()                                         # the pod's report + "evals": events queued (up to
+                                                     # MAX_ATTACHED: each state a frame of the report)
+    command({"type": "adopt", "adoption": n, "state": bytes, "hparams": {...}})
+        adopt(state, hparams)                        # weights and optimizer state of the state,
                                                      # the given hyperparameters (a perturbed copy)
 
 A member is the worker pod:<index> of the graph, run by any launcher's shell like every worker:
-its reports go to the controller, whose population manager (srl.launch.ensemble) takes the
-events and sends adopts on the control stream. The eval files belong to it (it keeps those that
-join the leaderboard and deletes the rest). Every member evaluates on the same seed, so the
-start states are common and the ranking compares policies, not luck.
+its reports go to the controller, whose population manager (srl.population.ensemble) takes the
+events and sends adopts on the control stream. The weights travel with the report and the adopt,
+as their attachments (srl.streams.control.detach), not as files: a member on another node needs
+no disk it shares with the controller, which keeps the entries' files in its own run directory.
+Every member evaluates on the same seed, so the start states are common and the ranking compares
+policies, not luck.
 
 A member checkpoints as a pod does, in run_dir/members/m<index>/, and at once after an adopt,
 beside member.json (its adoptions and hyperparameters): restarted, or resumed with the run, it
@@ -24,6 +27,7 @@ it) changes nothing.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +41,8 @@ from srl.devices import resolve
 from srl.envs.batched import BatchedTorchEnv, TorchVectorEnv
 from srl.evaluation import Player, play
 from srl.monitor.episodes import ReturnWindow
-from srl.storage import atomic_file, write_text_atomic
+from srl.storage import write_text_atomic
+from srl.streams.control import MAX_ATTACHED
 from srl.streams.reports import Key
 from srl.workers.learner import LearnerSettings
 from srl.workers.nonfinite import load_state
@@ -78,15 +83,12 @@ class PodMember:
             self._resume()
 
     def _resume(self) -> None:
-        """Its adoptions and hyperparameters as its checkpoint left them; eval files whose events
-        never left (a killed life's) go."""
+        """Its adoptions and hyperparameters as its checkpoint left them."""
         state = self.folder / STATE_FILE
         if state.is_file():
             saved = json.loads(state.read_text())
             self.adoptions = int(saved["adoptions"])
             self._set_hparams(saved["hparams"])
-        for stale in self.folder.glob("eval-*.pt"):
-            stale.unlink(missing_ok=True)
 
     def start(self) -> None:
         self.pod.start()
@@ -100,7 +102,7 @@ class PodMember:
         self.updates_since_eval += 1
         if self.updates_since_eval >= self.eval_interval_updates and (self.eval_env is not None or len(self.recent)):
             self.updates_since_eval = 0
-            self.events.append(self.evaluate_and_save())
+            self.events.append(self.evaluate_and_pack())
         return True
 
     # -- evaluation -------------------------------------------------------------------------------
@@ -123,23 +125,24 @@ class PodMember:
         policy.train(training)  # the Player set it acting; the pod trains on
         return float(np.mean([e.returns.mean() for e in played]))
 
-    def evaluate_and_save(self) -> dict[str, Any]:
+    def evaluate_and_pack(self) -> dict[str, Any]:
+        """An evaluation event, with the weights evaluated: what the controller keeps if they rank."""
         eval_return = self.evaluate()
         pod = self.pod
-        path = self.folder / f"eval-{pod.version:08d}.pt"
         state = {
             "version": pod.version, "env_steps": pod.trained_env_steps, "policy": pod.policy.state_dict(),
             "algorithm": pod.algorithm.state_dict(), "hparams": self.hparams(),
         }
-        with atomic_file(path) as f:  # a failed write leaves no half file (srl.storage)
-            torch.save(state, f)
+        packed = io.BytesIO()
+        torch.save(state, packed)
         return {
             Key.MEMBER: self.index, Key.ENV_STEPS: pod.trained_env_steps, Key.EVAL_RETURN: eval_return,
-            Key.HPARAMS: self.hparams(), Key.CHECKPOINT: str(path), Key.ADOPTIONS: self.adoptions,
+            Key.HPARAMS: self.hparams(), Key.STATE: packed.getvalue(), Key.ADOPTIONS: self.adoptions,
         }
 
     def take_events(self) -> list[dict[str, Any]]:
-        events, self.events = self.events, []
+        """The oldest events queued, as many as one report attaches (the rest go in the next)."""
+        events, self.events = self.events[:MAX_ATTACHED], self.events[MAX_ATTACHED:]
         return events
 
     def command(self, command: dict[str, Any]) -> None:
@@ -147,18 +150,20 @@ class PodMember:
         if command.get("type") != "adopt":
             raise ValueError(f"member {self.index}: unknown command {command.get('type')!r}")
         if int(command["adoption"]) > self.adoptions:
-            self.adopt(command["checkpoint"], command["hparams"])
+            self.adopt(command["state"], command["hparams"])
             self.adoptions = int(command["adoption"])
             self._save_state()
 
     # -- replacement ------------------------------------------------------------------------------
 
-    def adopt(self, checkpoint: str | Path, hparams: dict[str, float]) -> None:
-        """Become the checkpoint's policy with its optimizer state, under `hparams`."""
+    def adopt(self, packed: bytes, hparams: dict[str, float]) -> None:
+        """Become the policy of `packed` (an evaluation's state, as `evaluate_and_pack` makes it),
+        with its optimizer state, under `hparams`."""
         unknown = sorted(set(hparams) - set(self.hparam_names))
         if unknown:
             raise ValueError(f"member {self.index}: cannot set hyperparameters {unknown}")
-        state = torch.load(checkpoint, map_location=self.pod.device, weights_only=True)
+        # tensors and plain values only (weights_only): the bytes came over a stream
+        state = torch.load(io.BytesIO(packed), map_location=self.pod.device, weights_only=True)
         load_state(self.pod.policy, self.pod.algorithm, state)
         self._set_hparams(hparams)
         self.recent = ReturnWindow(100)  # those episodes were the replaced weights

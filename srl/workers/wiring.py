@@ -18,9 +18,11 @@ from srl.api.policy import Policy
 from srl.devices import resolve
 from srl.graph import Graph, actor_block, initial_policy, sub_arrays
 from srl.monitor.timing import TimeBreakdown
+from srl.population.league_pool import LeaguePool
+from srl.population.league_streams import LeagueParams
 from srl.streams.incarnations import INCARNATIONS_BLOCK, Incarnations, incarnations_layout
 from srl.streams.inference import InferenceClient, Slot
-from srl.streams.params import FixedParams, ParamSubscriber
+from srl.streams.params import FixedParams, ParamSubscriber, tensor_bytes
 from srl.streams.samples import SampleProducer, Segment
 from srl.streams.transport import Transport
 from srl.workers.actor import InferencePort
@@ -71,6 +73,8 @@ def policy_and_params(graph: Graph, transport: Transport, device: torch.device
     policy = initial_policy(graph, device)
     if graph.trains:
         return policy, ParamSubscriber(transport, policy)
+    if isinstance(policy, LeaguePool):  # its snapshots come from the controller (srl.population.league_streams)
+        return policy, LeagueParams(transport, tensor_bytes(policy.make()))
     if graph.weights_file is not None:
         checkpoint.load_file(Path(graph.weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
     return policy, FixedParams()

@@ -1,7 +1,7 @@
 """The leaderboard of an ensemble run, on disk: run_dir/leaderboard.json (+ .csv), checkpoints in
 run_dir/leaderboard/, and `srl leaderboard RUN_DIR` to print it.
 
-leaderboard.json is `srl.workers.tournament.Tournament.table()`: "entries" (best first: member,
+leaderboard.json is `srl.population.tournament.Tournament.table()`: "entries" (best first: member,
 env_steps, eval_return, hparams, checkpoint, time_s, lineage), "replacements" and "members".
 leaderboard.csv holds the entries only, one row each, hyperparameters as `hp.<name>` columns.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from srl import checkpoint
-from srl.faults import json_safe
+from srl.population.pool import render_table, write_json
 from srl.storage import write_text_atomic
 
 JSON_NAME = "leaderboard.json"
@@ -38,8 +38,7 @@ def entry_path(run_dir: Path, member: int, env_steps: int) -> Path:
 def write(run_dir: Path, table: dict[str, Any]) -> None:
     """leaderboard.json and leaderboard.csv from a `Tournament.table()`."""
     run_dir = Path(run_dir)
-    # strict JSON: an evaluation of a NaN env scores null, not NaN (which only Python parses)
-    write_text_atomic(run_dir / JSON_NAME, json.dumps(json_safe(table), indent=1, allow_nan=False) + "\n")
+    write_json(run_dir / JSON_NAME, table)
     names = sorted({k for e in table["entries"] for k in e["hparams"]})
     out = io.StringIO()
     writer = csv.writer(out)
@@ -73,19 +72,11 @@ def export_best(run_dir: Path, table: dict[str, Any]) -> None:
 
 def render(table: dict[str, Any]) -> Any:
     """A rich Table of the entries, best first, with the replacements counted in the caption."""
-    from rich.table import Table
-    from rich.text import Text
-
-    # every cell a Text: a str cell is parsed as rich markup, and a "[...]" in a lineage, a path or a
-    # hyperparameter name would vanish
     names = sorted({k for e in table["entries"] for k in e["hparams"]})
-    out = Table(title=f"leaderboard: population {table['population']}",
-                caption=f"{len(table['replacements'])} replacement(s)")
-    for column in ("rank", "member", "env steps", "eval return", *names, "lineage", "checkpoint"):
-        out.add_column(Text(column), justify="right" if column not in ("lineage", "checkpoint") else "left")
-    for rank, e in enumerate(table["entries"], 1):
-        cells = [str(rank), f"m{e['member']}", str(e["env_steps"]), f"{e['eval_return']:.2f}",
-                 *[f"{e['hparams'][n]:.3g}" if n in e["hparams"] else "" for n in names],
-                 str(e["lineage"]), Path(e["checkpoint"]).name]
-        out.add_row(*[Text(c) for c in cells])
-    return out
+    rows = [[str(rank), f"m{e['member']}", str(e["env_steps"]), f"{e['eval_return']:.2f}",
+             *[f"{e['hparams'][n]:.3g}" if n in e["hparams"] else "" for n in names],
+             str(e["lineage"]), Path(e["checkpoint"]).name]
+            for rank, e in enumerate(table["entries"], 1)]
+    return render_table(f"leaderboard: population {table['population']}", f"{len(table['replacements'])} replacement(s)",
+                        ("rank", "member", "env steps", "eval return", *names, "lineage", "checkpoint"), rows,
+                        left=("lineage", "checkpoint"))

@@ -1,22 +1,23 @@
 """The opponents of a self-play league as one policy that only acts ("league-pool").
 
-It plays the snapshots in a league's pool (srl.league; league.json, written by the controller:
-srl.launch.league): each row's opponent is drawn from the pool when its episode starts and kept
-until it ends. That per-row choice is its recurrent state, one float per row: the snapshot's
+It plays the snapshots in a league's pool (srl.population.league, kept by the controller:
+srl.population.keeper): each row's opponent is drawn from the pool when its episode starts and
+kept until it ends. That per-row choice is its recurrent state, one float per row: the snapshot's
 version (-1 before the pool has one: a random legal move). The state entering a step is recorded
 as its "hidden" output, so the actor can tell whose episode ended (`episode_tag`) and report each
 game's result against that snapshot.
 
-Every `refresh_s` it rereads league.json: new snapshots' weights are loaded (a network made as
-`policy` with `policy_kwargs`, the learner's), the pool and its records steer the draws. The
-league's scripted opponents (`scripted`, registered scripted policies) play under their negative
-tags; each is built once here, so one that cannot play this game fails before launch. It keeps
-the pool's networks only; a row still playing a snapshot that left the pool loads it again.
+The league comes over the league's streams (srl.population.league_streams, polled by the worker
+as a policy's parameters are): `take_table` (league.json's content: the pool and its records steer
+the draws) and `take_snapshot` (a snapshot's weights, loaded into a network made as `policy` with
+`policy_kwargs`, the learner's); `missing` names the pooled snapshots it lacks, which its worker
+asks for. The league's scripted opponents (`scripted`, registered scripted policies) play under
+their negative tags; each is built once here, so one that cannot play this game fails before
+launch. It keeps the pool's networks, and those a row still plays.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from srl import checkpoint
 from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.data import columns as C
 from srl.envs.central_state import AgentStateBox
-from srl.league import League
+from srl.evaluation.opponents import load_network
 from srl.models.scripted import random_legal
+from srl.population.league import FILE, League
+from srl.streams.params import load_frames
 
 NONE = -1.0  # the state of a row whose opponent is no snapshot (an empty pool)
 
@@ -42,11 +44,10 @@ class LeaguePool(Policy):
     recurrent = True
     episode_tag = C.HIDDEN  # its state entering a step names the opponent
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, league_file: str = "",
-                 policy: str = "mappo", policy_kwargs: dict[str, Any] | None = None, scripted: tuple[str, ...] = (),
-                 refresh_s: float = 5.0, seed: int | None = None) -> None:
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, policy: str = "mappo",
+                 policy_kwargs: dict[str, Any] | None = None, scripted: tuple[str, ...] = (),
+                 seed: int | None = None) -> None:
         super().__init__(observation_space, action_space)
-        self.league_file, self.refresh_s = Path(league_file), refresh_s
         self.make = lambda: registry.policies.get(policy)(observation_space, action_space, **(policy_kwargs or {}))
         self.make()  # a learner's network must fit these spaces: fail now, not at the first snapshot
         self.state_size = 1
@@ -55,7 +56,7 @@ class LeaguePool(Policy):
                                                            seed=int(self.rng.integers(2**62))) for name in scripted}
         self.nets: dict[int, Policy] = {}  # version -> its frozen network
         self.league = League()
-        self._read_s = -float("inf")
+        self.rows_play: set[int] = set()  # the versions rows played at the last step
         # a turn-based game's rows hold the mover's action mask
         self._turns = observation_space if isinstance(observation_space, AgentStateBox) and observation_space.mask_dim else None
 
@@ -70,12 +71,12 @@ class LeaguePool(Policy):
 
     def rollout_recurrent(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor,
                           deterministic: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        self._refresh()
         state = state.clone()
         for row in torch.nonzero(first.bool()).flatten().tolist():
             drawn = self.league.draw()
             state[row, 0] = NONE if drawn is None else float(self.league.snapshots[drawn].version)
         action = torch.zeros(len(obs), dtype=torch.int64)
+        self.rows_play = {int(v) for v in torch.unique(state[:, 0]).tolist()}
         for version in torch.unique(state[:, 0]).tolist():
             rows = state[:, 0] == version
             net = self._net(int(version))
@@ -100,33 +101,45 @@ class LeaguePool(Policy):
         return torch.from_numpy(random_legal(masks, self.rng).astype(np.int64))
 
     def _net(self, version: int) -> Policy | None:
-        """A snapshot's network (loaded again if it left the pool while a row still plays it), or a
-        scripted opponent."""
+        """A snapshot's network (None while it has not come: its rows play random legal moves),
+        or a scripted opponent."""
         name = self.league.named(version)
         snap = None if name is None else self.league.snapshots[name]
         if snap is not None and snap.scripted:
             return self.scripted.get(snap.scripted)
-        if version not in self.nets and snap is not None:
-            self.nets[version] = self._load(self.league_file.parent / snap.checkpoint)
         return self.nets.get(version)
 
-    def _load(self, path: Path) -> Policy:
-        net = self.make()
-        checkpoint.load_file(path, apply=lambda state: net.load_state_dict(state["policy"]))
-        return net.eval()
+    # -- the league, as its streams bring it (srl.population.league_streams) ---------------------
 
-    def _refresh(self) -> None:
-        """Reread league.json (every refresh_s): its pool and records, and new snapshots' weights."""
-        now = time.monotonic()
-        if now - self._read_s < self.refresh_s or not self.league_file.is_file():
-            return
-        self._read_s = now
+    def take_table(self, table: dict[str, Any]) -> None:
+        """league.json's content: the pool and its records (a table that is no league is ignored)."""
         try:
-            league = League.load(self.league_file, seed=int(self.rng.integers(2**31)))
-        except ValueError:  # being replaced (written atomically, but a reader may race a rename): next time
+            self.league = League.from_json(table, seed=int(self.rng.integers(2**31)))
+        except ValueError:
             return
-        self.league = league
-        pooled = {league.snapshots[name].version for name in league.pool if not league.snapshots[name].scripted}
-        self.nets = {v: net for v, net in self.nets.items() if v in pooled}  # the pool's only: memory stays bounded
-        for version in pooled:
-            self._net(version)
+        keep = self._pooled() | self.rows_play  # a row still playing one that left the pool plays on
+        self.nets = {v: net for v, net in self.nets.items() if v in keep}  # memory stays bounded
+
+    def take_snapshot(self, version: int, frames: Any) -> None:
+        """Snapshot `version`'s weights, the learner's tensors in state_dict order."""
+        if version in self.nets or version not in self._pooled() | self.rows_play:
+            return
+        net = self.make()
+        load_frames(net, frames)
+        self.nets[version] = net.eval()
+
+    def missing(self) -> list[int]:
+        """The pooled snapshots whose weights it has not got."""
+        return sorted(self._pooled() - set(self.nets))
+
+    def load_run(self, run_dir: Path) -> None:
+        """The league as a run left it, from its own files (`srl eval` of a league run, offline):
+        league.json and the pooled snapshots' checkpoints in `run_dir`."""
+        self.take_table(League.load(Path(run_dir) / FILE).to_json())
+        for version in self.missing():
+            snap = self.league.snapshots[str(self.league.named(version))]
+            self.nets[version] = load_network(self.make, Path(run_dir) / snap.checkpoint)
+
+    def _pooled(self) -> set[int]:
+        league = self.league
+        return {league.snapshots[n].version for n in league.pool if not league.snapshots[n].scripted}

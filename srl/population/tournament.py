@@ -20,10 +20,11 @@ from the top `exploit_top` leaderboard entries (1 = always the best).
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from srl.population.pool import RankedPool
 
 
 @dataclass(frozen=True)
@@ -91,20 +92,17 @@ class Tournament:
         self.perturb, self.factors = tuple(perturb), tuple(factors)
         self.seed = seed
         self.rng = random.Random(seed)
-        self.entries: list[Entry] = []  # the leaderboard, best first
+        # the leaderboard: the `size` best returns (srl.population.pool); a NaN one is not ranked
+        self.board: RankedPool[Entry] = RankedPool(size, "best", score=lambda e: e.eval_return)
         self.members = [_Member(lineage=f"m{k}") for k in range(population)]
         self.replacements: list[dict[str, Any]] = []
 
     # -- the leaderboard --------------------------------------------------------------------------
 
-    def _admit(self, entry: Entry) -> tuple[bool, list[Entry]]:
-        if math.isnan(entry.eval_return):
-            return False, []
-        # best return first; on a tie the earlier entry stays ahead (fewer steps for the same return)
-        ranked = sorted([*self.entries, entry], key=lambda e: -e.eval_return)
-        self.entries, evicted = ranked[: self.size], ranked[self.size :]
-        admitted = entry not in evicted
-        return admitted, [e for e in evicted if e is not entry]
+    @property
+    def entries(self) -> list[Entry]:
+        """The leaderboard, best first."""
+        return self.board.items
 
     # -- replacement ------------------------------------------------------------------------------
 
@@ -116,7 +114,7 @@ class Tournament:
         entry = replace(entry, lineage=state.lineage)
         state.evals_since_start += 1
         state.latest = entry.eval_return
-        admitted, evicted = self._admit(entry)
+        admitted, evicted = self.board.admit(entry)
         decision = Decision(admitted=admitted, evicted=evicted)
         if self.lagging(entry.member):
             decision.replace = self._replacement(entry.member)
@@ -152,7 +150,7 @@ class Tournament:
         """Continue from a `table()` of the same population (a resumed run's leaderboard.json)."""
         if table["population"] != self.population:
             raise ValueError(f"a leaderboard of {table['population']} members, not {self.population}")
-        self.entries = [Entry(**e) for e in table["entries"]]
+        self.board.items = [Entry(**e) for e in table["entries"]]
         self.replacements = list(table["replacements"])
         self.members = [_Member(m["evals_since_start"], m["latest_return"], m["lineage"]) for m in table["members"]]
         self.rng = random.Random(f"{self.seed}/{len(self.replacements)}")  # not the first launch's draws again

@@ -1,11 +1,16 @@
 """The population manager of a pod ensemble: a part of the controller, whatever the launcher.
 
-    pod:k (srl.workers.member) --report, with its "evals"--> RunMonitor.on_report (srl.launch.monitor)
+    pod:k (srl.workers.member) --report, "evals" with their weights--> RunMonitor.on_report (srl.launch.monitor)
         --> PopulationManager.on_report(report): an observer of the monitor (srl.launch.observers)
-              each eval: Tournament.on_eval (srl.workers.tournament): keep or delete its checkpoint;
-              k lagging? -> adopt n of k: a private copy of the source entry, perturbed hyperparameters
-        <-- take_commands(): [(k, adopt n)], sent by the launcher on control.out (local, Ray) or
-            handed to the kernel (inline); sent again while k's reports show fewer adoptions
+              each eval: Tournament.on_eval (srl.population.tournament): its weights kept as the
+              entry's file here (run_dir/leaderboard/) if it ranks, else dropped;
+              k lagging? -> adopt n of k: a private copy of the source entry (members/m<k>/adopt.pt
+              here), perturbed hyperparameters
+        <-- take_commands(): [(k, adopt n, the copy's weights)], sent by the launcher on control.out
+            (local, Ray) or handed to the kernel (inline); sent again while k's reports show fewer adoptions
+
+The weights travel with the reports and the adopts (srl.streams.control attaches them as frames),
+so every file here is the controller's own: a member on another node shares no disk with it.
 
 The members are the graph's pod workers: placed, supervised and restarted like any worker (a
 restarted member continues from its own checkpoint and member.json). leaderboard.json is written
@@ -17,21 +22,21 @@ monitor's: the target is reached when one member's last 100 training episodes re
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from srl import leaderboard
 from srl.config import ConfigError, ExperimentConfig
 from srl.launch.observers import ObservedReport
-from srl.storage import failing_as
+from srl.population import leaderboard
+from srl.population.tournament import Entry, Tournament
+from srl.storage import atomic_file, failing_as
 from srl.streams.control import Role
 from srl.streams.reports import Key
 from srl.workers.member import member_folder
-from srl.workers.tournament import Entry, Tournament
 
+ADOPT_FILE = "adopt.pt"  # members/m<k>/adopt.pt: the controller's copy of what member k adopts last
 RESEND_S = 2.0  # an adopt not yet shown in the member's reports (missed, or its member restarted)
 
 
@@ -77,13 +82,18 @@ class PopulationManager:
         self.tournament.restore(table)
         self.started_s -= max((e["time_s"] for e in table["entries"]), default=0.0)
         for r in table["replacements"]:
-            self.adopts[r["member"]] = self._adopt(r["member"], r["hparams"])
+            adopt = self._adopt(r["member"], r["hparams"])
+            if adopt is not None:
+                self.adopts[r["member"]] = adopt
 
-    def _adopt(self, k: int, hparams: dict[str, float]) -> dict[str, Any]:
-        """Member k's next adopt command (its adoptions are numbered from 1)."""
+    def _adopt(self, k: int, hparams: dict[str, float]) -> dict[str, Any] | None:
+        """Member k's next adopt command (its adoptions are numbered from 1), with the weights of its
+        private copy (None where a resumed run has lost it)."""
         n = self.adopts.get(k, {}).get("adoption", 0) + 1
-        return {"type": "adopt", "adoption": n, "checkpoint": str(member_folder(self.run_dir, k) / "adopt.pt"),
-                "hparams": hparams}
+        copy = adopt_path(self.run_dir, k)
+        if not copy.is_file():
+            return None
+        return {"type": "adopt", "adoption": n, "state": copy.read_bytes(), "hparams": hparams}
 
     def on_report(self, observed: ObservedReport) -> None:
         if observed.role != Role.POD:
@@ -97,26 +107,23 @@ class PopulationManager:
             self.outbox[k] = adopt
 
     def on_eval(self, k: int, event: dict[str, Any]) -> None:
-        source = Path(event[Key.CHECKPOINT])
-        if source.parent != member_folder(self.run_dir, k) or not source.is_file():
-            return  # not this member's file, or gone with the life that wrote it
         if event[Key.ADOPTIONS] < self.adopts.get(k, {}).get("adoption", 0):
-            source.unlink(missing_ok=True)  # evaluated before its replacement arrived: stale
-            return
+            return  # evaluated before its replacement arrived: stale
         kept = leaderboard.entry_path(self.run_dir, k, event[Key.ENV_STEPS])
-        os.replace(source, kept)
         entry = Entry(k, event[Key.ENV_STEPS], event[Key.EVAL_RETURN], event[Key.HPARAMS], str(kept),
                       time_s=round(time.time() - self.started_s, 3))
         decision = self.tournament.on_eval(entry)
         for old in decision.evicted:
             Path(old.checkpoint).unlink(missing_ok=True)
-        if not decision.admitted:
-            kept.unlink(missing_ok=True)
+        if decision.admitted:
+            write_bytes_atomic(kept, event[Key.STATE])  # the weights came with the report
         if decision.replace is not None:
-            adopt = self._adopt(k, decision.replace.hparams)
             # a private copy: the leaderboard may evict the source before the member loads it
-            Path(adopt["checkpoint"]).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(decision.replace.source.checkpoint, adopt["checkpoint"])
+            copy = adopt_path(self.run_dir, k)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(decision.replace.source.checkpoint, copy)
+            adopt = self._adopt(k, decision.replace.hparams)
+            assert adopt is not None  # its copy was just made
             self.adopts[k] = self.outbox[k] = adopt
         leaderboard.write(self.run_dir, self.tournament.table())
 
@@ -136,3 +143,14 @@ class PopulationManager:
         table = self.tournament.table()
         leaderboard.write(self.run_dir, table)
         leaderboard.export_best(self.run_dir, table)
+
+
+def adopt_path(run_dir: Path, k: int) -> Path:
+    """The controller's private copy of the weights member k adopts last (resent from it on resume)."""
+    return member_folder(run_dir, k) / ADOPT_FILE
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """`data` as the file `path`, whole or not at all (srl.storage)."""
+    with atomic_file(path) as f:
+        f.write(data)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from srl.storage import write_text_atomic
+from srl.population.pool import RankedPool, render_table, write_json
 
 Choose = Literal["uniform", "latest", "weighted"]
 START_ELO = 1200.0
@@ -69,8 +69,10 @@ class League:
         if choose not in ("uniform", "latest", "weighted"):
             raise ValueError(f"choose must be uniform, latest or weighted, got {choose!r}")
         self.pool_size, self.choose, self.k_factor = pool_size, choose, k_factor
-        self.snapshots: dict[str, Snapshot] = {}
-        self.pool: list[str] = []  # names: the scripted ones, then the snapshots oldest first
+        self.snapshots: dict[str, Snapshot] = {}  # every snapshot ever made, and the scripted ones
+        # the opponents: the scripted ones (pinned), then the newest pool_size snapshots, oldest first
+        self.opponents: RankedPool[Snapshot] = RankedPool(pool_size, "newest", score=lambda s: s.elo,
+                                                          pinned=lambda s: bool(s.scripted))
         self.learner_elo = START_ELO
         self.rng = np.random.default_rng(seed)
 
@@ -81,25 +83,24 @@ class League:
             raise ValueError(f"snapshot {name} exists already")
         snap = Snapshot(name, version, env_steps, checkpoint, elo=self.learner_elo)
         self.snapshots[name] = snap
-        scripted = self._scripted_in_pool()
-        self.pool = scripted + [*self.pool[len(scripted) :], name][-self.pool_size :]
+        self.opponents.admit(snap)  # the oldest leaves the pool, not the table
         return snap
 
     def add_scripted(self, policy: str) -> Snapshot:
         """A scripted opponent (a registered policy name) that stays in the pool. Its version is a
-        negative tag (-2, -3, ...; -1 is srl.models.league_pool's "no opponent yet")."""
+        negative tag (-2, -3, ...; -1 is srl.population.league_pool's "no opponent yet")."""
         if policy in self.snapshots:
             raise ValueError(f"opponent {policy} exists already")
         version = -2 - sum(1 for s in self.snapshots.values() if s.scripted)
         snap = Snapshot(policy, version, 0, "", scripted=policy)
         self.snapshots[policy] = snap
-        scripted = self._scripted_in_pool()
-        self.pool = [*scripted, policy, *self.pool[len(scripted) :]]
+        self.opponents.admit(snap)
         return snap
 
-    def _scripted_in_pool(self) -> list[str]:
-        """The pool's scripted opponents: its head (the snapshots follow them)."""
-        return [n for n in self.pool if self.snapshots[n].scripted]
+    @property
+    def pool(self) -> list[str]:
+        """The opponents' names: the scripted ones, then the snapshots oldest first."""
+        return [s.name for s in self.opponents]
 
     def named(self, version: int) -> str | None:
         """The opponent playing as `version` (a snapshot's, or a scripted one's negative tag)."""
@@ -109,14 +110,15 @@ class League:
 
     def draw(self) -> str | None:
         """The opponent for the next episode (None while the pool is empty)."""
-        if not self.pool:
+        pool = self.pool
+        if not pool:
             return None
         if self.choose == "latest":
-            return self.pool[-1]
+            return pool[-1]
         if self.choose == "uniform":
-            return self.pool[int(self.rng.integers(len(self.pool)))]
-        weights = np.array([(1.0 - self.snapshots[n].learner_score + 0.1) ** 2 for n in self.pool])
-        return self.pool[int(self.rng.choice(len(self.pool), p=weights / weights.sum()))]
+            return pool[int(self.rng.integers(len(pool)))]
+        weights = np.array([(1.0 - self.snapshots[n].learner_score + 0.1) ** 2 for n in pool])
+        return pool[int(self.rng.choice(len(pool), p=weights / weights.sum()))]
 
     def record(self, opponent: str, result: float) -> None:
         """One game of the learner against `opponent`: result 1 (won), 0.5 or 0 (draw), -1 or 0 (lost).
@@ -134,7 +136,8 @@ class League:
 
     def table(self) -> list[dict]:
         """Every snapshot, best rated first, with the learner's record against it."""
-        rows = [{**asdict(s), "games": s.games, "in_pool": s.name in self.pool} for s in self.snapshots.values()]
+        pool = set(self.pool)
+        rows = [{**asdict(s), "games": s.games, "in_pool": s.name in pool} for s in self.snapshots.values()]
         return sorted(rows, key=lambda r: -r["elo"])
 
     def best(self) -> Snapshot | None:
@@ -147,22 +150,33 @@ class League:
 
     def save(self, path: Path) -> None:
         """Atomically (a reader never sees half a table); a failed write is srl.storage's WriteFailed."""
-        write_text_atomic(Path(path), json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
+        write_json(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path: Path, seed: int = 0) -> League:
         """The league as saved (a resumed run goes on with its table and pool)."""
         try:
             data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: not a league table ({type(e).__name__}: {e})") from None
+        try:
+            return cls.from_json(data, seed)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    @classmethod
+    def from_json(cls, data: Any, seed: int = 0) -> League:
+        """The league of a `to_json()` (league.json's content; ValueError if it is none)."""
+        try:
             league = cls(data["pool_size"], data["choose"], data["k_factor"], seed)
             league.learner_elo = float(data["learner_elo"])
             fields = set(Snapshot.__dataclass_fields__)
             for row in data["snapshots"]:
                 snap = Snapshot(**{k: v for k, v in row.items() if k in fields})
                 league.snapshots[snap.name] = snap
-            league.pool = [n for n in data["pool"] if n in league.snapshots]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a league table ({type(e).__name__}: {e})") from None
+            league.opponents.items = [league.snapshots[n] for n in data["pool"] if n in league.snapshots]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"not a league table ({type(e).__name__}: {e})") from None
         return league
 
 
@@ -171,15 +185,10 @@ FILE = "league.json"
 
 def render(league: League) -> Any:
     """A rich Table of the snapshots, best rated first (`srl leaderboard RUN_DIR` of a league run)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    out = Table(title=f"league: learner Elo {league.learner_elo:.0f}, opponents drawn {league.choose}",
-                caption=f"{len(league.pool)} of {len(league.snapshots)} snapshot(s) in the pool")
-    for column in ("rank", "snapshot", "version", "env steps", "Elo", "learner W / D / L", "pool"):
-        out.add_column(Text(column), justify="left" if column == "snapshot" else "right")
-    for rank, row in enumerate(league.table(), 1):
-        cells = [str(rank), row["name"], str(row["version"]), str(row["env_steps"]), f"{row['elo']:.0f}",
-                 f"{row['wins']} / {row['draws']} / {row['losses']}", "yes" if row["in_pool"] else ""]
-        out.add_row(*[Text(c) for c in cells])  # Text: a str cell would be parsed as rich markup
-    return out
+    rows = [[str(rank), row["name"], str(row["version"]), str(row["env_steps"]), f"{row['elo']:.0f}",
+             f"{row['wins']} / {row['draws']} / {row['losses']}", "yes" if row["in_pool"] else ""]
+            for rank, row in enumerate(league.table(), 1)]
+    return render_table(f"league: learner Elo {league.learner_elo:.0f}, opponents drawn {league.choose}",
+                        f"{len(league.pool)} of {len(league.snapshots)} snapshot(s) in the pool",
+                        ("rank", "snapshot", "version", "env steps", "Elo", "learner W / D / L", "pool"), rows,
+                        left=("snapshot",))
