@@ -281,12 +281,12 @@ def test_the_mapping_in_docs_multiagent_is_a_valid_config():
 
 
 def test_the_monitor_keeps_each_policys_episodes_updates_and_restarts_apart():
+    from srl.launch.lane_stats import LaneStats
     from srl.launch.monitor import RunMonitor
     from srl.streams.control import Role
 
     config = tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {}})
-    monitor = RunMonitor(config, policies={"trainer:0": "predator", "trainer:1": "prey", "params:0": "predator",
-                                           "params:1": "prey"}, policy_names=("predator", "prey"))  # fmt: skip
+    monitor = RunMonitor(config, lanes=[LaneStats.of(lane) for lane in build_graph(config).lanes])
     episodes = {"predator": {"episodes": 3, "episode_returns": [10.0, 20.0, 30.0], "episode_lengths": [25] * 3},
                 "prey": {"episodes": 1, "episode_returns": [-5.0], "episode_lengths": [25]}}
     monitor.on_report(Role.ACTOR, 0, {"env_steps": 100, "episode_returns": [10.0, 20.0, 30.0, -5.0],
