@@ -135,16 +135,16 @@ class RunMonitor:
             self.nonfinite_episodes_skipped += payload.get("nonfinite_episodes_skipped", 0)
             self.info.add(payload.get("episode_info", {}))
             policies = payload.get("policies", {})  # several: each one's episodes (srl.workers.lanes)
-            for lane in self.lanes:
-                if lane.name in policies:
-                    mine = policies[lane.name]
-                    lane.episodes.add(mine["episode_returns"], mine["episode_lengths"], mine["episodes"])
+            for stats in self.lanes:
+                if stats.name in policies:
+                    mine = policies[stats.name]
+                    stats.episodes.add(mine["episode_returns"], mine["episode_lengths"], mine["episodes"])
         if role == Role.EVAL and payload["eval_episode_returns"]:
             self.eval_returns = payload["eval_episode_returns"]
             self.eval_version = payload["eval_policy_version"]
             policies = payload.get("eval_policies", {})  # several: each one's part of the round
-            for lane in self.lanes:
-                lane.eval = policies.get(lane.name, {})
+            for stats in self.lanes:
+                stats.eval = policies.get(stats.name, {})
         if role in (Role.TRAINER, Role.POD):
             self.segments_dropped += payload["segments_dropped"]
         if self._leads(worker):
