@@ -171,7 +171,7 @@ class RunOutputs:
             "launches": self._launch_list(run, reason),
         }
         policies = monitor.policy_summary()
-        if policies:  # several policies (srl.lanes): each one's own (a run's one policy's are the run's)
+        if policies:  # several policies: each one's own (a run's one policy's are the run's)
             summary["policies"] = policies
         summary = json_safe(summary)
         breakdown = json.dumps(summary["time_breakdown"], indent=2, allow_nan=False) + "\n"

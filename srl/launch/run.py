@@ -169,7 +169,7 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
                   f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
-    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); a run of lanes: srl graph
+    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); of several: srl graph
         console.print(graph.policy_choice.line(), markup=False, highlight=False, soft_wrap=True)
     for line in choice_lines(config):  # the env backend and, with launch.layout=machine, the layout
         console.print(line, markup=False, highlight=False, soft_wrap=True)
