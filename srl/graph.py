@@ -103,10 +103,11 @@ class Graph:
     # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;
     # its receivers refuse what was sent before, meant for its dead predecessor (or recorded)
     restarted_ns: int = 0
-    # config `policies`: one lane per policy, each a graph of its own (srl.lanes); the run's graph
-    # holds the shared actors, the lanes' workers and streams under the run's names
+    # a lane per policy, each a graph of its own (srl.lanes): one policy is one lane under the run's
+    # own names (the empty prefix); the run's graph holds the shared actors, the lanes' workers and
+    # streams under the run's names
     lanes: list[Lane] = field(default_factory=list)
-    # a lane's graph: every worker of the run (whose epochs it reads), and its workers' run names
+    # a lane's graph, as at_run gives it: every worker of the run (whose epochs it reads), and its workers' run names
     run_workers: tuple[str, ...] = ()
     # the policy that acts and why (srl.default_policy); config.policy holds its name once built
     policy_choice: PolicyChoice = PolicyChoice("", "")
@@ -214,27 +215,25 @@ class Graph:
         from srl.streams.incarnations import INCARNATIONS_BLOCK, incarnations_layout
 
         restarts = {INCARNATIONS_BLOCK: incarnations_layout([w.name for w in self.workers])}
-        if self.lanes:
-            return {**lane_blocks(self.lanes), **restarts}
+        return {**lane_blocks(self.lanes), **restarts}
+
+    def own_blocks(self) -> dict[str, Layout]:
+        """A lane's shared blocks: its actors' slots and its buffer's batches (a pod's: none)."""
         if self.config.pod.enabled:
-            return restarts
+            return {}
         layout = self.actor_layout()
         blocks = {actor_block(a): layout for a in range(self.config.launch.num_actor_workers)}
         if self.config.replay is not None:
             from srl.streams.batches import BUFFER_BLOCK
 
             blocks[BUFFER_BLOCK] = self.buffer_layout()
-        return {**blocks, **restarts}
+        return blocks
 
     def describe(self) -> str:
         c = self.config
         lines = [f"experiment {c.experiment}: env {c.env} agents={list(self.agents)}"]
         lines.append(f"  observation {self.observation_space}  action {self.action_space}")
-        if self.lanes:
-            lines += [f"  policy {lane.name}: agents {[self.agents[i] for i in lane.rows]} -> {lane.graph.config.policy} "
-                      f"({lane.graph.config.algorithm}), workers {sorted(lane.names.values())}" for lane in self.lanes]
-        else:
-            lines.append(f"  {self.policy_choice.line()}")
+        lines += [f"  {lane.line(self.agents)}" for lane in self.lanes]
         lines += [f"  {line}" for line in choice_lines(c)]  # the env backend; the machine's layout
         lines.append("  workers: " + " ".join(w.name + (f" ({w.kind})" if w.kind else "") for w in self.workers)
                      + " controller")
@@ -301,7 +300,16 @@ def build_graph(config: ExperimentConfig) -> Graph:
         spaces = {a: f"{o}" for a, (o, _) in own.items()}
         raise ConfigError(f"field 'env': the agents of env {config.env!r} observe spaces of different sizes ({spaces}); "
                           "one policy acts for all of them: give each kind its own (policies and policy_mapping)")
-    return graph_for(config, tuple(agents), observation_space, action_space)
+    return one_lane(graph_for(config, tuple(agents), observation_space, action_space))
+
+
+def one_lane(graph: Graph) -> Graph:
+    """The run's graph of one policy: a single lane for every agent under the empty prefix, so its
+    streams, blocks, workers and checkpoints keep the run's own names; the run holds the lane's
+    workers and streams as they are."""
+    lane = Lane("", tuple(range(len(graph.agents))), graph)
+    number_workers([lane])  # the identity: one lane's roles are numbered as its own
+    return replace(graph, lanes=[lane])
 
 
 def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_space: gym.Space,
@@ -543,7 +551,22 @@ class Lane:
 
     @property
     def prefix(self) -> str:
-        return f"{self.name}."
+        """Before its streams' and blocks' names: "" for a run's one policy, whose names are the run's."""
+        return f"{self.name}." if self.name else ""
+
+    @property
+    def spans_run(self) -> bool:
+        """Whether it is the run's one policy, acting for every agent under the run's own names: the
+        actors' slots are its own (nothing to copy between them, srl.workers.lanes)."""
+        return self.prefix == ""
+
+    def line(self, agents: tuple[str, ...]) -> str:
+        """Its line in `srl graph`: the run's one policy, which and why (srl.default_policy); else its
+        agents, policy, algorithm and workers."""
+        if self.spans_run:
+            return self.graph.policy_choice.line()
+        return (f"policy {self.name}: agents {[agents[i] for i in self.rows]} -> {self.graph.config.policy} "
+                f"({self.graph.config.algorithm}), workers {sorted(self.names.values())}")
 
     @property
     def names(self) -> dict[str, str]:
@@ -564,11 +587,12 @@ class Lane:
         return None if mine is None else next(w for w in self.graph.workers if w.name == mine)
 
     def at_run(self, run: Graph) -> Graph:
-        """Its graph with what the launcher set on the run's (restart epochs and times, where its
-        trainers meet)."""
+        """Its graph with what the launcher set on the run's (the run's workers, relays included,
+        whose epochs it reads; restart epochs and times; where its trainers meet)."""
         groups = {name.removeprefix(self.prefix): address for name, address in run.trainer_groups.items()
                   if name.startswith(self.prefix)}
-        return replace(self.graph, epochs=run.epochs, restarted_ns=run.restarted_ns, trainer_groups=groups)
+        return replace(self.graph, epochs=run.epochs, restarted_ns=run.restarted_ns, trainer_groups=groups,
+                       run_workers=tuple(w.name for w in run.workers))
 
 
 def lane_outputs(graph: Graph) -> dict[str, FieldSpec]:
@@ -610,10 +634,7 @@ def lane_streams(lanes: list[Lane], workers: tuple[str, ...]) -> list[StreamSpec
 
 def lane_blocks(lanes: list[Lane]) -> dict[str, Layout]:
     """Each lane's shared blocks (its actors' slots, its buffer's batches) under its prefix."""
-    from srl.streams.incarnations import INCARNATIONS_BLOCK
-
-    return {lane.prefix + name: layout for lane in lanes
-            for name, layout in lane.graph.block_layouts().items() if name != INCARNATIONS_BLOCK}
+    return {lane.prefix + name: layout for lane in lanes for name, layout in lane.graph.own_blocks().items()}
 
 
 def lane_of(lanes: list[Lane], worker: str) -> Lane | None:
@@ -668,8 +689,6 @@ def lanes_graph(config: ExperimentConfig, agents: tuple[str, ...], observation_s
     if evaluator:
         _subscribe(graph, evaluator[0].name)
     with_league_streams(graph)  # a league's snapshots and table, from the controller (srl.population)
-    for lane in lanes:
-        lane.graph.run_workers = tuple(w.name for w in graph.workers)
     return graph
 
 

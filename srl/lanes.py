@@ -9,7 +9,8 @@ its agents' rows (srl.workers.lanes). In the run's graph a lane's streams and sh
 blocks carry its prefix ("predator.trainer.samples") and its workers numbers of their own role
 ("trainer:1" is the prey's first trainer when the predator has one), so worker names stay
 role:index everywhere (reports, restarts, placement); `Lane.names` maps the lane's own names
-("trainer:0") to the run's.
+("trainer:0") to the run's. A run of one policy is a lane too: one for every agent, under the
+run's own names (the empty prefix, `srl.graph.one_lane`), so every path above the kernels is one.
 """
 
 from __future__ import annotations

@@ -281,12 +281,12 @@ def test_the_mapping_in_docs_multiagent_is_a_valid_config():
 
 
 def test_the_monitor_keeps_each_policys_episodes_updates_and_restarts_apart():
+    from srl.launch.lane_stats import LaneStats
     from srl.launch.monitor import RunMonitor
     from srl.streams.control import Role
 
     config = tag_config(policy_mapping=MAPPED, policies={"predator": {}, "prey": {}})
-    monitor = RunMonitor(config, policies={"trainer:0": "predator", "trainer:1": "prey", "params:0": "predator",
-                                           "params:1": "prey"}, policy_names=("predator", "prey"))  # fmt: skip
+    monitor = RunMonitor(config, lanes=[LaneStats.of(lane) for lane in build_graph(config).lanes])
     episodes = {"predator": {"episodes": 3, "episode_returns": [10.0, 20.0, 30.0], "episode_lengths": [25] * 3},
                 "prey": {"episodes": 1, "episode_returns": [-5.0], "episode_lengths": [25]}}
     monitor.on_report(Role.ACTOR, 0, {"env_steps": 100, "episode_returns": [10.0, 20.0, 30.0, -5.0],
@@ -487,3 +487,41 @@ def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(a_t
     resumed = [int(v) for v in re.findall(r"trainer resumed from checkpoint version (\d+)", capfd.readouterr().err)]
     assert len(resumed) == len(restarted) and min(resumed) >= 3, resumed
     assert summary["policies"][policy]["policy_version"] > max(resumed), summary["policies"][policy]
+
+
+def test_a_one_policy_run_is_one_lane_under_the_run_names():
+    """One policy is a single lane with the empty prefix: its workers, streams and blocks are the
+    run's own, named as they always were, and its kernels are built from it (srl.workers.build)."""
+    from srl.load import load_config
+
+    graph = build_graph(load_config("cartpole-ppo", ["eval.episodes=1"]))
+    [lane] = graph.lanes
+    assert (lane.name, lane.prefix, lane.rows) == ("", "", (0,))
+    assert lane.names == {w.name: w.name for w in graph.workers if not w.name.startswith("actor:")}
+    assert [s.name for s in lane.graph.streams] == [s.name for s in graph.streams]
+    assert list(graph.block_layouts()) == ["actor0", "incarnations"]
+    assert lane.at_run(graph).run_workers == tuple(w.name for w in graph.workers)
+
+
+def test_a_policys_updates_are_counted_once_with_two_trainers_and_a_one_policy_runs_keys_are_the_runs():
+    """The monitor keeps one LaneStats per lane: of a policy whose two trainers take each update
+    together, only its first counts them; a run's one policy adds only its losses, under their own names."""
+    from srl.launch.lane_stats import LaneStats
+    from srl.launch.monitor import RunMonitor
+    from srl.streams.control import Role
+
+    config = counting_lanes("local", Path("unused"))
+    config.policies["a"].num_trainers = 2
+    config = build_config(config.model_dump())
+    monitor = RunMonitor(config, lanes=[LaneStats.of(lane) for lane in build_graph(config).lanes])
+    for trainer in (0, 1):  # a's trainer:0 and trainer:1: one group, one update each time
+        monitor.on_report(Role.TRAINER, trainer, {"segments_dropped": 0, "policy_version": 5, "updates": 5})
+    monitor.on_report(Role.TRAINER, 2, {"segments_dropped": 0, "policy_version": 2, "updates": 2})  # b's
+    metrics = monitor.metrics()
+    assert (metrics["a/updates"], metrics["b/updates"], metrics["updates"]) == (5, 2, 7)
+
+    one = RunMonitor(build_config({"experiment": "m", "total_env_steps": 1000}))
+    one.on_report(Role.TRAINER, 0, {"segments_dropped": 0, "policy_version": 3, "updates": 3, "losses/policy_loss": 0.5})
+    metrics = one.metrics()
+    assert metrics["losses/policy_loss"] == 0.5 and metrics["policy_version"] == 3 and metrics["updates"] == 3
+    assert not [k for k in metrics if k.startswith("/")] and one.policy_summary() == {}

@@ -119,10 +119,10 @@ def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
     from srl.load import load_config
 
     graph = build_graph(load_config("cartpole-dqn", [f"run.run_dir={tmp_path}"]))
-    assert graph.config.run.resume is None
-    again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))
-    assert again.config.run.resume == str(tmp_path)
-    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).config.run.resume is None
+    assert graph.lanes[0].graph.config.run.resume is None
+    again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))  # built from its lane's graph (srl.workers.build)
+    assert again.lanes[0].graph.config.run.resume == str(tmp_path)
+    assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).lanes[0].graph.config.run.resume is None
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 5, 64, 1000])

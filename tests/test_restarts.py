@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from srl.checks import build_config
-from srl.graph import build_graph
+from srl.graph import build_graph, lane_of
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import WorkerFailed
 from srl.launch.restarts import CrashLoop, RestartPolicy
@@ -148,7 +148,8 @@ class FakeWorkers:
         self.lives, self.codes, self.log = lives, {}, []
 
     def start(self, spec, graph):
-        self.log.append(("start", spec.name, self.lives.of(spec.name), graph.config.run.resume))
+        lane = lane_of(graph.lanes, spec.name)  # a policy's worker is built from its lane's graph (srl.workers.build)
+        self.log.append(("start", spec.name, self.lives.of(spec.name), lane and lane.graph.config.run.resume))
         self.codes.pop(spec.name, None)
 
     def ended(self):

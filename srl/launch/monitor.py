@@ -23,9 +23,11 @@ What restarts cost is counted here too (metrics and summary):
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from srl.config import ExperimentConfig
+from srl.launch.lane_stats import LaneStats
 from srl.launch.launches import LaunchStart, RunCounts
 from srl.launch.observers import ObservedReport, Observer
 from srl.monitor.episodes import WINDOW, ReturnWindow
@@ -38,14 +40,13 @@ from srl.workers.stop import Stop, StopKind, StopRules
 
 class RunMonitor:
     def __init__(self, config: ExperimentConfig, start_env_steps: int = 0, launched_s: float | None = None,
-                 policies: dict[str, str] | None = None, policy_names: tuple[str, ...] = ()) -> None:
+                 lanes: Sequence[LaneStats] = ()) -> None:
         self.config = config
         self.started_s = time.monotonic()
         self.launched_s = time.time() if launched_s is None else launched_s  # the command's start
         self.env_steps = start_env_steps
         self.start_env_steps = start_env_steps  # a resumed run's earlier steps: not this launch's rate
         self.episodes = ReturnWindow(WINDOW)
-        self.trainer: dict[str, Any] = {}
         self.updates = 0
         self.segments_dropped = 0
         self.final: dict[str, Any] = {}
@@ -62,7 +63,6 @@ class RunMonitor:
         self._resuming: dict[str, int] = {}  # restarted trainer (or pod) -> last version its old life reported
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
-        self.eval_policies: dict[str, dict[str, Any]] = {}  # several policies: each one's in that round
         self.rules = StopRules.of(config.stop)
         self.trainer_stop: Stop | None = None  # deterministic mode: the trainer's (or pod's) stop
         self.nonfinite_episodes_skipped = 0  # episodes actors dropped for a NaN / inf (srl.workers.nonfinite)
@@ -72,13 +72,10 @@ class RunMonitor:
         # an ensemble: each member's own training episodes (the target is one member's, not the mix's)
         self.member_episodes: dict[str, ReturnWindow] | None = {} if config.pod.ensemble.population > 1 else None
         self.observers: list[Observer] = []  # a population manager, a league's keeper (srl.launch.observers)
-        # several policies (srl.lanes): worker -> its policy; each policy's episodes, trainer and updates
-        self.policies = policies or {}
-        self.policy_episodes = {p: ReturnWindow(WINDOW) for p in policy_names}
-        self.trained = {p for w, p in self.policies.items() if w.startswith("trainer:")}  # not those that only act
-        self.policy_trainers: dict[str, dict[str, Any]] = {p: {} for p in self.policy_episodes}
-        self.policy_updates = dict.fromkeys(self.policy_episodes, 0)
-        self.policy_final: dict[str, dict[str, Any]] = {}
+        # each policy's statistics, a lane of the run (srl.launch.lane_stats): its episodes, trainer and updates
+        self.lanes = list(lanes) or [LaneStats.one_policy(config)]
+        self._lane_of = {worker: lane for lane in self.lanes for worker in lane.workers}
+        self._leaders = {worker: lane for lane in self.lanes for worker in lane.leaders}
         self.info = InfoWindows()  # monitor.info_keys: each key's window of episode-end values (srl.monitor.info)
         self._moved: tuple[int, int] = (self.env_steps, self.updates)  # (env steps, updates) when last moved
         self._moved_s = self.started_s
@@ -136,33 +133,29 @@ class RunMonitor:
                 self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
             self.nonfinite_episodes_skipped += payload.get(Key.NONFINITE_EPISODES_SKIPPED, 0)
             self.info.add(payload.get(Key.EPISODE_INFO, {}))
-            for policy, episodes in payload.get(Key.POLICIES, {}).items():
-                if policy in self.policy_episodes:
-                    self.policy_episodes[policy].add(episodes[Key.EPISODE_RETURNS], episodes[Key.EPISODE_LENGTHS],
-                                                     episodes[Key.EPISODES])
+            policies = payload.get(Key.POLICIES, {})  # several: each one's episodes (srl.workers.lanes)
+            for stats in self.lanes:
+                if stats.name in policies:
+                    mine = policies[stats.name]
+                    stats.episodes.add(mine[Key.EPISODE_RETURNS], mine[Key.EPISODE_LENGTHS], mine[Key.EPISODES])
         if role == Role.EVAL and payload[Key.EVAL_EPISODE_RETURNS]:
             self.eval_returns = payload[Key.EVAL_EPISODE_RETURNS]
             self.eval_version = payload[Key.EVAL_POLICY_VERSION]
-            self.eval_policies = payload.get(Key.EVAL_POLICIES, {})
+            policies = payload.get(Key.EVAL_POLICIES, {})  # several: each one's part of the round
+            for stats in self.lanes:
+                stats.eval = policies.get(stats.name, {})
         if role in (Role.TRAINER, Role.POD):
             self.segments_dropped += payload[Key.SEGMENTS_DROPPED]
         if self._leads(worker):
             self.updates += payload[Key.UPDATES]
             self.nonfinite_updates_skipped += payload.get(Key.NONFINITE_UPDATES_SKIPPED, 0)
             self._count_resumed(worker, payload)
-            policy = self.policies.get(worker)
-            if policy is not None:
-                self.policy_updates[policy] += payload[Key.UPDATES]
-                if final:
-                    self.policy_final[policy] = payload
-                if payload[Key.UPDATES] or not self.policy_trainers[policy]:
-                    self.policy_trainers[policy] = payload
-            if (payload[Key.UPDATES] or not self.trainer) and (policy is None or index == 0):  # the first policy's
-                self.trainer = payload
+            self._leaders[worker].on_leader_report(payload, final)
             if final:
                 self.final = payload
             self.trainer_stop = Stop.from_report(payload) or self.trainer_stop
-        observed = ObservedReport(role, index, payload, self.policies.get(worker), self._leads(worker),
+        lane = self._lane_of.get(worker)
+        observed = ObservedReport(role, index, payload, None if lane is None else lane.name, self._leads(worker),
                                   self.env_steps, final)
         for observer in self.observers:
             observer.on_report(observed)
@@ -197,7 +190,6 @@ class RunMonitor:
         now = time.monotonic()
         rate = (self.env_steps - self._last_steps) / max(now - self._last_s, 1e-9)
         self._last_steps, self._last_s = self.env_steps, now
-        losses = {k: v for k, v in self.trainer.items() if "/" in k and not self.policies}
         run = self.run_counts()
         return {
             "env_steps": run.env_steps,  # the run's, all launches: never goes back
@@ -220,35 +212,30 @@ class RunMonitor:
             "nonfinite_updates_skipped": self.nonfinite_updates_skipped,
             "rejected_messages": sum(self.rejected.values()),
             "dropped_messages": sum(self.dropped.values()),
-            **losses,
+            **self._lane_metrics(),
             **self.info.means(),
             **self._eval_metrics(),
-            **self._policy_metrics(),
+            **self._observer_metrics(),
         }
 
-    def policy_summary(self) -> dict[str, dict[str, Any]]:
-        """For summary.json: each policy's episodes, updates and final parameters."""
-        return {policy: {"episode_return_mean": window.mean_return, "episodes": window.count,
-                         "updates": self.policy_updates[policy],
-                         "policy_version": self.policy_final.get(policy, {}).get(Key.POLICY_VERSION),
-                         "params_sha256": self.policy_final.get(policy, {}).get(Key.PARAMS_SHA256)}
-                for policy, window in self.policy_episodes.items()}
+    @property
+    def trainer(self) -> dict[str, Any]:
+        """The run's trainer: the last report of the first policy's leader that made updates (or its first)."""
+        return next((lane.trainer for lane in self.lanes if lane.trains), {})
 
-    def _policy_metrics(self) -> dict[str, Any]:
-        """Each policy's own, under its name: <policy>/episode_return_mean, <policy>/losses/...; a
-        league's table goes to league.json as often (its learner's Elo in the metrics)."""
-        out: dict[str, Any] = {}
-        for observer in self.observers:
-            out.update(observer.on_metrics())
-        for policy, window in self.policy_episodes.items():
-            trainer = self.policy_trainers[policy]
-            out.update({
-                f"{policy}/episode_return_mean": window.mean_return, f"{policy}/episode_length_mean": window.mean_length,
-                f"{policy}/episodes": window.count, f"{policy}/policy_version": trainer.get(Key.POLICY_VERSION, 0),
-                f"{policy}/updates": self.policy_updates[policy],
-                **{f"{policy}/{k}": v for k, v in trainer.items() if "/" in k},
-            })  # fmt: skip
-        return out
+    def policy_summary(self) -> dict[str, dict[str, Any]]:
+        """For summary.json's `policies`: each of several policies' episodes, updates and final
+        parameters (none for a run's one policy: the run's own are its)."""
+        return {lane.name: lane.summary() for lane in self.lanes if lane.named}
+
+    def _lane_metrics(self) -> dict[str, Any]:
+        """Each policy's own (srl.launch.lane_stats): the run's one policy's losses; each of several
+        policies' counts and losses under its name (<policy>/episode_return_mean, <policy>/losses/...)."""
+        return {k: v for lane in self.lanes for k, v in lane.metrics().items()}
+
+    def _observer_metrics(self) -> dict[str, Any]:
+        """The observers' columns (a league's table goes to league.json as often, its learner's Elo here)."""
+        return {k: v for observer in self.observers for k, v in observer.on_metrics().items()}
 
     def run_rate(self) -> float | None:
         """Env steps per second over the whole launch: the env steps reported since this monitor was
@@ -263,10 +250,8 @@ class RunMonitor:
         if not self.config.eval.episodes:
             return {}
         out = {"eval/episode_return_mean": _mean(self.eval_returns), "eval/policy_version": self.eval_version}
-        for policy in self.policy_episodes:
-            mine = self.eval_policies.get(policy, {})
-            out[f"{policy}/eval/episode_return_mean"] = _mean(mine.get(Key.EPISODE_RETURNS, []))
-            out[f"{policy}/eval/policy_version"] = mine.get(Key.POLICY_VERSION)
+        for lane in self.lanes:
+            out.update(lane.eval_metrics())
         return out
 
     def stop(self) -> Stop | None:
@@ -295,9 +280,8 @@ class RunMonitor:
         reported; an ensemble's members each count their own, so it stops on their sum."""
         if self.member_episodes is not None:
             return self.updates
-        if self.trained:  # each policy that trains makes max_updates of its own
-            return min(max(self.policy_updates[p], self.policy_trainers[p].get(Key.POLICY_VERSION, 0)) for p in self.trained)
-        return max(self.updates, self.trainer.get(Key.POLICY_VERSION, 0))
+        # each policy that trains makes max_updates of its own
+        return min((lane.updates_made() for lane in self.lanes if lane.trains), default=0)
 
     def _target_reached(self) -> None:
         if self.target_reached_s is None:
@@ -311,7 +295,7 @@ class RunMonitor:
         self.last_report_s[worker] = now
         last = self._last.pop(worker, None)
         if self._leads(worker):  # the version its parameters were counted up to
-            trainer = self.policy_trainers[self.policies[worker]] if worker in self.policies else self.trainer
+            trainer = self._leaders[worker].trainer
             counted = last[2].get(Key.POLICY_VERSION) if last is not None else trainer.get(Key.POLICY_VERSION)
             if counted is not None or self.config.run.resume is None:
                 self._resuming[worker] = counted or 0
@@ -325,9 +309,8 @@ class RunMonitor:
 
     def _leads(self, worker: str) -> bool:
         """Whether `worker` counts updates: a pod; of several trainers taking each update together,
-        trainer 0, which speaks for the group (with several policies, each policy's one trainer)."""
-        return (worker.startswith("pod:") or worker == "trainer:0"
-                or (worker.startswith("trainer:") and worker in self.policies))
+        the first, which speaks for the group (with several policies, each policy's first trainer)."""
+        return worker in self._leaders
 
     def _count_resumed(self, worker: str, payload: dict[str, Any]) -> None:
         """A restarted trainer's first report: the version it resumed from is its version less
@@ -340,8 +323,7 @@ class RunMonitor:
         lost = max(0, counted - resumed_from)
         self.updates_lost += lost
         self.updates += resumed_from - counted  # less the lost (counted, not kept), plus the unreported kept
-        if worker in self.policies:
-            self.policy_updates[self.policies[worker]] += resumed_from - counted
+        self._leaders[worker].updates += resumed_from - counted
 
     def on_unplaced(self, worker: str) -> None:
         """Its launcher has not placed it yet (Ray waits for resources): its heartbeat clock starts once placed."""

@@ -171,8 +171,9 @@ class RunOutputs:
             "time_breakdown": monitor.time_breakdown.as_dict(),
             "launches": self._launch_list(run, reason),
         }
-        if monitor.policies:  # several policies (srl.lanes): each one's own
-            summary["policies"] = monitor.policy_summary()
+        policies = monitor.policy_summary()
+        if policies:  # several policies: each one's own (a run's one policy's are the run's)
+            summary["policies"] = policies
         summary = json_safe(summary)
         breakdown = json.dumps(summary["time_breakdown"], indent=2, allow_nan=False) + "\n"
         self._attempt(lambda: write_text_atomic(self.run_dir / TIME_BREAKDOWN_FILE, breakdown))

@@ -27,7 +27,7 @@ def relay_groups(graph: Graph, host_of: Mapping[str, str]) -> list[tuple[str, tu
     """(host, its subscribers) for each relay to start, in the order of the graph's subscribers.
     `host_of`: worker name -> the host (or node) it runs on, for every worker of `graph`."""
     mode, subscribers = graph.config.dataflow.param_relay, param_subscribers(graph)
-    if mode == "off" or not subscribers or graph.lanes or SERVICE not in host_of:
+    if mode == "off" or not subscribers or SERVICE not in host_of:  # several policies: no service of the run's own
         return []
     by_host: dict[str, list[str]] = {}
     for worker in subscribers:

@@ -16,6 +16,7 @@ from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
 from srl.faults import RunHalted
 from srl.graph import Graph, build_graph, make_policy
+from srl.launch.lane_stats import LaneStats
 from srl.launch.launches import start_launch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
@@ -109,9 +110,7 @@ def _trainer_dirs(graph: Graph) -> list[tuple[Graph, list[Path]]]:
 
         check_population(c)
         return [(graph, [member_folder(str(c.run.run_dir), k) for k in range(c.pod.ensemble.population)])]
-    if graph.lanes:
-        return [(lane.graph, [Path(str(lane.graph.config.run.run_dir))]) for lane in graph.lanes if lane.graph.trains]
-    return [(graph, [Path(str(c.run.run_dir))])]
+    return [(lane.graph, [Path(str(lane.graph.config.run.run_dir))]) for lane in graph.lanes if lane.graph.trains]
 
 
 def _start_fresh_or_refuse(config: ExperimentConfig, missing: dict[Path, str], unusable: set[Path], launch: int) -> None:
@@ -149,9 +148,8 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
     """The controller's view of the run, with an ensemble's tournament or a league's table, whose
     first files are written now (WriteFailed where they cannot be)."""
     config = graph.config
-    policies = {worker: lane.name for lane in graph.lanes for worker in lane.names.values()}
-    monitor = RunMonitor(config, resumed_env_steps, launched_s=outputs.started_s, policies=policies,
-                         policy_names=tuple(lane.name for lane in graph.lanes))
+    monitor = RunMonitor(config, resumed_env_steps, launched_s=outputs.started_s,
+                         lanes=[LaneStats.of(lane) for lane in graph.lanes])
     if config.pod.ensemble.population > 1:  # a tournament of pods: its manager is a part of the controller
         from srl.population.ensemble import PopulationManager
 
@@ -171,7 +169,7 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
                   f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
-    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); a run of lanes: srl graph
+    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); of several: srl graph
         console.print(graph.policy_choice.line(), markup=False, highlight=False, soft_wrap=True)
     for line in choice_lines(config):  # the env backend and, with launch.layout=machine, the layout
         console.print(line, markup=False, highlight=False, soft_wrap=True)

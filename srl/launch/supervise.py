@@ -96,12 +96,15 @@ def restart_graph(graph: Graph, spec: WorkerSpec, epochs: tuple[int, ...] = (), 
         graph = dataclasses.replace(graph, param_relays=direct)
     if spec.role not in (Role.TRAINER, Role.POD, Role.BUFFER):
         return graph
-    if graph.lanes:  # a policy's worker is built from its lane's graph: it resumes from that policy's dir
-        lanes = [dataclasses.replace(lane, graph=restart_graph(lane.graph, spec)) for lane in graph.lanes]
-        return dataclasses.replace(graph, lanes=lanes)
+    # a policy's worker is built from its lane's graph: it resumes from that policy's run dir
+    lanes = [dataclasses.replace(lane, graph=_resuming(lane.graph)) for lane in graph.lanes]
+    return dataclasses.replace(graph, lanes=lanes)
+
+
+def _resuming(graph: Graph) -> Graph:
+    """A lane's graph whose workers resume from its own run dir."""
     run = graph.config.run.model_copy(update={"resume": str(graph.config.run.run_dir)})
-    config = graph.config.model_copy(update={"run": run})
-    return dataclasses.replace(graph, config=config)
+    return dataclasses.replace(graph, config=graph.config.model_copy(update={"run": run}))
 
 
 # A lock-step run cannot take a restarted worker back: the actors left running wait for the parameter

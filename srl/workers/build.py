@@ -2,32 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from srl.api import registry
+from srl.api.policy import Policy
 from srl.config import ExperimentConfig
 from srl.devices import cpu_count, resolve
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.native_backends import backend_choice
-from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
+from srl.graph import Graph, Lane, WorkerSpec, initial_policy, lane_of, lane_outputs
 from srl.monitor.timing import TimeBreakdown
 from srl.sizing import env_threads
+from srl.spaces import obs_fields
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
-from srl.streams.inference import InferenceServer
-from srl.streams.params import ParamPublisher, relay_prefix, relay_streams, tensor_bytes
+from srl.streams.inference import InferenceServer, Slot
+from srl.streams.params import FixedParams, ParamPublisher, ParamSubscriber, relay_prefix, relay_streams, tensor_bytes
 from srl.streams.prefixed import PrefixedTransport, RenamedTransport
-from srl.streams.samples import SampleConsumer
+from srl.streams.samples import SampleConsumer, SampleProducer
 from srl.streams.transport import Transport
 from srl.workers.actor import ActorKernel, InferencePort, SampleSink
 from srl.workers.kernel import Kernel
+from srl.workers.lanes import LanesPort, LanesProducer, lane_rows
 from srl.workers.learner import LearnerSettings
 from srl.workers.nonfinite import SKIP_EPISODE, EnvGuard, SkipLimit
 from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop, StopRules
 from srl.workers.trainer import TrainerKernel
-from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports, segments_of
+from srl.workers.wiring import (
+    acting,
+    actor_arrays,
+    incarnations,
+    policy_and_params,
+    policy_ports,
+    segments_of,
+    split_actor_arrays,
+)
+
+if TYPE_CHECKING:
+    from srl.evaluation import Player
 
 
 def actor_env_kwargs(c: ExperimentConfig) -> dict[str, Any]:
@@ -49,15 +65,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     envs = [make_vector_env(c.env, kwargs, flow.envs_per_split, g * flow.envs_per_split, c.env_backend,
                             wrappers=c.env_wrappers) for g in groups]
     clock = TimeBreakdown()  # inline inference charges its forward passes to the actor's clock
-    port: InferencePort
-    samples: SampleSink | None
-    if graph.lanes:  # inference and samples over every policy's lane (srl.workers.lanes)
-        from srl.workers.build_lanes import lanes_ports
-
-        port, samples, infer = lanes_ports(graph, transport, actor, clock)
-    else:
-        port, samples, infer = policy_ports(graph, transport, actor, clock)
-    assert samples is not None  # the run's one policy trains
+    port, samples, infer = actor_ports(graph, transport, actor, clock)
     # a restarted actor (epoch > 0) plays new episodes rather than replaying its first life's
     seeds = [c.run.seed * 1_000_003 + g * flow.envs_per_split + epoch * 1_000_000_007 for g in groups]
     skips = SkipLimit(c.env, actor, flow.max_skipped_fraction) if flow.nonfinite_env == SKIP_EPISODE else None
@@ -65,6 +73,38 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
               for g in groups]
     return ActorKernel(envs, port, samples, infer, flow.sample_length, seeds, lock_step=c.run.deterministic, clock=clock,
                        guards=guards, info_keys=tuple(c.monitor.info_keys))
+
+
+def actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
+                ) -> tuple[InferencePort, SampleSink, list[Slot]]:
+    """An actor's inference port, sample sink and inference slots over the run's lanes. The lane of
+    a run's one policy spans every row under the run's names: its slots are the actor's, its ports
+    the actor's own. Otherwise each lane's part (its slots, inference and sample producer, on its
+    streams) stands beside the actor's slots of every agent's rows, in its memory, and a
+    `LanesPort` / `LanesProducer` hands each lane its agents' rows (srl.workers.lanes)."""
+    first = graph.lanes[0]
+    if first.spans_run:
+        port, producer, infer = policy_ports(first.at_run(graph), transport, actor, clock)
+        assert producer is not None  # the run's one policy trains
+        return port, producer, infer
+    full_obs = {k: s.shape for k, s in obs_fields(graph.observation_space).items()}
+    lanes, ports, lane_slots = [], [], []
+    producers: list[SampleProducer | None] = []
+    for lane in graph.lanes:
+        lg, view = lane.at_run(graph), PrefixedTransport(transport, lane.prefix)
+        port, producer, lane_infer = policy_ports(lg, view, actor, clock)
+        lane_obs = {k: s.shape for k, s in obs_fields(lg.observation_space).items()}
+        factory = registry.policies.get(lg.config.policy)  # a league's tag: its opponent (srl.models.league_pool)
+        tag = factory.episode_tag if isinstance(factory, type) and issubclass(factory, Policy) else None
+        lanes.append(lane_rows(lane.name, lane.rows, len(graph.agents), graph.config.dataflow.envs_per_split, full_obs,
+                               lane_obs, tuple(lane_outputs(lg)), tag))
+        ports.append(port)
+        producers.append(producer)
+        lane_slots.append(lane_infer)
+    arrays = {name: np.zeros(spec.shape, spec.dtype) for name, spec in graph.actor_layout().arrays.items()}
+    infer, segments = split_actor_arrays(graph, arrays)
+    return (LanesPort(lanes, ports, lane_slots, infer),
+            LanesProducer(lanes, producers, segments, [len(lane.rows) for lane in graph.lanes]), infer)
 
 
 def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> TrainerKernel:
@@ -105,21 +145,33 @@ def _make_trainer(graph: Graph, spec: WorkerSpec, transport: Transport) -> Train
 
 
 def _make_evaluator(graph: Graph, transport: Transport) -> Kernel:
-    """The run's evaluator: its policy, or with several policies each lane's, on its lane's streams."""
-    from srl.evaluation import Player
+    """The run's evaluator: each lane's policy, on its lane's streams."""
     from srl.workers.evaluator import EvaluatorKernel
 
     c, device = graph.config, resolve(graph.config.devices.eval)
     # env ids past every training env's, so its episodes are not theirs
     env = make_vector_env(c.env, single_env_kwargs(c.env_kwargs, c.env_backend), 1,
                           c.launch.num_actor_workers * c.dataflow.envs_per_actor, wrappers=c.env_wrappers)
-    if not graph.lanes:
-        players = [Player(*policy_and_params(graph, transport, device))]
-    else:
-        players = [Player(*policy_and_params(lane.at_run(graph), PrefixedTransport(transport, lane.prefix), device),
-                          name=lane.name, rows=list(lane.rows), own=lane.own_obs) for lane in graph.lanes]
+    players = [_player(lane, *policy_and_params(lane.at_run(graph), lane_transport(lane, transport), device))
+               for lane in graph.lanes]
     return EvaluatorKernel(players, env, seed=c.run.seed * 1_000_003 + 999_983, episodes=c.eval.episodes,
                            interval_s=c.eval.interval_s)
+
+
+def _player(lane: Lane, policy: Policy, params: ParamSubscriber | FixedParams) -> Player:
+    """A lane's player in the evaluator: the run's one policy acts for every row of the env as it
+    is (Player's direct path), another lane for its own rows."""
+    from srl.evaluation import Player
+
+    if lane.spans_run:
+        return Player(policy, params)
+    return Player(policy, params, name=lane.name, rows=list(lane.rows), own=lane.own_obs)
+
+
+def lane_transport(lane: Lane, transport: Transport) -> Transport:
+    """The process's transport as a lane's workers open it: under the lane's prefix (the run's
+    one policy: as it is, no wrapper on its path)."""
+    return transport if lane.spans_run else PrefixedTransport(transport, lane.prefix)
 
 
 def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
@@ -128,7 +180,6 @@ def lock_step_stop(c: ExperimentConfig) -> LockStepStop | None:
 
 
 def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
-    c = graph.config
     relay = graph.param_relays.get(spec.name)
     if relay is not None:  # its host's relay serves its parameters (srl.graph.with_param_relays)
         transport = RenamedTransport(transport, relay_streams(relay))
@@ -136,12 +187,20 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return make_actor(graph, transport, spec.index)
     if spec.role == Role.EVAL:
         return _make_evaluator(graph, transport)
-    if graph.lanes:  # a policy's own worker: built as in a run of that policy alone, on its lane's streams
-        lane = lane_of(graph.lanes, spec.name)
-        local = None if lane is None else lane.local(spec)
-        if lane is None or local is None:
-            raise ValueError(f"worker {spec.name} is in no policy's lane")
-        return make_kernel(lane.at_run(graph), local, PrefixedTransport(transport, lane.prefix))
+    if spec.role == Role.RELAY:
+        served = PrefixedTransport(transport, relay_prefix(spec.index))  # its host's subscribers' streams
+        return ParamRelayKernel(transport, served, tensor_bytes(initial_policy(graph)))
+    # a policy's own worker: built from its lane's graph, on its lane's streams
+    lane = lane_of(graph.lanes, spec.name)
+    local = None if lane is None else lane.local(spec)
+    if lane is None or local is None:
+        raise ValueError(f"worker {spec.name} is in no policy's lane")
+    return _lane_kernel(lane.at_run(graph), local, lane_transport(lane, transport))
+
+
+def _lane_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
+    """Worker `spec` of a policy's lane (its own names), as in a run of that policy alone."""
+    c = graph.config
     if spec.role == Role.POLICY:
         actors = graph.actors_of(spec.index)
         slots = {(a, s): slot for a in actors for s, slot in enumerate(actor_arrays(graph, transport, a)[0])}
@@ -159,9 +218,6 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         return _make_trainer(graph, spec, transport)
     if spec.role == Role.PARAMS:
         return ParamServiceKernel(transport, tensor_bytes(initial_policy(graph)))  # takes only this policy's weights
-    if spec.role == Role.RELAY:
-        served = PrefixedTransport(transport, relay_prefix(spec.index))  # its host's subscribers' streams
-        return ParamRelayKernel(transport, served, tensor_bytes(initial_policy(graph)))
     if spec.role == Role.CUSTOM:
         from srl.workers.custom import make_custom
 
