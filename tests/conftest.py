@@ -74,6 +74,14 @@ def no_leaks():
 
 
 @pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts with torch on one thread, as srl's workers act, whatever the test before
+    it left (an inline run, `train_pod(torch_threads=...)` set their own): initial weights depend on
+    the thread count (orthogonal init), and at one thread per core torch spins on these small ops."""
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
 def no_cuda_outside_gpu_tests(request, monkeypatch):
     """A test not marked gpu sees no CUDA device, on any machine: `auto` means the CPU for it, as on
     CI. On a GPU machine it would otherwise put trainers on CUDA, and once a gpu test or an inline

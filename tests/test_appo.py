@@ -20,14 +20,6 @@ from srl.models import ActorCriticMLP
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_batch(policy, steps=16, rows=4, seed=0):
     """An on-policy batch: the stored log_prob is the policy's own."""
     g = torch.Generator().manual_seed(seed)

@@ -38,15 +38,6 @@ ACTIONS = gym.spaces.Discrete(2)
 EXACT = PPOConfig(epochs=3, num_minibatches=1, normalize_advantage=False, anneal_lr=False)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Initial weights depend on the thread count (orthogonal init): one thread, as the trainers."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _batch() -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     return make_batch(ActorCriticMLP(OBS_SPACE, ACTIONS), rows=ROWS)
