@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import threading
@@ -28,7 +27,8 @@ from srl.config import ConfigError
 from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.models import ActorCriticMLP
-from srl.streams.gradients import GradientGroup, TrainerGroupStore
+from srl.streams.gradients import GradientGroup
+from srl.testing.trainer_group import run_trainer_group
 
 STEPS = 4
 ROWS = 8
@@ -43,10 +43,7 @@ def _batch() -> dict[str, torch.Tensor]:
     return make_batch(ActorCriticMLP(OBS_SPACE, ACTIONS), rows=ROWS)
 
 
-
-
-def _trainer(rank: int, address, out: mp.Queue) -> None:
-    torch.set_num_threads(1)
+def _trainer(rank: int, address) -> tuple[list[str], list]:
     batch = _batch()
     mine = {k: v[:, rank * ROWS // 2 : (rank + 1) * ROWS // 2] for k, v in batch.items()}
     torch.manual_seed(100 + rank)  # different initial weights: joining the group makes them rank 0's
@@ -59,26 +56,13 @@ def _trainer(rank: int, address, out: mp.Queue) -> None:
         for _ in range(STEPS):
             ppo.step(mine, env_steps=0)
             digests.append(params_sha256(policy))
-        out.put((rank, digests, [p.detach().numpy().copy() for p in policy.parameters()]))
+        return digests, [p.detach().numpy().copy() for p in policy.parameters()]
     finally:
         group.close()
 
 
 def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
-    store = TrainerGroupStore("127.0.0.1", world_size=2)
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_trainer, args=(r, store.address, out)) for r in range(2)]
-    try:
-        for p in procs:
-            p.start()
-        got = (out.get(timeout=120) for _ in procs)
-        results = {rank: (digests, params) for rank, digests, params in got}
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        store.close()
-    assert [p.exitcode for p in procs] == [0, 0]
+    results = run_trainer_group(_trainer)
     assert results[0][0] == results[1][0], "parameters differ between trainers after some step"
     assert len(set(results[0][0])) == STEPS + 1, "every step changes the parameters"
 
