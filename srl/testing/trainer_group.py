@@ -19,8 +19,11 @@ import torch
 from srl.streams.gradients import TrainerGroupStore
 
 
-def run_trainer_group(trainer: Callable[[int, Any], Any], world_size: int = 2, timeout_s: float = 120) -> dict[int, Any]:
-    store = TrainerGroupStore("127.0.0.1", world_size=world_size)
+def run_trainer_group(trainer: Callable[[int, Any], Any], world_size: int = 2, timeout_s: float = 120,
+                      store: TrainerGroupStore | None = None) -> dict[int, Any]:
+    """`store`: the caller's, left open (a test of the store itself); else one made and closed here."""
+    own_store = store is None
+    store = store or TrainerGroupStore("127.0.0.1", world_size=world_size)
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     procs = [ctx.Process(target=_run_rank, args=(trainer, rank, store.address, out)) for rank in range(world_size)]
@@ -35,7 +38,8 @@ def run_trainer_group(trainer: Callable[[int, Any], Any], world_size: int = 2, t
             if p.is_alive():
                 p.kill()
                 p.join()
-        store.close()
+        if own_store:
+            store.close()
     failed = {rank: r.trace for rank, r in results.items() if isinstance(r, _Failed)}
     assert not failed, "\n".join(f"rank {rank} failed:\n{trace}" for rank, trace in failed.items())
     assert [p.exitcode for p in procs] == [0] * world_size, [p.exitcode for p in procs]
