@@ -77,22 +77,10 @@ def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
         assert torch.allclose(mine.detach(), torch.from_numpy(theirs), atol=1e-5, rtol=1e-4)
 
 
-def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_dir, monkeypatch):
+def test_cartpole_learns_with_two_trainers_that_hold_the_same_parameters_after_every_update(run_dir, monkeypatch):
+    """One launch for both: the two trainers' parameter digests agree after every update of a run
+    that learns to 300 (test_rendezvous checks them on 8 updates over shm and tcp)."""
     monkeypatch.setenv("SRL_RECORD_PARAM_DIGESTS", "1")  # the forked trainers inherit it
-    config = load_config("cartpole-ppo", [
-        "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=12", f"run.run_dir={run_dir}", "monitor.display=off",
-        "monitor.learning_curve=false",
-    ])  # fmt: skip
-    assert run_experiment(config) == 0
-    digests = [json.loads((run_dir / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
-    assert sorted(digests[0], key=int) == [str(v) for v in range(1, 13)]
-    assert digests[0] == digests[1]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["updates"] == 12 and summary["policy_version"] == 12, "trainer 0 counts the group's updates"
-    assert summary["params_sha256"] == digests[0]["12"]
-
-
-def test_cartpole_learns_with_two_trainers(run_dir):
     config = load_config("cartpole-ppo", [
         "launch.num_trainers=2", "launch.num_actor_workers=2", "run.seed=1", "stop.target_return=300", "stop.total_env_steps=200000",
         f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
@@ -102,6 +90,11 @@ def test_cartpole_learns_with_two_trainers(run_dir):
     assert summary["stop_reason"].startswith("target_return"), summary
     assert summary["episode_return_mean"] >= 300
     assert summary["params_sha256"], "trainer 0 made its final report: no trainer was left in a collective"
+    digests = [json.loads((run_dir / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
+    updates = summary["updates"]
+    assert sorted(digests[0], key=int) == [str(v) for v in range(1, updates + 1)], "trainer 0 counts the group's updates"
+    assert digests[0] == digests[1]
+    assert summary["policy_version"] == updates and summary["params_sha256"] == digests[0][str(updates)]
 
 
 @pytest.mark.parametrize("overrides, message", [
