@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +109,37 @@ def params_clock(monkeypatch):
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
+
+
+@pytest.fixture
+def beside_the_wire(monkeypatch):
+    """`with beside_the_wire(send) as threads:` a local run over tcp started inside calls
+    `send(wire, stop)` on a thread of the test as soon as it has made its wire (ports and secret),
+    before any worker starts; on leaving, `stop` is set and the threads joined. `threads` stays
+    empty where the run made no wire."""
+    from srl.launch import local as local_launcher
+
+    make = local_launcher._tcp_wire
+
+    @contextlib.contextmanager
+    def beside(send):
+        stop, threads = threading.Event(), []
+
+        def wire_and_send(graph):
+            wire = make(graph)
+            threads.append(threading.Thread(target=send, args=(wire, stop), daemon=True))
+            threads[-1].start()
+            return wire
+
+        monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_send)
+        try:
+            yield threads
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(10)
+
+    return beside
 
 
 # Tests that start Ray (ray.init, `ray start`, launcher=ray) or namespace hosts run one at a time on
