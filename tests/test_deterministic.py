@@ -9,7 +9,6 @@ after the same update in every run: the trainer decides it (srl.workers.stop); t
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import shutil
@@ -32,10 +31,11 @@ from srl.launch.monitor import RunMonitor
 from srl.load import load_config
 from srl.monitor.episodes import EpisodeTally
 from srl.streams.control import Role
-from srl.streams.gradients import GradientGroup, TrainerGroupStore
+from srl.streams.gradients import GradientGroup
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, ParamPublisher
 from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.testing.trainer_group import run_trainer_group
 from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 from srl.workers.trainer import TrainerKernel
 
@@ -383,26 +383,14 @@ def test_monitor_of_a_deterministic_run_stops_only_when_the_trainer_says_so():
     assert m.stop() == Stop(StopKind.TARGET, "target_return 50.0 reached (...)") and m.target_reached_s >= 0
 
 
-def _gather(rank: int, address, out) -> None:
+def _gather(rank: int, address) -> list[float]:
     group = GradientGroup(address, rank, generation=0, device=torch.device("cpu"), timeout_s=60)
     try:
-        out.put((rank, group.gather([float(rank)] * (rank + 1), capacity=3)))
+        return group.gather([float(rank)] * (rank + 1), capacity=3)
     finally:
         group.close()
 
 
 def test_a_trainer_group_gathers_every_members_episodes_rank_by_rank():
-    store = TrainerGroupStore("127.0.0.1", world_size=2)
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_gather, args=(r, store.address, out)) for r in range(2)]
-    try:
-        for p in procs:
-            p.start()
-        results = dict(out.get(timeout=120) for _ in procs)
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        store.close()
-    assert [p.exitcode for p in procs] == [0, 0]
+    results = run_trainer_group(_gather)
     assert results == {0: [0.0, 1.0, 1.0], 1: [0.0, 1.0, 1.0]}
