@@ -139,9 +139,10 @@ def same_stop(*summaries: dict) -> dict:
 
 def test_the_readme_example_stops_after_the_same_update_in_every_run(tmp_path):
     """total_env_steps counts the env steps the trainer trained on (1024 per update): 6000 is
-    reached after update 6 in every run, whichever launcher (local twice, inline, Ray), however
-    far the actors ran ahead."""
-    runs = [summary_of(tmp_path / k, *README, "stop.total_env_steps=6000") for k in "ab"]
+    reached after update 6 in every run, whichever launcher (local, inline, Ray), however far the
+    actors ran ahead. (Two local runs agree in test_two_deterministic_runs_give_identical_parameters;
+    here and below a jittered local run meets the inline one, whose order is fixed.)"""
+    runs = [summary_of(tmp_path / "local", *README, "stop.total_env_steps=6000")]
     runs.append(summary_of(tmp_path / "inline", *README, "stop.total_env_steps=6000", "launch.launcher=inline", jitter_s=0))
     runs.append(summary_of(tmp_path / "ray", *README, "stop.total_env_steps=6000", "launch.launcher=ray",
                            "launch.heartbeat_timeout_s=120"))  # fmt: skip
@@ -154,7 +155,7 @@ def test_a_reached_target_return_stops_after_the_same_update_in_every_run(tmp_pa
     """The mean of the last 100 episodes that ended in the trained segments: the same episodes,
     in the same order, in every run."""
     target = ["stop.total_env_steps=200000", "stop.target_return=30"]
-    runs = [summary_of(tmp_path / k, *README, *target) for k in "ab"]
+    runs = [summary_of(tmp_path / "local", *README, *target)]
     runs.append(summary_of(tmp_path / "inline", *README, *target, "launch.launcher=inline", jitter_s=0))
     first = same_stop(*runs)
     assert first["stop_reason"].startswith("target_return 30.0 reached (mean of last 100 episodes: ")
@@ -208,13 +209,13 @@ def test_two_resumes_of_a_deterministic_run_from_one_checkpoint_give_identical_p
     asked for versions 1, 2, ... which the resumed weights already passed, and ran ahead)."""
     summary_of(tmp_path / "first", *README, "stop.max_updates=4", "stop.target_return=null")
     hashes = []
-    for k, launcher in (("a", "local"), ("b", "local"), ("inline", "inline")):
+    for k, launcher in (("local", "local"), ("inline", "inline")):
         shutil.copytree(tmp_path / "first", tmp_path / k)
         resumed = summary_of(tmp_path / k, f"run.resume={tmp_path / k}", "stop.max_updates=8",
                              f"launch.launcher={launcher}", jitter_s=0.004 if launcher == "local" else 0)  # fmt: skip
         assert resumed["launch"] == 2 and resumed["stop_reason"] == "max_updates 8 reached", resumed
         hashes.append(resumed["params_sha256"])
-    assert hashes[0] == hashes[1] == hashes[2], hashes
+    assert hashes[0] == hashes[1], hashes
 
 
 def test_a_lock_step_run_beside_a_policy_that_does_not_train_ends_with_the_same_parameters(tmp_path):
