@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -76,6 +78,14 @@ def no_leaks():
 
 
 @pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts with torch on one thread, as srl's workers act, whatever the test before
+    it left (an inline run, `train_pod(torch_threads=...)` set their own): initial weights depend on
+    the thread count (orthogonal init), and at one thread per core torch spins on these small ops."""
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
 def no_cuda_outside_gpu_tests(request, monkeypatch):
     """A test not marked gpu sees no CUDA device, on any machine: `auto` means the CPU for it, as on
     CI. On a GPU machine it would otherwise put trainers on CUDA, and once a gpu test or an inline
@@ -101,6 +111,37 @@ def params_clock(monkeypatch):
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
+
+
+@pytest.fixture
+def beside_the_wire(monkeypatch):
+    """`with beside_the_wire(send) as threads:` a local run over tcp started inside calls
+    `send(wire, stop)` on a thread of the test as soon as it has made its wire (ports and secret),
+    before any worker starts; on leaving, `stop` is set and the threads joined. `threads` stays
+    empty where the run made no wire."""
+    from srl.launch import local as local_launcher
+
+    make = local_launcher._tcp_wire
+
+    @contextlib.contextmanager
+    def beside(send):
+        stop, threads = threading.Event(), []
+
+        def wire_and_send(graph):
+            wire = make(graph)
+            threads.append(threading.Thread(target=send, args=(wire, stop), daemon=True))
+            threads[-1].start()
+            return wire
+
+        monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_send)
+        try:
+            yield threads
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(10)
+
+    return beside
 
 
 # Tests that start Ray (ray.init, `ray start`, launcher=ray) or namespace hosts run one at a time on

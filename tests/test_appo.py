@@ -8,9 +8,10 @@ import numpy as np
 import pydantic
 import pytest
 import torch
+from test_ppo import ScriptedPolicy
 
 from srl.algos import APPO, APPOConfig, IMPALAConfig
-from srl.api import Policy, registry
+from srl.api import registry
 from srl.config import ConfigError
 from srl.data import columns as C
 from srl.launch.run import run_experiment
@@ -18,14 +19,6 @@ from srl.load import load_config
 from srl.models import ActorCriticMLP
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_batch(policy, steps=16, rows=4, seed=0):
@@ -89,30 +82,12 @@ def test_step_on_policy(clip_ratio, action_space):
     assert stats["losses/approx_kl"] > 0
 
 
-class ScriptedPolicy(Policy):
-    """analyze() returns its parameters (one per time row), whatever the inputs."""
-
-    def __init__(self, log_prob, value):
-        super().__init__(OBS_SPACE, gym.spaces.Discrete(2))
-        self.log_prob = torch.nn.Parameter(torch.tensor(log_prob))
-        self.value_ = torch.nn.Parameter(torch.tensor(value))
-
-    def rollout_fields(self):
-        return ActorCriticMLP(OBS_SPACE, gym.spaces.Discrete(2)).rollout_fields()
-
-    def rollout(self, obs, deterministic=False):
-        raise NotImplementedError
-
-    def analyze(self, obs, action):
-        return {C.LOG_PROB: self.log_prob, "entropy": torch.full((len(obs),), 0.5), C.VALUE: self.value_}
-
-
 @pytest.mark.parametrize("clip_ratio", [None, 0.2])
 def test_loss_formulas_with_lagged_samples(clip_ratio):
     # gamma = 0: q_s = r_s, v_s = V + rho (r - V); ratios pi / mu from a stale behaviour policy
     reward, value, ratio = [1.0, -1.0, 2.0, -2.0], [0.5, 0.5, 1.0, -1.0], [1.5, 0.5, 1.1, 0.9]
     old = math.log(0.5)
-    policy = ScriptedPolicy([old + math.log(r) for r in ratio] + [old], value + [7.0])
+    policy = ScriptedPolicy([old + math.log(r) for r in ratio] + [old], value + [7.0], entropy=0.5)
     batch = {
         C.OBS: torch.zeros(5, 1, 4),
         C.ACTION: torch.zeros(5, 1, dtype=torch.int64),

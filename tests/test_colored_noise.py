@@ -117,17 +117,20 @@ def test_action_noise_needs_a_policy_that_takes_it():
 
 
 def test_mountaincar_sac_with_pink_noise_learns_to_reach_the_flag_cheaply(run_dir):
-    """The tuned experiment itself, 25k env steps (seed 3 passed 93 at about 18k in the benchmark):
-    the mean-100 return is above 90, the flag's +100 less little action cost. An untrained actor
-    with pink noise scores far less (it misses the flag in a quarter of its episodes), and with
-    white noise the car never left the valley (-26.7 after 37k env steps, docs/results.md)."""
+    """The tuned experiment itself, seed 3, stopped once the mean-100 return reaches 90, the flag's
+    +100 less little action cost (at about 16k env steps, 75 s on an idle 2-core VM; 25k at most).
+    An untrained actor with pink noise scores far less (it misses the flag in a quarter of its
+    episodes: this run's first 8 episodes averaged 56.5), and with white noise the car never left
+    the valley (-26.7 after 37k env steps, docs/results.md). The time to the zoo's 94.7 against SB3
+    is benchmarks/tuned_vs_sb3.py's (docs/results.md)."""
     from srl.launch.run import run_experiment
     from srl.load import load_config
 
     config = load_config("mountaincar-continuous-sac", [
-        "run.seed=3", "stop.total_env_steps=25000", "stop.target_return=null", "monitor.display=off",
+        "run.seed=3", "stop.total_env_steps=25000", "stop.target_return=90", "monitor.display=off",
         "monitor.learning_curve=false", f"run.run_dir={run_dir}",
     ])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["episode_return_mean"] > 90, summary
+    assert summary["stop_reason"].startswith("target_return 90"), summary
+    assert summary["episode_return_mean"] >= 90, summary

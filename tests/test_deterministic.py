@@ -9,7 +9,6 @@ after the same update in every run: the trainer decides it (srl.workers.stop); t
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import random
 import shutil
 import signal
@@ -31,10 +30,11 @@ from srl.launch.monitor import RunMonitor
 from srl.load import load_config
 from srl.monitor.episodes import EpisodeTally
 from srl.streams.control import Role
-from srl.streams.gradients import GradientGroup, TrainerGroupStore
+from srl.streams.gradients import GradientGroup
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, ParamPublisher
 from srl.streams.samples import SampleConsumer, SampleProducer
+from srl.testing.trainer_group import run_trainer_group
 from srl.workers.learner import LearnerSettings
 from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 from srl.workers.trainer import TrainerKernel
@@ -137,9 +137,13 @@ def same_stop(*summaries: dict) -> dict:
 
 def test_the_readme_example_stops_after_the_same_update_in_every_run(tmp_path):
     """total_env_steps counts the env steps the trainer trained on (1024 per update): 6000 is
-    reached after update 6 in every run, whichever launcher, however far the actors ran ahead."""
-    runs = [summary_of(tmp_path / k, *README, "stop.total_env_steps=6000") for k in "ab"]
+    reached after update 6 in every run, whichever launcher (local, inline, Ray), however far the
+    actors ran ahead. (Two local runs agree in test_two_deterministic_runs_give_identical_parameters;
+    here and below a jittered local run meets the inline one, whose order is fixed.)"""
+    runs = [summary_of(tmp_path / "local", *README, "stop.total_env_steps=6000")]
     runs.append(summary_of(tmp_path / "inline", *README, "stop.total_env_steps=6000", "launch.launcher=inline", jitter_s=0))
+    runs.append(summary_of(tmp_path / "ray", *README, "stop.total_env_steps=6000", "launch.launcher=ray",
+                           "launch.heartbeat_timeout_s=120"))  # fmt: skip
     first = same_stop(*runs)
     assert first["stop_reason"] == "total_env_steps 6000 reached"
     assert first["updates"] == -(-6000 // STEPS_PER_UPDATE) == 6
@@ -149,7 +153,7 @@ def test_a_reached_target_return_stops_after_the_same_update_in_every_run(tmp_pa
     """The mean of the last 100 episodes that ended in the trained segments: the same episodes,
     in the same order, in every run."""
     target = ["stop.total_env_steps=200000", "stop.target_return=30"]
-    runs = [summary_of(tmp_path / k, *README, *target) for k in "ab"]
+    runs = [summary_of(tmp_path / "local", *README, *target)]
     runs.append(summary_of(tmp_path / "inline", *README, *target, "launch.launcher=inline", jitter_s=0))
     first = same_stop(*runs)
     assert first["stop_reason"].startswith("target_return 30.0 reached (mean of last 100 episodes: ")
@@ -203,13 +207,13 @@ def test_two_resumes_of_a_deterministic_run_from_one_checkpoint_give_identical_p
     asked for versions 1, 2, ... which the resumed weights already passed, and ran ahead)."""
     summary_of(tmp_path / "first", *README, "stop.max_updates=4", "stop.target_return=null")
     hashes = []
-    for k, launcher in (("a", "local"), ("b", "local"), ("inline", "inline")):
+    for k, launcher in (("local", "local"), ("inline", "inline")):
         shutil.copytree(tmp_path / "first", tmp_path / k)
         resumed = summary_of(tmp_path / k, f"run.resume={tmp_path / k}", "stop.max_updates=8",
                              f"launch.launcher={launcher}", jitter_s=0.004 if launcher == "local" else 0)  # fmt: skip
         assert resumed["launch"] == 2 and resumed["stop_reason"] == "max_updates 8 reached", resumed
         hashes.append(resumed["params_sha256"])
-    assert hashes[0] == hashes[1] == hashes[2], hashes
+    assert hashes[0] == hashes[1], hashes
 
 
 def test_a_lock_step_run_beside_a_policy_that_does_not_train_ends_with_the_same_parameters(tmp_path):
@@ -254,12 +258,6 @@ def test_a_deterministic_pod_stops_after_the_same_update_in_every_run(tmp_path):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs.append(json.loads((tmp_path / k / "summary.json").read_text()))
     assert same_stop(*runs)["stop_reason"].startswith("target_return 60.0 reached")
-
-
-def test_a_deterministic_run_on_ray_stops_where_the_local_run_stops(tmp_path):
-    local = summary_of(tmp_path / "local", *README, "stop.total_env_steps=6000")
-    on_ray = summary_of(tmp_path / "ray", *README, "stop.total_env_steps=6000", "launch.launcher=ray", "launch.heartbeat_timeout_s=120")
-    assert same_stop(local, on_ray)["updates"] == 6
 
 
 def test_time_limit_s_is_refused_before_any_process_starts(tmp_path):
@@ -385,26 +383,14 @@ def test_monitor_of_a_deterministic_run_stops_only_when_the_trainer_says_so():
     assert m.stop() == Stop(StopKind.TARGET, "target_return 50.0 reached (...)") and m.target_reached_s >= 0
 
 
-def _gather(rank: int, address, out) -> None:
+def _gather(rank: int, address) -> list[float]:
     group = GradientGroup(address, rank, generation=0, device=torch.device("cpu"), timeout_s=60)
     try:
-        out.put((rank, group.gather([float(rank)] * (rank + 1), capacity=3)))
+        return group.gather([float(rank)] * (rank + 1), capacity=3)
     finally:
         group.close()
 
 
 def test_a_trainer_group_gathers_every_members_episodes_rank_by_rank():
-    store = TrainerGroupStore("127.0.0.1", world_size=2)
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_gather, args=(r, store.address, out)) for r in range(2)]
-    try:
-        for p in procs:
-            p.start()
-        results = dict(out.get(timeout=120) for _ in procs)
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        store.close()
-    assert [p.exitcode for p in procs] == [0, 0]
+    results = run_trainer_group(_gather)
     assert results == {0: [0.0, 1.0, 1.0], 1: [0.0, 1.0, 1.0]}

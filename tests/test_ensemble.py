@@ -23,14 +23,6 @@ from srl.population import leaderboard
 from srl.workers.member import make_member
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def small_config(tmp_path: Path, *overrides: str):
     return load_config(
         "cartpole-pod-ensemble",

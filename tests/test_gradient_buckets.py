@@ -4,8 +4,6 @@ refused before launch, with a mocked device count (srl.devices counts through NV
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -14,7 +12,8 @@ from srl import devices
 from srl.config import ConfigError
 from srl.load import load_config
 from srl.streams import gradients
-from srl.streams.gradients import GradientGroup, TrainerGroupStore, bucket_params
+from srl.streams.gradients import GradientGroup, bucket_params
+from srl.testing.trainer_group import run_trainer_group
 
 BUCKET_BYTES = 100_000  # small buckets: the model below needs several
 
@@ -32,8 +31,7 @@ def _local_grads(model: torch.nn.Module, rank: int) -> None:
     model["used"](x).square().mean().backward()
 
 
-def _trainer(rank: int, address, out: mp.Queue) -> None:
-    torch.set_num_threads(1)
+def _trainer(rank: int, address) -> tuple[dict, list[int]]:
     gradients.BUCKET_BYTES = BUCKET_BYTES
     calls: list[int] = []
     all_reduce = dist.all_reduce
@@ -51,27 +49,14 @@ def _trainer(rank: int, address, out: mp.Queue) -> None:
             model.zero_grad(set_to_none=True)
             _local_grads(model, rank)
         dist.all_reduce = all_reduce
-        grads = {name: None if p.grad is None else p.grad.numpy().copy() for name, p in model.named_parameters()}
-        out.put((rank, grads, calls))
+        return {name: None if p.grad is None else p.grad.numpy().copy() for name, p in model.named_parameters()}, calls
     finally:
         dist.all_reduce = all_reduce
         group.close()
 
 
 def test_bucketed_mean_equals_the_per_tensor_mean_in_one_collective_per_bucket():
-    store = TrainerGroupStore("127.0.0.1", world_size=2)
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_trainer, args=(r, store.address, out)) for r in range(2)]
-    try:
-        for p in procs:
-            p.start()
-        results = {rank: (grads, calls) for rank, grads, calls in (out.get(timeout=120) for _ in procs)}
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        store.close()
-    assert [p.exitcode for p in procs] == [0, 0]
+    results = run_trainer_group(_trainer)
 
     local = []
     for rank in range(2):  # each trainer's gradients on its own, averaged tensor by tensor

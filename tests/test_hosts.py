@@ -259,6 +259,28 @@ def assert_restarted_for_the_loss(summary: dict, lost: list[str], output: str) -
     assert sorted(restarts) == sorted(lost) and all(1 <= n <= 2 for n in restarts.values()), (restarts, lost, lines)
 
 
+def lose_an_actors_host(ray_hosts: RayHosts, run_dir: Path, proc: subprocess.Popen, at_env_steps: int) -> tuple[str, list[str], dict]:
+    """Once `proc`'s run reports `at_env_steps`, the host of an actor other than a dies
+    (kill_an_actors_host). The run ends with 0, only that host's workers were restarted, and those
+    placed anew are on the hosts left: (the host, its srl workers, the run's summary)."""
+    cluster = ray_hosts.cluster
+    killer = when_training(run_dir, at_env_steps, lambda: kill_an_actors_host(cluster))
+    code, output = finish(proc)
+    killer.join()
+    assert code == 0, output[-6000:]
+    assert killer.result is not None, output[-6000:]
+    label, lost, killed = killer.result
+    assert lost and killed, (killer.result, output[-6000:])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert_restarted_for_the_loss(summary, lost, output)
+    placement = json.loads((run_dir / "placement.json").read_text())
+    left = {h.address for h in cluster.hosts if h.label != label}
+    # placement.json asks each actor where it runs at the end, with a timeout: under load that ask
+    # can fail ({"error": ...}, seen once in CI); a worker it did place is on a host left
+    assert all(placement[name].get("host", "?") in left for name in lost if "error" not in placement[name]), (placement, label)
+    return label, lost, summary
+
+
 def test_cartpole_ppo_across_three_hosts_reaches_475(ray_hosts, run_dir):
     """Trainer and parameter service on host a, the actor on b, the policy worker on c: every
     message between them crosses two links of the bridge, and each link carries megabytes."""
@@ -389,25 +411,11 @@ def test_a_lost_host_s_workers_are_placed_again_on_the_hosts_left(ray_hosts, run
     parameter service on a. Once the run trains, every process on the host of an actor other than
     a dies at once (its raylet, the actor, Ray's agents): the actor is restarted once, on a host
     left, and the run reaches 475."""
-    cluster = ray_hosts.cluster
     proc = srl_on(ray_hosts, run_dir, "launch.num_actor_workers=2", "launch.ray_resources.actor.resources.sim=1",
                   "stop.target_return=475", *PINNED)  # fmt: skip
-
-    killer = when_training(run_dir, 5_000, lambda: kill_an_actors_host(cluster))
-    code, output = finish(proc)
-    killer.join()
-    assert code == 0, output
-    label, lost, killed = killer.result
-    assert lost and killed, (killer.result, output)
+    label, _, summary = lose_an_actors_host(ray_hosts, run_dir, proc, at_env_steps=5_000)
     assert not ray_hosts.alive(label)  # its raylet died with it
-    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"].startswith("target_return 475"), summary
-    assert_restarted_for_the_loss(summary, lost, output)
-    placement = json.loads((run_dir / "placement.json").read_text())
-    left = {h.address for h in cluster.hosts if h.label != label}
-    # placement.json asks each actor where it runs at the end, with a timeout: under load that ask
-    # can fail ({"error": ...}, seen once in CI); a worker it did place is on a host left
-    assert all(placement[name].get("host", "?") in left for name in lost if "error" not in placement[name]), (placement, label)
 
 
 def test_across_a_lost_host_no_transition_arrives_twice(ray_hosts, run_dir):
@@ -415,7 +423,6 @@ def test_across_a_lost_host_no_transition_arrives_twice(ray_hosts, run_dir):
     that records every batch: the host of an actor dies mid-run; every segment that reached the
     trainer is whole and no transition arrived twice, from the lost actor's life before and its
     restarted life after, which ran on a host left; the run reaches its env steps."""
-    cluster = ray_hosts.cluster
     batches = run_dir.parent / "batches"
     proc = srl_on(
         ray_hosts, run_dir, "env=counting-lives", "env_kwargs.episode_length=7", "env_kwargs.step_s=0.005",
@@ -423,17 +430,8 @@ def test_across_a_lost_host_no_transition_arrives_twice(ray_hosts, run_dir):
         "stop.total_env_steps=12000", "dataflow.max_policy_lag=1000000", "launch.num_actor_workers=2",
         "launch.ray_resources.actor.resources.sim=1", *PINNED,
     )  # fmt: skip
-    killer = when_training(run_dir, 2_000, lambda: kill_an_actors_host(cluster))
-    code, output = finish(proc)
-    killer.join()
-    assert code == 0, output
-    label, lost, _ = killer.result
-    assert lost, (killer.result, output)
-    summary = json.loads((run_dir / "summary.json").read_text())
+    _, lost, summary = lose_an_actors_host(ray_hosts, run_dir, proc, at_env_steps=2_000)
     assert summary["stop_reason"].startswith("total_env_steps"), summary
-    assert_restarted_for_the_loss(summary, lost, output)
-    placement = json.loads((run_dir / "placement.json").read_text())
-    assert all(placement[name]["host"] != cluster.host(label).address for name in lost), (placement, label)
     from recording import load_batches
 
     recorded = load_batches(batches)
@@ -473,21 +471,11 @@ def test_a_host_lost_under_parameter_relays_is_ridden_out(ray_hosts, run_dir):
     `sim`), the trainer and parameter service on a. Once the run trains, the host of an actor other
     than a dies with its relay: the actor and the relay are restarted once each, on the hosts left
     (the actor subscribed to the service itself), and the run reaches 475."""
-    cluster = ray_hosts.cluster
     proc = srl_on(ray_hosts, run_dir, "dataflow.param_relay=per_host", "launch.num_actor_workers=2",
                   "launch.ray_resources.actor.resources.sim=1", "stop.target_return=475", *PINNED)  # fmt: skip
-    killer = when_training(run_dir, 5_000, lambda: kill_an_actors_host(cluster))
-    code, output = finish(proc)
-    killer.join()
-    assert code == 0, output[-6000:]
-    label, lost, killed = killer.result
-    assert killed and any(name.startswith("relay:") for name in lost), (killer.result, output[-6000:])
-    summary = json.loads((run_dir / "summary.json").read_text())
+    _, lost, summary = lose_an_actors_host(ray_hosts, run_dir, proc, at_env_steps=5_000)
+    assert any(name.startswith("relay:") for name in lost), lost
     assert summary["stop_reason"].startswith("target_return 475"), summary
-    assert_restarted_for_the_loss(summary, lost, output)
-    placement = json.loads((run_dir / "placement.json").read_text())
-    left = {h.address for h in cluster.hosts if h.label != label}
-    assert all(placement[name].get("host", "?") in left for name in lost if "error" not in placement[name]), (placement, label)
 
 
 PORT_TAKEN_BY_CONNECTIONS = """

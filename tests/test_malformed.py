@@ -745,33 +745,18 @@ def _inject(wire, streams: list[str], sent: Counter, done: threading.Event, stop
         transport.close()
 
 
-def _run_over_tcp_with(send: Callable[..., None], run_dir: Path, monkeypatch, overrides: list[str]) -> int:
+def _run_over_tcp_with(beside_the_wire, send: Callable[..., None], run_dir: Path, overrides: list[str]) -> int:
     """`srl run cartpole-ppo` over tcp (in this process, its workers forked from it) with
     `send(wire, stop)` on a thread of the test from the moment the run's wire is made; the
     exit code. `stop` is set when the run has ended."""
     from srl.cli import main
-    from srl.launch import local as local_launcher
 
-    stop, threads = threading.Event(), []
-    make = local_launcher._tcp_wire
-
-    def wire_and_send(graph):
-        wire = make(graph)
-        threads.append(threading.Thread(target=send, args=(wire, stop), daemon=True))
-        threads[0].start()
-        return wire
-
-    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_send)
-    try:
+    with beside_the_wire(send):
         return main(["run", "cartpole-ppo", "dataflow.transport=tcp", "stop.target_return=null", f"run.run_dir={run_dir}",
                      "monitor.display=off", "monitor.log_interval_s=0.5", *overrides])  # fmt: skip
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
 
 
-def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stream(run_dir, monkeypatch):
+def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stream(run_dir, beside_the_wire):
     """`srl run cartpole-ppo dataflow.transport=tcp`, its policy worker and parameter service included,
     receives 120 malformed messages signed with its secret on every stream a worker or the
     controller listens on. Before, the first one of most streams raised in its receiver: the
@@ -786,7 +771,7 @@ def test_a_run_over_tcp_drops_and_counts_malformed_signed_messages_on_every_stre
         _inject(wire, streams, sent, done, stop, run_dir / "metrics.jsonl")
 
     overrides = ["dataflow.inference=policy_worker", "stop.total_env_steps=60000", "launch.heartbeat_timeout_s=30"]
-    assert _run_over_tcp_with(inject, run_dir, monkeypatch, overrides) == 0
+    assert _run_over_tcp_with(beside_the_wire, inject, run_dir, overrides) == 0
     assert done.is_set() and sum(sent.values()) >= 100, sent
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["restarts"] == {}, summary["restarts"]
@@ -879,7 +864,7 @@ def _forge(wire, stop: threading.Event, sent: list, metrics: Path) -> None:
         transport.close()
 
 
-def test_a_run_over_tcp_drops_two_forged_reports_past_int64(run_dir, monkeypatch):
+def test_a_run_over_tcp_drops_two_forged_reports_past_int64(run_dir, beside_the_wire):
     """Issue 38: a holder of the run's secret sent two reports of env_steps 2^63 - 1; summary.json's
     env_steps went past the int64 range (and the run stopped at once, its budget "reached"). Now
     both are dropped and counted, and the run goes on to its time limit on its own steps."""
@@ -889,7 +874,7 @@ def test_a_run_over_tcp_drops_two_forged_reports_past_int64(run_dir, monkeypatch
         _forge(wire, stop, sent, run_dir / "metrics.jsonl")
 
     overrides = ["stop.total_env_steps=1000000000", "stop.time_limit_s=6", "monitor.learning_curve=false"]
-    assert _run_over_tcp_with(forge, run_dir, monkeypatch, overrides) == 0
+    assert _run_over_tcp_with(beside_the_wire, forge, run_dir, overrides) == 0
     assert len(sent) == 2
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"].startswith("time_limit_s"), summary["stop_reason"]

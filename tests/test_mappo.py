@@ -119,23 +119,28 @@ def random_return(env_kwargs: dict, episodes: int, seed: int) -> float:
     return float(np.mean(returns))
 
 
-def test_mpe_mappo_learns_well_above_random(run_dir):
+def assert_learns_past_random(experiment: str, run_dir, *overrides: str, above: float = 5.0) -> None:
+    """`experiment` reaches a mean return over its last 100 agent-episodes `above` that of random
+    actions (`random_return`, 200 episodes) within its env-step budget, and stops there."""
     from srl.launch.run import run_experiment
 
-    config = load_config(
-        "mpe-mappo",
-        [
-            "launch.launcher=inline",
-            "run.seed=1",
-            f"stop.total_env_steps={BUDGET_ENV_STEPS}",
-            f"run.run_dir={run_dir}",
-            "monitor.display=off",
-        ],
-    )
-    baseline = random_return(config.env_kwargs, episodes=200, seed=3)  # about -27 per agent
+    env_kwargs = load_config(experiment, [f"run.run_dir={run_dir}", *overrides]).env_kwargs
+    baseline = random_return(env_kwargs, episodes=200, seed=3)  # about -26 per agent on simple_spread
+    config = load_config(experiment, [f"run.run_dir={run_dir}", *overrides, f"stop.target_return={baseline + above:.3f}",
+                                      "monitor.display=off"])  # fmt: skip
     assert run_experiment(config) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["episode_return_mean"] >= baseline + 4.0, (baseline, summary["episode_return_mean"])
+    assert summary["stop_reason"].startswith("target_return"), (baseline, summary)
+    assert summary["episode_return_mean"] >= baseline + above, (baseline, summary["episode_return_mean"])
+
+
+def test_mpe_mappo_learns_well_above_random(run_dir):
+    """Inline (deterministic), seed 1: the mean of the last 100 agent-episodes reaches random
+    actions' + 5 (-20.81; random -25.81) within 45k env steps, and the run stops there: at 28.4k
+    env steps. Run to the full 45k it stood at -20.31, with dips to -22.65 on the way (the bar
+    was random + 4 at the budget then)."""
+    assert_learns_past_random("mpe-mappo", run_dir, "launch.launcher=inline", "run.seed=1",
+                              f"stop.total_env_steps={BUDGET_ENV_STEPS}")  # fmt: skip
 
 
 def test_paper_scale_is_the_papers_team_reward_on_every_step():

@@ -26,14 +26,6 @@ CARTPOLE_POD = pod_settings(load_config("cartpole-pod", ["run.run_dir=/nonexiste
 BUDGET_ENV_STEPS = 1_000_000
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 class Recorder(Algorithm):
     """Keeps a copy of every batch and proves autograd can train on it."""
 

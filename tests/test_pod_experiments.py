@@ -4,20 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-import torch
-
 from srl.api import registry
 from srl.load import load_config
 from srl.testing.pod import pod_settings, train_pod
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def pod_kwargs(experiment: str) -> dict[str, Any]:

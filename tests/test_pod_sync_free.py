@@ -21,14 +21,6 @@ SMALL = {"env": "batched-cartpole", "num_envs": 16, "sample_length": 8, "policy_
          "algo": PPOConfig(epochs=2, num_minibatches=2, lr=0.01, anneal_lr=True), "total_env_steps": 100_000}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @contextlib.contextmanager
 def no_host_reads():
     """Every host read of a tensor raises, naming itself."""

@@ -24,14 +24,6 @@ STAT_NAMES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def rollout(policy, obs, deterministic=False):
     """Rollout as a policy worker runs it; outputs copied out of inference mode."""
     with torch.inference_mode():

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import ray
@@ -46,6 +47,14 @@ def finish(proc) -> tuple[int, str]:
             os.killpg(proc.pid, 9)
             proc.wait()
     return proc.returncode, output
+
+
+def assert_ran_to(proc, run_dir: Path, env_steps: int) -> None:
+    """`proc`'s run ended with 0, no error, and at least `env_steps` env steps."""
+    code, output = finish(proc)
+    assert code == 0, output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["error"] is None and summary["env_steps"] >= env_steps, summary
 
 
 def kill_once_training(run_dir, role: str, killed: list[str], root_pid: int) -> threading.Thread:
@@ -125,10 +134,7 @@ def test_the_srl_script_run_where_a_users_module_is_gives_it_to_local_ray_worker
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=srl_env(), cwd=tmp_path,
         start_new_session=True,
     )  # fmt: skip
-    code, output = finish(proc)
-    assert code == 0, output
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["error"] is None and summary["env_steps"] >= 3000, summary
+    assert_ran_to(proc, run_dir, env_steps=3000)
 
 
 def test_a_users_own_module_is_uploaded_to_the_workers_of_a_cluster(tmp_path, run_dir, two_nodes):
@@ -148,10 +154,7 @@ def test_a_users_own_module_is_uploaded_to_the_workers_of_a_cluster(tmp_path, ru
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path / "cwd",
         start_new_session=True,
     )  # fmt: skip
-    code, output = finish(proc)
-    assert code == 0, output
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["error"] is None and summary["env_steps"] >= 3000, summary
+    assert_ran_to(proc, run_dir, env_steps=3000)
     placement = json.loads((run_dir / "placement.json").read_text())
     node = {name: where["node_id"] for name, where in placement.items()}
     assert node["actor:0"] == node["actor:1"] != node["trainer:0"], node

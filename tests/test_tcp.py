@@ -138,7 +138,7 @@ def test_receiver_survives_garbage_on_its_port():
         stranger.destroy(linger=0)
 
 
-def test_a_run_over_tcp_survives_garbage_on_every_port(run_dir, monkeypatch):
+def test_a_run_over_tcp_survives_garbage_on_every_port(run_dir, beside_the_wire):
     """The counting pipeline over tcp while a stranger sprays every stream's port: the run ends
     normally and every transition reaches the trainer exactly once."""
     from recording import load_batches
@@ -147,23 +147,8 @@ def test_a_run_over_tcp_survives_garbage_on_every_port(run_dir, monkeypatch):
     from srl.launch.run import run_experiment
     from srl.testing import check_counts
 
-    stop = threading.Event()
-    sprayers: list[threading.Thread] = []
-    make = local_launcher._tcp_wire
-
-    def wire_and_spray(graph):
-        wire = make(graph)
-        sprayers.append(threading.Thread(target=_spray, args=(wire, stop), daemon=True))
-        sprayers[0].start()
-        return wire
-
-    monkeypatch.setattr(local_launcher, "_tcp_wire", wire_and_spray)
-    try:
+    with beside_the_wire(_spray) as sprayers:
         assert run_experiment(counting_config("local", run_dir, transport="tcp", total_env_steps=3000)) == 0
-    finally:
-        stop.set()
-        for thread in sprayers:
-            thread.join(5)
     assert sprayers, "the run did not use the tcp wire"
     batches = load_batches(run_dir / "batches")
     totals = check_counts([b["obs"] for b in batches], [b["terminated"] for b in batches], EPISODE_LENGTH)

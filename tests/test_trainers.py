@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import threading
@@ -28,7 +27,8 @@ from srl.config import ConfigError
 from srl.launch.run import run_experiment
 from srl.load import load_config
 from srl.models import ActorCriticMLP
-from srl.streams.gradients import GradientGroup, TrainerGroupStore
+from srl.streams.gradients import GradientGroup
+from srl.testing.trainer_group import run_trainer_group
 
 STEPS = 4
 ROWS = 8
@@ -38,24 +38,12 @@ ACTIONS = gym.spaces.Discrete(2)
 EXACT = PPOConfig(epochs=3, num_minibatches=1, normalize_advantage=False, anneal_lr=False)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Initial weights depend on the thread count (orthogonal init): one thread, as the trainers."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _batch() -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     return make_batch(ActorCriticMLP(OBS_SPACE, ACTIONS), rows=ROWS)
 
 
-
-
-def _trainer(rank: int, address, out: mp.Queue) -> None:
-    torch.set_num_threads(1)
+def _trainer(rank: int, address) -> tuple[list[str], list]:
     batch = _batch()
     mine = {k: v[:, rank * ROWS // 2 : (rank + 1) * ROWS // 2] for k, v in batch.items()}
     torch.manual_seed(100 + rank)  # different initial weights: joining the group makes them rank 0's
@@ -68,26 +56,13 @@ def _trainer(rank: int, address, out: mp.Queue) -> None:
         for _ in range(STEPS):
             ppo.step(mine, env_steps=0)
             digests.append(params_sha256(policy))
-        out.put((rank, digests, [p.detach().numpy().copy() for p in policy.parameters()]))
+        return digests, [p.detach().numpy().copy() for p in policy.parameters()]
     finally:
         group.close()
 
 
 def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
-    store = TrainerGroupStore("127.0.0.1", world_size=2)
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_trainer, args=(r, store.address, out)) for r in range(2)]
-    try:
-        for p in procs:
-            p.start()
-        got = (out.get(timeout=120) for _ in procs)
-        results = {rank: (digests, params) for rank, digests, params in got}
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        store.close()
-    assert [p.exitcode for p in procs] == [0, 0]
+    results = run_trainer_group(_trainer)
     assert results[0][0] == results[1][0], "parameters differ between trainers after some step"
     assert len(set(results[0][0])) == STEPS + 1, "every step changes the parameters"
 
@@ -102,22 +77,11 @@ def test_two_trainers_on_halves_step_like_one_trainer_on_the_whole_batch():
         assert torch.allclose(mine.detach(), torch.from_numpy(theirs), atol=1e-5, rtol=1e-4)
 
 
-def test_two_trainers_of_a_run_hold_the_same_parameters_after_every_update(run_dir):
+def test_cartpole_learns_with_two_trainers_that_hold_the_same_parameters_after_every_update(run_dir):
+    """One launch for both: the two trainers' parameter digests agree after every update of a run
+    that learns to 300 (test_rendezvous checks them on 8 updates over shm and tcp)."""
     config = load_config("cartpole-ppo", [
-        "debug.record_param_digests=true", "launch.num_trainers=2", "launch.num_actor_workers=2", "stop.max_updates=12", f"run.run_dir={run_dir}", "monitor.display=off",
-        "monitor.learning_curve=false",
-    ])  # fmt: skip
-    assert run_experiment(config) == 0
-    digests = [json.loads((run_dir / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
-    assert sorted(digests[0], key=int) == [str(v) for v in range(1, 13)]
-    assert digests[0] == digests[1]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["updates"] == 12 and summary["policy_version"] == 12, "trainer 0 counts the group's updates"
-    assert summary["params_sha256"] == digests[0]["12"]
-
-
-def test_cartpole_learns_with_two_trainers(run_dir):
-    config = load_config("cartpole-ppo", [
+        "debug.record_param_digests=true",
         "launch.num_trainers=2", "launch.num_actor_workers=2", "run.seed=1", "stop.target_return=300", "stop.total_env_steps=200000",
         f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false",
     ])  # fmt: skip
@@ -126,6 +90,11 @@ def test_cartpole_learns_with_two_trainers(run_dir):
     assert summary["stop_reason"].startswith("target_return"), summary
     assert summary["episode_return_mean"] >= 300
     assert summary["params_sha256"], "trainer 0 made its final report: no trainer was left in a collective"
+    digests = [json.loads((run_dir / "param_digests" / f"trainer-{t}.json").read_text()) for t in (0, 1)]
+    updates = summary["updates"]
+    assert sorted(digests[0], key=int) == [str(v) for v in range(1, updates + 1)], "trainer 0 counts the group's updates"
+    assert digests[0] == digests[1]
+    assert summary["policy_version"] == updates and summary["params_sha256"] == digests[0][str(updates)]
 
 
 @pytest.mark.parametrize("overrides, message", [

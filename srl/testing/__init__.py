@@ -13,6 +13,8 @@ Importing it registers
   for `env_backend=vector`), which run the same checks through those paths.
 
 `srl.testing.pod` has `train_pod`, which drives a pod kernel to a target return in-process.
+`srl.testing.trainer_group` has `run_trainer_group`, which forms a group of trainers in forked
+processes (tests of srl.streams.gradients).
 """
 
 from __future__ import annotations
