@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from srl.checks import build_config  # noqa: E402
+from srl.config.checks import build_config  # noqa: E402
 from srl.graph import build_graph  # noqa: E402
 from srl.launch.monitor import RunMonitor  # noqa: E402
 from srl.launch.shell import REPORT_INTERVAL_S  # noqa: E402

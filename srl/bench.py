@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srl.checks import build_config
 from srl.config import apply_overrides, parse_overrides, translate_moved
+from srl.config.checks import build_config
 from srl.envs.atari import is_atari_id
 from srl.envs.native_backends import resolve_backend
 from srl.launch.run import run_experiment

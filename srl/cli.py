@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     config = load_config(args.experiment, args.overrides)
     return run_experiment(config, started_s=_STARTED_S)
@@ -25,7 +25,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from srl.config import show_config
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config(args.experiment, args.overrides)
     print(show_config(config, changed_only=args.changed), end="")
@@ -82,8 +82,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
+    from srl.config.load import load_config
     from srl.graph import build_graph
-    from srl.load import load_config
 
     graph = build_graph(load_config(args.experiment, args.overrides))
     if args.out is None:
@@ -136,7 +136,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_doc(args: argparse.Namespace) -> int:
-    from srl.config_doc import config_reference
+    from srl.config.doc import config_reference
 
     print(config_reference())
     return 0

@@ -320,7 +320,7 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
         # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
         graph.workers = [WorkerSpec(Role.POD, k) for k in range(config.pod.ensemble.population)]
         graph.streams = control_streams(tuple(w.name for w in graph.workers))
-        _check_batch(graph)  # the rest of its config was checked by srl.checks
+        _check_batch(graph)  # the rest of its config was checked by srl.config.checks
         return graph
     workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
     if config.dataflow.inference == "policy_worker":
@@ -341,8 +341,8 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
 
 def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
     """The policy, built once here so that a policy that cannot act in the env fails now, and
-    checked with the algorithm and env (srl.compat) by what its class declares."""
-    from srl.compat import check_combination
+    checked with the algorithm and env (srl.config.compat) by what its class declares."""
+    from srl.config.compat import check_combination
 
     try:
         factory = registry.policies.get(policy_name(config, observation_space, action_space))
@@ -368,7 +368,7 @@ FLATTEN_WRAPPER = "gymnasium.wrappers.FlattenObservation"
 def composite_hint(config: ExperimentConfig) -> str:
     """What takes a Dict or Tuple observation with the config's algorithm: the registered policies
     that read one (Policy.composite_observations), else the wrapper that makes it one Box."""
-    from srl.compat import declared_class, fitting_policies
+    from srl.config.compat import declared_class, fitting_policies
 
     readers = [n for n in fitting_policies(config.algorithm) if declared_class(registry.policies.get(n)).composite_observations]
     if readers:

@@ -19,8 +19,8 @@ import json
 import numpy as np
 import pytest
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.supervise import (

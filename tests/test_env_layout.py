@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from srl import devices, machine
+from srl.config.load import load_config
 from srl.envs import make_vector_env, native_backends
 from srl.envs.native_backends import backend_choice
 from srl.launch.shell import lower_priority
-from srl.load import load_config
 from srl.sizing import ActorSizing, choice_lines, env_threads, machine_layout
 from srl.streams.control import Role
 from srl.workers import build

@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from srl import devices
 from srl.config import ConfigError
-from srl.load import load_config
+from srl.config.load import load_config
 from srl.streams import gradients
 from srl.streams.gradients import GradientGroup, TrainerGroupStore, bucket_params
 

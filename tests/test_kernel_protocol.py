@@ -10,8 +10,8 @@ import typing
 import pytest
 
 from srl.api import Worker, register_worker
+from srl.config.load import load_config
 from srl.graph import build_graph, param_subscribers, with_param_relays
-from srl.load import load_config
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport

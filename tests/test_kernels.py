@@ -12,7 +12,7 @@ import srl.launch.monitor as monitor_module
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import FieldSpec
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.data import columns as C
 from srl.envs import SerialVectorEnv
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays

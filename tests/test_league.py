@@ -168,7 +168,7 @@ def test_a_second_league_is_refused_before_launch_naming_both():
     import pytest
 
     from srl.config import ConfigError
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     two = ["env_kwargs.sides=[learner,league,league2]", "policies.league2={league: {of: learner}}",
            "policy_mapping.league2=league2"]  # fmt: skip

@@ -25,13 +25,13 @@ from test_shutdown import spawn, srl_command, wait_for_metrics
 
 from srl import checkpoint, cli, machine, storage
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.graph import build_graph
 from srl.launch import memory as memory_module
 from srl.launch import monitor as monitor_module
 from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.streams.control import Role
 from srl.streams.incarnations import Incarnations
 from srl.streams.inline import InlineTransport

@@ -28,8 +28,8 @@ import torch
 
 import srl
 import srl.streams.params as params_module
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.graph import WorkerSpec, build_graph, param_subscribers, with_param_relays
 from srl.launch.relays import relay_groups
 from srl.launch.supervise import restart_graph

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from srl.api import registry
-from srl.load import load_config
+from srl.config.load import load_config
 from srl.testing.pod import pod_settings, train_pod
 
 

@@ -21,8 +21,8 @@ import recording  # noqa: F401  (registers the "record" algorithm)
 from test_faults import kill_now
 
 from srl.api import Worker, register_worker
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
 from srl.testing import check_counts
@@ -255,7 +255,7 @@ def test_mpe_tag_trained_predators_catch_more_and_the_trained_prey_scores_more_t
     The built-in's own bars (predators 3 times random ones, random predators touching the trained
     prey less often than random prey) take its whole run: benchmarks/mpe_tag_bars.py, figures in
     docs/results.md; run here, they made CI 13.6 minutes longer."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config("mpe-tag", ["launch.launcher=inline", "run.deterministic=true", "run.seed=1",
                                      f"stop.total_env_steps={TAG_BUDGET_ENV_STEPS}", "monitor.display=off",
@@ -322,7 +322,7 @@ def test_a_learner_beats_a_scripted_random_legal_opponent_in_tictactoe_from_eith
     """Turn-based: the learner (PPO) against the scripted random-legal player, the two changing
     seats every episode (env_kwargs.sides). Random against random, a side's mean return is about
     0; after 30k env steps the learner's is far above it (seed 1)."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config("tictactoe-ppo", [
         "env_kwargs.sides=[learner, opponent]", "policies={learner: {}, opponent: {trainable: false, policy: random-legal}}",
@@ -397,8 +397,8 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     changing seats. Snapshots of the learner's checkpoints join the pool every 5 updates; the
     league-pool policy draws an opponent per episode and the games played against each snapshot
     move its Elo and the learner's, in league.json, which srl leaderboard prints."""
+    from srl.config.load import load_config
     from srl.league import FILE, League
-    from srl.load import load_config
 
     config = load_config("tictactoe-ppo", [
         "env_kwargs.sides=[learner, league]", "policy_mapping={learner: learner, league: league}",

@@ -82,9 +82,9 @@ def test_the_file_holds_no_pickle(tmp_path):
 def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
     """cartpole-dqn runs, stops (its buffer saves the replay at exit); the buffer worker a resumed
     run builds holds exactly what was saved; the resumed run completes and goes on storing."""
+    from srl.config.load import load_config
     from srl.graph import build_graph
     from srl.launch.run import run_experiment
-    from srl.load import load_config
     from srl.streams.inline import InlineTransport
     from srl.workers.build_replay import make_buffer
 
@@ -114,9 +114,9 @@ def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
 
 
 def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
+    from srl.config.load import load_config
     from srl.graph import Role, WorkerSpec, build_graph
     from srl.launch.supervise import restart_graph
-    from srl.load import load_config
 
     graph = build_graph(load_config("cartpole-dqn", [f"run.run_dir={tmp_path}"]))
     assert graph.config.run.resume is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import WorkerFailed

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from srl import transfer
+from srl.config.load import load_config
 from srl.dataflow import WorkerSpec
 from srl.graph import build_graph
-from srl.load import load_config
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, ParamPublisher, state_frames

@@ -23,8 +23,8 @@ import numpy as np
 
 from srl import checkpoint
 from srl.api.policy import Policy
-from srl.checks import build_config
 from srl.config import ConfigError, EnvWrapper, ExperimentConfig, load_saved_config
+from srl.config.checks import build_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
 from srl.evaluation.opponents import resolve_opponent

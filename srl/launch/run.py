@@ -157,7 +157,7 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
 
         monitor.observers.append(PopulationManager(config, outputs.started_s))
     leagues = [(name, spec.league) for name, spec in config.policies.items() if spec.league is not None]
-    if leagues:  # a self-play league (one: srl.checks): its snapshots and table are kept here (srl.launch.league)
+    if leagues:  # a self-play league (one: srl.config.checks): its snapshots and table are kept here (srl.launch.league)
         from srl.launch.league import LeagueKeeper
 
         monitor.observers += [LeagueKeeper(config, name, spec) for name, spec in leagues]

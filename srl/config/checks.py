@@ -3,7 +3,7 @@
 `build_config` validates a config dict field by field (srl.config's models), then `check_config`
 raises one ConfigError naming the field and what is allowed. Both live here, not in srl.config,
 which these checks build on. What needs the env's spaces (rows per segment,
-batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.compat).
+batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.config.compat).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The experiment config: typed, each field documented once, in one section per concern.
 
-`srl.checks.build_config(values)` checks an experiment's values (the registered experiment's, or an experiment
-file's, with `key=value` overrides: `srl.load.load_config`) field by field, then across fields
-(srl.checks); every problem becomes one `ConfigError` that names the field and what is allowed,
+`srl.config.checks.build_config(values)` checks an experiment's values (the registered experiment's, or an experiment
+file's, with `key=value` overrides: `srl.config.load.load_config`) field by field, then across fields
+(srl.config.checks); every problem becomes one `ConfigError` that names the field and what is allowed,
 before any process starts. Keys of the config before it had sections are read through `MOVED`.
 """
 

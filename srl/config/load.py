@@ -1,7 +1,7 @@
 """From what `srl run` is given to the config a run uses: `load_config(experiment, overrides)`.
 
-`experiment` is a registered experiment's name or an experiment file (srl.experiment_file); its
-values, with the `key=value` overrides over them, are checked by srl.checks.build_config. A
+`experiment` is a registered experiment's name or an experiment file (srl.config.files); its
+values, with the `key=value` overrides over them, are checked by srl.config.checks.build_config. A
 module of its own: experiment files build on the config's types, so the loading that resolves
 them cannot live in srl.config without an import circle.
 """
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from srl.api import registry
-from srl.checks import build_config
 from srl.config import (
     ConfigError,
     ExperimentConfig,
@@ -25,7 +24,8 @@ from srl.config import (
     parse_overrides,
     translate_moved,
 )
-from srl.experiment_file import is_experiment_file, load_experiment_file
+from srl.config.checks import build_config
+from srl.config.files import is_experiment_file, load_experiment_file
 from srl.experiments import experiment_values
 
 
@@ -57,7 +57,7 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
 
 
 def _experiment_values(experiment: str) -> dict[str, Any]:
-    """The config values of a registered experiment, or of an experiment file (srl.experiment_file)."""
+    """The config values of a registered experiment, or of an experiment file (srl.config.files)."""
     if is_experiment_file(experiment):
         return load_experiment_file(Path(experiment))
     try:
