@@ -30,7 +30,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     config = load_config(args.experiment, args.overrides)
     print(show_config(config, changed_only=args.changed), end="")
     print(f"# {_policy_line(config)}")  # a YAML comment: the output stays a config file
-    from srl.sizing import choice_lines
+    from srl.graph.sizing import choice_lines
 
     for line in choice_lines(config):
         print(f"# {line}")
@@ -42,8 +42,8 @@ def _policy_line(config: ExperimentConfig) -> str:
     import gymnasium as gym
 
     from srl.config import ConfigError
-    from srl.default_policy import choose_policy
     from srl.envs import describe_spaces
+    from srl.graph.default_policy import choose_policy
 
     if config.policies:
         return "policies: each of `policies` acts as named (srl graph lists them)"
@@ -91,7 +91,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         return 0
     from pathlib import Path
 
-    from srl.graph_draw import draw
+    from srl.graph.draw import draw
 
     draw(graph, Path(args.out))
     print(f"wrote {args.out}")

@@ -19,8 +19,8 @@ from gymnasium.spaces import Box, Dict, Discrete
 
 from srl.cli import main
 from srl.config.checks import build_config
-from srl.default_policy import choose_policy
 from srl.graph import build_graph, make_policy
+from srl.graph.default_policy import choose_policy
 from srl.images import image_layout, is_image, value_range
 from srl.launch.run import run_experiment
 from srl.models.cnn import ActorCriticCNN

@@ -23,10 +23,10 @@ import torch
 from test_faults import kill_now
 from test_shutdown import spawn, srl_command, wait_for_metrics
 
-from srl import checkpoint, cli, machine, storage
+from srl import checkpoint, cli, storage
 from srl.config import ConfigError
 from srl.config.load import load_config
-from srl.graph import build_graph
+from srl.graph import build_graph, machine
 from srl.launch import memory as memory_module
 from srl.launch import monitor as monitor_module
 from srl.launch.memory import MemoryWatch

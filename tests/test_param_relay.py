@@ -57,7 +57,7 @@ SUBSCRIBERS = 3
 
 class Host:
     """A trainer's publisher and the service on one transport; a relay and its subscribers too,
-    the subscribers on the relay's streams as a relayed worker opens them (srl.workers.build)."""
+    the subscribers on the relay's streams as a relayed worker opens them (srl.graph.build)."""
 
     def __init__(self) -> None:
         self.transport = InlineTransport()

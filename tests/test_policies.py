@@ -1,4 +1,4 @@
-"""Several policies in one run (config `policies` + `policy_mapping`, srl.lanes): bad mappings are
+"""Several policies in one run (config `policies` + `policy_mapping`, srl.graph.lanes): bad mappings are
 refused before anything starts; each agent's rows reach its own policy's trainer, every transition
 once, on every launcher and transport; each policy has its own metrics, checkpoints and summary;
 deterministic runs stay bit-identical; mpe-tag's trained predators and prey beat random ones."""

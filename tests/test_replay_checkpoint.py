@@ -84,9 +84,9 @@ def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
     run builds holds exactly what was saved; the resumed run completes and goes on storing."""
     from srl.config.load import load_config
     from srl.graph import build_graph
+    from srl.graph.build_replay import make_buffer
     from srl.launch.run import run_experiment
     from srl.streams.inline import InlineTransport
-    from srl.workers.build_replay import make_buffer
 
     first = ["stop.total_env_steps=2000", "replay.warmup=500", "stop.target_return=null", f"run.run_dir={run_dir}",
              "monitor.display=off", "monitor.learning_curve=false"]
@@ -115,8 +115,9 @@ def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
 
 def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
     from srl.config.load import load_config
-    from srl.graph import Role, WorkerSpec, build_graph
+    from srl.graph import WorkerSpec, build_graph
     from srl.launch.supervise import restart_graph
+    from srl.streams.control import Role
 
     graph = build_graph(load_config("cartpole-dqn", [f"run.run_dir={tmp_path}"]))
     assert graph.config.run.resume is None

@@ -315,7 +315,7 @@ def test_a_bind_host_that_is_no_address_of_this_machine_is_one_line_before_anyth
 def test_a_wildcard_bind_host_is_said_in_one_line_with_what_guards_the_streams(capsys):
     from srl.config.load import load_config
     from srl.graph import build_graph
-    from srl.machine import check_machine
+    from srl.graph.machine import check_machine
 
     check_machine(build_graph(load_config("cartpole-ppo", ["dataflow.transport=tcp"])))
     assert capsys.readouterr().err == "", "loopback: nothing to say"

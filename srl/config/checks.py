@@ -28,9 +28,9 @@ from srl.config import (
     translate_moved,
     with_cwd_on_path,
 )
-from srl.default_policy import AUTO
 from srl.envs.native_backends import backend_choice, vector_entry_point
-from srl.sizing import machine_layout
+from srl.graph.default_policy import AUTO
+from srl.graph.sizing import machine_layout
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
@@ -62,7 +62,7 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
 
 def machine_defaults(config: ExperimentConfig) -> None:
     """launch.layout=machine: the actors' count, size and niceness that the config leaves unset,
-    from this machine (srl.sizing.machine_layout); num_actor_workers rounded up to a multiple of
+    from this machine (srl.graph.sizing.machine_layout); num_actor_workers rounded up to a multiple of
     num_trainers. Not for an inline run, a pod, or a Ray cluster (ray_address: not this machine)."""
     launch = config.launch
     if launch.layout != "machine" or launch.launcher == "inline" or config.pod.enabled or launch.ray_address:
@@ -129,7 +129,7 @@ def check_config(config: ExperimentConfig) -> None:
 def _names(config: ExperimentConfig) -> str | None:
     """The registered names the config chooses (its algorithm's: build_config, which types `algo` by it)."""
     named: list[tuple[str, registry.Registry[Any], str]] = []
-    if config.policy != AUTO:  # auto is chosen where the spaces are known (srl.default_policy)
+    if config.policy != AUTO:  # auto is chosen where the spaces are known (srl.graph.default_policy)
         named.append(("policy", registry.policies, config.policy))
     named += [(f"extra_workers[{i}].kind", registry.workers, w.kind) for i, w in enumerate(config.extra_workers)]
     for field, table, name in named:
@@ -368,7 +368,7 @@ def _policies(config: ExperimentConfig) -> str | None:
         if extra.policy not in trains:
             return (f"field 'extra_workers[{k}].policy': {extra.policy!r}; with several policies each extra worker "
                     f"joins one that trains: {trains}")
-    from srl.lanes import policy_config
+    from srl.graph.lanes import policy_config
 
     leagues = sorted(n for n, s in config.policies.items() if s.league is not None)
     if len(leagues) > 1:  # the controller keeps one league's table (srl.launch.league): a second would be lost

@@ -191,7 +191,7 @@ class LaunchConfig(Settings):
         "ray: one Ray actor per worker (see ray_address, ray_resources).",
     )
     num_actor_workers: int = Field(1, ge=1, le=4096, description="Actor worker processes, each stepping a ring of "
-                                   "envs (and at most 32 worker processes per CPU in all: srl.machine). 4,096: about "
+                                   "envs (and at most 32 worker processes per CPU in all: srl.graph.machine). 4,096: about "
                                    "what one controller core reads the reports of (docs/scaling.md).")
     num_policy_workers: int = Field(
         1, ge=1, le=1024, description="Policy worker processes (dataflow.inference='policy_worker')."
@@ -199,7 +199,7 @@ class LaunchConfig(Settings):
     layout: Literal["given", "machine"] = Field(
         "given", description="given: num_actor_workers, dataflow.envs_per_actor and actor_niceness as set (or their "
         "defaults); machine: the ones the config leaves unset derived from this machine's cores, its GPU and the "
-        "env's backend (srl.sizing: fewer, bigger actors of 32 envs for EnvPool, one actor of 16 envs per core "
+        "env's backend (srl.graph.sizing: fewer, bigger actors of 32 envs for EnvPool, one actor of 16 envs per core "
         "for a Python env, cores left for the trainer, policy worker and controller). The run prints the layout."
     )
     actor_niceness: int = Field(
@@ -212,7 +212,7 @@ class LaunchConfig(Settings):
         "trainer 0 publishes parameters and writes checkpoints. num_actor_workers must be a multiple of it.",
     )
     torch_threads: int = Field(
-        1, ge=1, le=1024, description="torch intra-op threads per worker process (at most 4 per CPU: srl.machine)."
+        1, ge=1, le=1024, description="torch intra-op threads per worker process (at most 4 per CPU: srl.graph.machine)."
     )
     trainer_torch_threads: int | None = Field(
         None, ge=1, le=1024, description="torch intra-op threads of processes that train (trainers, pods, an inline "

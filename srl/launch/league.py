@@ -18,7 +18,7 @@ from typing import Any
 
 from srl import checkpoint
 from srl.config import ExperimentConfig, LeagueSpec
-from srl.lanes import POLICIES_DIR
+from srl.graph.lanes import POLICIES_DIR
 from srl.launch.observers import ObservedReport
 from srl.league import FILE, League
 from srl.streams.control import Role

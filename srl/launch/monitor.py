@@ -73,7 +73,7 @@ class RunMonitor:
         # an ensemble: each member's own training episodes (the target is one member's, not the mix's)
         self.member_episodes: dict[str, ReturnWindow] | None = {} if config.pod.ensemble.population > 1 else None
         self.observers: list[Observer] = []  # a population manager, a league's keeper (srl.launch.observers)
-        # several policies (srl.lanes): worker -> its policy; each policy's episodes, trainer and updates
+        # several policies (srl.graph.lanes): worker -> its policy; each policy's episodes, trainer and updates
         self.policies = policies or {}
         self.policy_episodes = {p: ReturnWindow(WINDOW) for p in policy_names}
         self.trained = {p for w, p in self.policies.items() if w.startswith("trainer:")}  # not those that only act

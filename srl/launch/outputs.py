@@ -170,7 +170,7 @@ class RunOutputs:
             "time_breakdown": monitor.time_breakdown.as_dict(),
             "launches": self._launch_list(run, reason),
         }
-        if monitor.policies:  # several policies (srl.lanes): each one's own
+        if monitor.policies:  # several policies (srl.graph.lanes): each one's own
             summary["policies"] = monitor.policy_summary()
         summary = json_safe(summary)
         breakdown = json.dumps(summary["time_breakdown"], indent=2, allow_nan=False) + "\n"

@@ -16,12 +16,12 @@ from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
 from srl.faults import RunHalted
 from srl.graph import Graph, build_graph, make_policy
+from srl.graph.machine import check_machine, raise_open_files_limit
+from srl.graph.sizing import choice_lines
 from srl.launch.launches import start_launch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.rundir import claim_run_dir
-from srl.machine import check_machine, raise_open_files_limit
-from srl.sizing import choice_lines
 from srl.storage import WriteFailed
 from srl.streams.tcp_setup import check_queues
 
@@ -101,7 +101,7 @@ def _resume_point(graph: Graph, launch: int) -> tuple[int, int | None]:
 
 def _trainer_dirs(graph: Graph) -> list[tuple[Graph, list[Path]]]:
     """(the graph of a trained policy, the run dirs its trainers keep checkpoints in): the run's own;
-    each member's (srl.workers.member); each training policy's (srl.lanes: run_dir/policies/<name>)."""
+    each member's (srl.workers.member); each training policy's (srl.graph.lanes: run_dir/policies/<name>)."""
     c = graph.config
     if c.pod.ensemble.population > 1:
         from srl.launch.ensemble import check_population
@@ -171,7 +171,7 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
                   f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
-    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); a run of lanes: srl graph
+    if graph.policy_choice.name:  # which policy acts and why (srl.graph.default_policy); a run of lanes: srl graph
         console.print(graph.policy_choice.line(), markup=False, highlight=False, soft_wrap=True)
     for line in choice_lines(config):  # the env backend and, with launch.layout=machine, the layout
         console.print(line, markup=False, highlight=False, soft_wrap=True)

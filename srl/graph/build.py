@@ -12,8 +12,9 @@ from srl.devices import cpu_count, resolve
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.native_backends import backend_choice
 from srl.graph import Graph, WorkerSpec, initial_policy, lane_of
+from srl.graph.sizing import env_threads
+from srl.graph.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports, segments_of
 from srl.monitor.timing import TimeBreakdown
-from srl.sizing import env_threads
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
 from srl.streams.inference import InferenceServer
@@ -28,12 +29,11 @@ from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop, StopRules
 from srl.workers.trainer import TrainerKernel
-from srl.workers.wiring import acting, actor_arrays, incarnations, policy_and_params, policy_ports, segments_of
 
 
 def actor_env_kwargs(c: ExperimentConfig) -> dict[str, Any]:
     """env_kwargs of an actor's ring groups: where EnvPool steps them and the config names no
-    num_threads, each pool gets the actor's share of this machine's cores (srl.sizing.env_threads);
+    num_threads, each pool gets the actor's share of this machine's cores (srl.graph.sizing.env_threads);
     by EnvPool's own default each of 16 actors' pools would start one thread per core."""
     if "num_threads" in c.env_kwargs or backend_choice(c.env, c.env_kwargs, c.env_backend)[0] != "envpool":
         return c.env_kwargs
@@ -53,7 +53,7 @@ def make_actor(graph: Graph, transport: Transport, actor: int) -> ActorKernel:
     port: InferencePort
     samples: SampleSink | None
     if graph.lanes:  # inference and samples over every policy's lane (srl.workers.lanes)
-        from srl.workers.build_lanes import lanes_ports
+        from srl.graph.build_lanes import lanes_ports
 
         port, samples, infer = lanes_ports(graph, transport, actor, clock)
     else:
@@ -156,11 +156,11 @@ def make_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel:
         server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
         return PolicyWorkerKernel(acting(graph, transport, resolve(c.devices.policy, spec.index)), server, slots)
     if spec.role == Role.BUFFER:
-        from srl.workers.build_replay import make_buffer
+        from srl.graph.build_replay import make_buffer
 
         return make_buffer(graph, transport)
     if spec.role == Role.TRAINER and c.replay is not None:
-        from srl.workers.build_replay import make_replay_trainer
+        from srl.graph.build_replay import make_replay_trainer
 
         return make_replay_trainer(graph, transport)
     if spec.role == Role.TRAINER:

@@ -10,7 +10,7 @@
 
 `build_graph` is the one place that turns a config into workers and streams: each `StreamSpec`
 is a stream as it runs (its transport name, the worker that binds it, who writes and reads it,
-its largest message and its delivery). The builder (srl.workers.build), the tcp set-up
+its largest message and its delivery). The builder (srl.graph.build), the tcp set-up
 (srl.streams.tcp_setup), the launchers (which only decide where each worker runs) and `srl graph`
 read it; tests/test_declared_streams.py checks that real runs open exactly these streams.
 """
@@ -29,10 +29,18 @@ from srl.api import registry
 from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
-from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
-from srl.default_policy import AUTO, PolicyChoice, choose_policy
-from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
-from srl.sizing import choice_lines
+from srl.graph.dataflow import (
+    CONTROLLER,
+    Delivery,
+    StreamSpec,
+    WorkerSpec,
+    control_streams,
+    custom_streams,
+    extra_workers,
+)
+from srl.graph.default_policy import AUTO, PolicyChoice, choose_policy
+from srl.graph.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
+from srl.graph.sizing import choice_lines
 from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
@@ -64,7 +72,7 @@ def space_spec(space: gym.Space) -> FieldSpec:
 
 
 def policy_name(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space | None = None) -> str:
-    """The policy that acts (srl.default_policy: `auto` chosen by the spaces and algorithm; the
+    """The policy that acts (srl.graph.default_policy: `auto` chosen by the spaces and algorithm; the
     MLP, which reads one Box, becomes multi-input for any other observation)."""
     return choose_policy(config, observation_space, action_space).name
 
@@ -102,12 +110,12 @@ class Graph:
     # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;
     # its receivers refuse what was sent before, meant for its dead predecessor (or recorded)
     restarted_ns: int = 0
-    # config `policies`: one lane per policy, each a graph of its own (srl.lanes); the run's graph
+    # config `policies`: one lane per policy, each a graph of its own (srl.graph.lanes); the run's graph
     # holds the shared actors, the lanes' workers and streams under the run's names
     lanes: list[Lane] = field(default_factory=list)
     # a lane's graph: every worker of the run (whose epochs it reads), and its workers' run names
     run_workers: tuple[str, ...] = ()
-    # the policy that acts and why (srl.default_policy); config.policy holds its name once built
+    # the policy that acts and why (srl.graph.default_policy); config.policy holds its name once built
     policy_choice: PolicyChoice = PolicyChoice("", "")
     names: dict[str, str] = field(default_factory=dict)
     # a lane of a policy that does not train: it acts with these weights (None: as it is made)
@@ -528,7 +536,7 @@ def _check_recurrent(graph: Graph, recurrent: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Several policies (config `policies`): a lane per policy, see srl.lanes
+# Several policies (config `policies`): a lane per policy, see srl.graph.lanes
 
 
 @dataclass

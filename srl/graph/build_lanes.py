@@ -1,4 +1,4 @@
-"""An actor's part in each policy's lane (srl.lanes, srl.workers.lanes): the lane's slots, its
+"""An actor's part in each policy's lane (srl.graph.lanes, srl.workers.lanes): the lane's slots, its
 inference (its policy worker, or inline) and its sample producer, on the lane's streams; and the
 actor's own slots of every agent's rows, in its memory (the run's graph lays them out)."""
 
@@ -9,6 +9,7 @@ import numpy as np
 from srl.api import registry
 from srl.api.policy import Policy
 from srl.graph import Graph, lane_outputs
+from srl.graph.wiring import policy_ports, split_actor_arrays
 from srl.monitor.timing import TimeBreakdown
 from srl.spaces import obs_fields
 from srl.streams.inference import Slot
@@ -16,7 +17,6 @@ from srl.streams.prefixed import PrefixedTransport
 from srl.streams.samples import SampleProducer
 from srl.streams.transport import Transport
 from srl.workers.lanes import LanesPort, LanesProducer, lane_rows
-from srl.workers.wiring import policy_ports, split_actor_arrays
 
 
 def lanes_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreakdown
