@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import srl.config.schema as config_module
+import srl.config.overrides as config_module
 from srl.config import RESET, ConfigError, Replace, parse_overrides
 from srl.config.load import load_config
 from srl.experiments.multiagent import SPREAD_KWARGS
