@@ -57,6 +57,7 @@ from srl.config.schema import (
     StopConfig,
     import_modules,
     lock_step_batch_segments,
+    module_entries,
     show_config,
     with_cwd_on_path,
 )
@@ -66,6 +67,6 @@ __all__ = [
     "EnvWrapper", "EvalConfig", "ExperimentConfig", "ExtraWorker", "HerConfig", "LaunchConfig", "LeagueSpec",
     "MonitorConfig", "PodConfig", "PolicySpec", "RayResources", "Replace", "ReplayConfig", "RunConfig", "Settings",
     "StopConfig", "apply_overrides", "drop_stale_settings", "format_error", "import_modules", "leaves",
-    "load_saved_config", "lock_step_batch_segments", "models_in", "moved_key", "moved_leaf", "owner",
+    "load_saved_config", "lock_step_batch_segments", "module_entries", "models_in", "moved_key", "moved_leaf", "owner",
     "parse_overrides", "refuse_moved_twice", "show_config", "translate_moved", "unknown_fields", "with_cwd_on_path",
 ]

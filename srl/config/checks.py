@@ -34,11 +34,20 @@ from srl.graph.sizing import machine_layout
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
-    """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
-    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
-
+    """Validate a full config dict as given (old keys moved here, its `modules` imported here);
+    `algo` is checked against the algorithm's own config class."""
     values = translate_moved(values)
     import_modules(values.get("modules", []))
+    return typed_config(values)
+
+
+def typed_config(values: dict[str, Any]) -> ExperimentConfig:
+    """`build_config` of values already read: old keys moved (srl.config.overrides.translate_moved)
+    and their `modules` imported. srl.config.load reads each input once, so a load translates the
+    overrides and imports each module once (it did both twice, once more here)."""
+    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
+
+    values = dict(values)
     algo_values = values.pop("algo", {}) or {}
     try:
         config = ExperimentConfig.model_validate(values)

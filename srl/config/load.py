@@ -1,7 +1,7 @@
 """From what `srl run` is given to the config a run uses: `load_config(experiment, overrides)`.
 
 `experiment` is a registered experiment's name or an experiment file (srl.config.files); its
-values, with the `key=value` overrides over them, are checked by srl.config.checks.build_config. A
+values, with the `key=value` overrides over them, are checked by srl.config.checks.typed_config. A
 module of its own: experiment files build on the config's types, so the loading that resolves
 them cannot live in srl.config without an import circle.
 """
@@ -21,10 +21,11 @@ from srl.config import (
     drop_stale_settings,
     import_modules,
     load_saved_config,
+    module_entries,
     parse_overrides,
     translate_moved,
 )
-from srl.config.checks import build_config
+from srl.config.checks import typed_config
 from srl.config.files import is_experiment_file, load_experiment_file
 from srl.experiments import experiment_values
 
@@ -36,7 +37,8 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
 
     top = translate_moved(parse_overrides(overrides or []))
     given = apply_overrides({}, top)
-    import_modules(given.get("modules", []))
+    imported = module_entries(given.get("modules", []))
+    import_modules(imported)  # before the experiment is looked up: they may register it
     run = given.get("run")
     if resume := run.get("resume") if isinstance(run, dict) else None:
         base = load_saved_config(Path(str(resume)))
@@ -45,7 +47,9 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     else:
         base = _experiment_values(experiment)
     base = drop_stale_settings(base, top)
-    config = build_config(apply_overrides(base, top))
+    values = apply_overrides(base, top)  # each read once, old keys moved as it was read
+    import_modules([m for m in module_entries(values.get("modules", [])) if m not in imported])
+    config = typed_config(values)
     if config.run.run_dir is None:
         name = _run_name(str(base.get("experiment", experiment)), base, config.env)
         stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"

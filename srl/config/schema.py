@@ -671,8 +671,7 @@ def import_modules(names: list[str] | str) -> None:
     A module is looked for on sys.path, then in the current directory: `python -m srl.cli` has the
     current directory on sys.path, but the `srl` console script has its own bin directory there
     instead. The current directory goes last so that a stray file there cannot shadow a package."""
-    parts = [p.strip() for n in ([names] if isinstance(names, str) else names) for p in str(n).split(",")]
-    for entry in filter(None, parts):
+    for entry in module_entries(names):
         name, _, call = entry.partition(":")
         with_cwd_on_path()
         try:
@@ -683,6 +682,12 @@ def import_modules(names: list[str] | str) -> None:
             raise ConfigError(f"field 'modules': {_not_found(name, e.name)}") from None
         if call:
             _call_once(entry, module, call)
+
+
+def module_entries(names: list[str] | str) -> list[str]:
+    """The entries of a `modules` value: a list, or a string of comma-separated ones (a,b = two)."""
+    parts = [p.strip() for n in ([names] if isinstance(names, str) else names) for p in str(n).split(",")]
+    return [p for p in parts if p]
 
 
 _CALLED: set[str] = set()  # `module:function` entries already called in this process
