@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api import registry
+from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
@@ -93,6 +94,17 @@ def initial_policy(graph: Graph, device: torch.device | None = None) -> Policy:
 
 
 @dataclass
+class Checked:
+    """The policy, and the algorithm on it, that build_graph made to check the config (a policy that
+    cannot act in the env, an algorithm that cannot train it, fail before launch); kept so that what
+    only tries weights on them (a resume's checkpoints, a fixed policy's, srl eval's) builds neither
+    again (each of them built its own before, only to load weights into it)."""
+
+    policy: Policy
+    algorithm: Algorithm | None = None  # None for a pod, whose trainer builds its own
+
+
+@dataclass
 class Graph:
     config: ExperimentConfig
     agents: tuple[str, ...]
@@ -124,6 +136,25 @@ class Graph:
     # dataflow.param_relay: each relayed subscriber's relay (its index), set by the launcher, which
     # knows where workers run (with_param_relays); the others subscribe to the service itself
     param_relays: dict[str, int] = field(default_factory=dict)
+    # what build_graph made to check the config, for what only tries something on it (Checked)
+    checked: Checked | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        """Sent to a worker (Ray) without the checked policy and algorithm: a worker builds its own."""
+        return {**self.__dict__, "checked": None}
+
+    def checked_models(self) -> tuple[Policy, Algorithm]:
+        """The policy and algorithm build_graph checked, to try weights on (a resume's checkpoints,
+        srl eval's); a pod's algorithm, which the checks leave to its trainer, is made here once."""
+        import torch
+
+        assert self.checked is not None, "build_graph keeps them; a worker's graph arrives without"
+        if self.checked.algorithm is None:
+            c = self.config
+            with torch.random.fork_rng():  # made only to try weights on: leave torch's RNG as it was
+                algorithm_cls = registry.algorithms.get(c.algorithm).algorithm_cls
+                self.checked.algorithm = algorithm_cls(self.checked.policy, c.algo_config, c.stop.total_env_steps)
+        return self.checked.policy, self.checked.algorithm
 
     @property
     def rows_per_split(self) -> int:
@@ -318,11 +349,11 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     choice = choose_policy(config, observation_space, action_space)
     if config.policy == AUTO:
         config.policy = choice.name
-    policy = _checked_policy(config, observation_space, action_space)
+    policy = _checked_policy(config, choice.name, observation_space, action_space)
     if config.pod.enabled and policy.recurrent:
         raise ConfigError(f"field 'pod.enabled': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
     graph = Graph(config, agents, observation_space, action_space, policy.rollout_fields(),
-                  policy_inputs=policy.input_fields(), policy_choice=choice)
+                  policy_inputs=policy.input_fields(), policy_choice=choice, checked=Checked(policy))
     _check_recurrent(graph, policy.recurrent)
     if config.pod.enabled:  # one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
         # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
@@ -347,14 +378,15 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     return graph
 
 
-def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
-    """The policy, built once here so that a policy that cannot act in the env fails now, and
-    checked with the algorithm and env (srl.config.compat) by what its class declares."""
+def _checked_policy(config: ExperimentConfig, name: str, observation_space: gym.Space, action_space: gym.Space
+                    ) -> Policy:
+    """Policy `name` (chosen: graph_for), built once here so that a policy that cannot act in the env
+    fails now, and checked with the algorithm and env (srl.config.compat) by what its class declares."""
     from srl.config.compat import check_combination
 
     try:
-        factory = registry.policies.get(policy_name(config, observation_space, action_space))
-        policy = make_policy(config, observation_space, action_space)
+        factory = registry.policies.get(name)
+        policy = factory(observation_space, action_space, **config.policy_kwargs)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policy': {e}") from None
     except (TypeError, ValueError) as e:
@@ -517,9 +549,10 @@ def _check_algorithm(graph: Graph, policy: Policy) -> None:
     global state in its rows) fails now, not in a trainer restarted until it gives up."""
     c = graph.config
     try:
-        registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
+        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"field 'policy': algorithm {c.algorithm!r} cannot train policy {c.policy!r}: {e}") from None
+    graph.checked = Checked(policy, algorithm)
 
 
 def _check_recurrent(graph: Graph, recurrent: bool) -> None:
@@ -634,7 +667,8 @@ def _acting_only(graph: Graph, name: str, weights_file: str | None) -> None:
     graph.streams = [s for s in graph.streams if s.kind in ("requests", "replies", "control")]
     graph.trains, graph.weights_file = False, weights_file
     if weights_file is not None:
-        policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+        assert graph.checked is not None  # graph_for keeps the policy it checked: these weights must load into it
+        policy = graph.checked.policy
         try:
             checkpoint.load_file(Path(weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
         except (checkpoint.CheckpointError, RuntimeError) as e:  # RuntimeError: another policy's shapes

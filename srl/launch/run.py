@@ -12,10 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from srl import checkpoint
-from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
 from srl.faults import RunHalted
-from srl.graph import Graph, build_graph, make_policy
+from srl.graph import Graph, build_graph
 from srl.graph.machine import check_machine, raise_open_files_limit
 from srl.graph.sizing import choice_lines
 from srl.launch.launches import start_launch
@@ -130,13 +129,9 @@ def _start_fresh_or_refuse(config: ExperimentConfig, missing: dict[Path, str], u
 
 def _loader(graph: Graph) -> Callable[[dict], None]:
     """What loads a checkpoint into a policy and algorithm as `graph` configures them (raising where
-    it does not fit); one for all members of an ensemble."""
-    import torch
-
-    c = graph.config
-    with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
-        policy = make_policy(c, graph.observation_space, graph.action_space)
-        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
+    it does not fit); one for all members of an ensemble. The checkpoints are tried on the policy and
+    algorithm that build_graph checked (Graph.checked_models), not on new ones."""
+    policy, algorithm = graph.checked_models()
 
     def apply(state: dict) -> None:
         policy.load_state_dict(state["policy"])
