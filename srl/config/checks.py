@@ -1,7 +1,7 @@
 """Every check of the config that spans fields, in one place, before any process starts.
 
-`build_config` validates a config dict field by field (srl.config's models), then `check_config`
-raises one ConfigError naming the field and what is allowed. Both live here, not in srl.config,
+`build_config` validates a config dict field by field (srl.config.schema's models), then `check_config`
+raises one ConfigError naming the field and what is allowed. Both live here, not in the schema,
 which these checks build on. What needs the env's spaces (rows per segment,
 batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.config.compat).
 """

@@ -1,5 +1,5 @@
 """docs/config.md, generated (`srl config-doc`): every field of the experiment config and of each
-registered algorithm. Apart from srl.config, which must not import the built-ins it documents."""
+registered algorithm. Apart from the schema (srl.config.schema), which must not import the built-ins it documents."""
 
 from __future__ import annotations
 

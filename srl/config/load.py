@@ -3,7 +3,7 @@
 `experiment` is a registered experiment's name or an experiment file (srl.config.files); its
 values, with the `key=value` overrides over them, are checked by srl.config.checks.typed_config. A
 module of its own: experiment files build on the config's types, so the loading that resolves
-them cannot live in srl.config without an import circle.
+them cannot live in the schema (srl.config.schema) without an import circle.
 """
 
 from __future__ import annotations
