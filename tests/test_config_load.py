@@ -19,7 +19,7 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, original: Callable[..., Any]) 
     calls: list[Any] = []
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0])
+        calls.append(list(args[0]) if isinstance(args[0], list) else args[0])  # as it was at the call
         return original(*args, **kwargs)
 
     for module in list(sys.modules.values()):
@@ -41,6 +41,15 @@ def test_a_load_imports_each_module_once(monkeypatch):
     assert config.modules == ["json", "csv"]
     entries = [e for names in imported for e in srl.config.module_entries(names)]
     assert sorted(entries) == ["csv", "json"], imported
+
+
+def test_an_experiment_files_modules_are_imported_once(monkeypatch, tmp_path):
+    """The file imports its modules as it is read (they may register its base); the load does not again."""
+    file = tmp_path / "exp.yaml"
+    file.write_text("base: cartpole-ppo\nmodules: [json]\nlaunch: {launcher: inline}\n")
+    imported = _count_calls(monkeypatch, srl.config.import_modules)
+    assert load_config(str(file)).modules == ["json"]
+    assert [e for names in imported for e in srl.config.module_entries(names)] == ["json"], imported
 
 
 def test_build_config_still_reads_values_as_given(monkeypatch):

@@ -45,7 +45,7 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
         # a resumed run goes on writing where it was; a start_fresh of an earlier launch is not this one's
         base["run"] = {**base.get("run", {}), "run_dir": str(resume), "if_no_checkpoint": "refuse"}
     else:
-        base = _experiment_values(experiment)
+        base = _experiment_values(experiment, imported)
     base = drop_stale_settings(base, top)
     values = apply_overrides(base, top)  # each read once, old keys moved as it was read
     import_modules([m for m in module_entries(values.get("modules", [])) if m not in imported])
@@ -60,10 +60,11 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     return config
 
 
-def _experiment_values(experiment: str) -> dict[str, Any]:
-    """The config values of a registered experiment, or of an experiment file (srl.config.files)."""
+def _experiment_values(experiment: str, imported: list[str]) -> dict[str, Any]:
+    """The config values of a registered experiment, or of an experiment file (srl.config.files,
+    which adds the modules it imports to `imported`)."""
     if is_experiment_file(experiment):
-        return load_experiment_file(Path(experiment))
+        return load_experiment_file(Path(experiment), imported=imported)
     try:
         return {**experiment_values(experiment), "experiment": experiment}
     except registry.UnknownNameError as e:
