@@ -51,8 +51,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from srl.checks import build_config  # noqa: E402
+from srl.config.checks import build_config  # noqa: E402
 from srl.graph import build_graph  # noqa: E402
+from srl.graph.wiring import incarnations  # noqa: E402
 from srl.launch.monitor import RunMonitor  # noqa: E402
 from srl.launch.shell import REPORT_INTERVAL_S  # noqa: E402
 from srl.launch.supervise import Supervisor  # noqa: E402
@@ -61,7 +62,6 @@ from srl.streams.listeners import connection_cap  # noqa: E402
 from srl.streams.reports import Key  # noqa: E402
 from srl.streams.tcp import TcpTransport, Wire  # noqa: E402
 from srl.streams.tcp_setup import SECRET_BYTES, free_ports, run_limits  # noqa: E402
-from srl.workers.wiring import incarnations  # noqa: E402
 
 SIZES = (64, 256, 1024, 4096)
 EXITS = 256

@@ -25,10 +25,10 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
+from srl.config.load import load_config
 from srl.evaluation import Player, play
 from srl.evaluation.run import _make_env, _trained
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 def train(run_dir: Path) -> None:

@@ -46,9 +46,9 @@ import numpy as np
 import psutil
 import zmq
 
+from srl.config.load import load_config
 from srl.launch import local as local_launcher
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.streams import tcp as tcp_module
 from srl.streams.control import CONTROL_OUT
 from srl.streams.framing import pack, unpack

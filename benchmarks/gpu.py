@@ -88,8 +88,8 @@ def env_speed(device: torch.device, sizes: list[int], seconds: float, repeats: i
 def acting_for(experiment: str, device: torch.device, graphs: str = "off") -> tuple[Any, Any]:
     """The experiment's policy on `device` in an Acting (fixed weights; `graphs`: devices.policy_graphs),
     and its graph."""
+    from srl.config.load import load_config
     from srl.graph import build_graph, initial_policy
-    from srl.load import load_config
     from srl.streams.params import FixedParams
     from srl.workers.policy import Acting
 

@@ -116,8 +116,8 @@ def run_ray(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
 def run_srl(workers: int, seed: int, lock_steps: int | None) -> dict[str, Any]:
     import _lfq_tabular  # noqa: F401  (registers the experiment)
 
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     with tempfile.TemporaryDirectory(prefix="lfq-srl-") as run_dir:
         budget = [f"stop.max_updates={lock_steps}", "stop.target_return=null"] if lock_steps else []

@@ -37,7 +37,7 @@ def _sync(device: torch.device) -> None:
 def steady_state(device: str, graphs: str = "auto", experiment: str = "cartpole-pod-gpu", iterations: int = 200,
                  profile_iterations: int = 20, seed: int = 1, repeats: int = 3) -> dict[str, Any]:
     """Timed iterations of the experiment's pod on `device` (`graphs`: pod.cuda_graphs)."""
-    from srl.load import load_config
+    from srl.config.load import load_config
     from srl.testing.pod import pod_settings
     from srl.workers.pod import WARMUP_ITERATIONS, make_pod
 

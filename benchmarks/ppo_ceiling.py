@@ -39,10 +39,10 @@ import numpy as np
 import torch
 
 from srl.api import registry
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.envs import make_vector_env
 from srl.graph import make_policy
-from srl.load import load_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from common import machine_info  # noqa: E402

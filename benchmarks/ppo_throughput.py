@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 # Short fixed budgets: CartPole 200 updates x 512 env steps; Pong 4 updates x 1024 (a Nature-CNN
 # PPO update of 4 epochs x 4 minibatches takes seconds on a CPU core).

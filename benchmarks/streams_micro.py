@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
+from srl.config.load import load_config
 from srl.graph import build_graph, sub_arrays
-from srl.load import load_config
 from srl.streams.inference import InferenceClient, InferenceServer
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import ArraySpec, Layout

@@ -1,5 +1,5 @@
 """What a second policy costs: sampling speed of one env with one policy for every agent, and with
-its agents split between two policies (config `policies`, srl.lanes), side by side in one run.
+its agents split between two policies (config `policies`, srl.graph.lanes), side by side in one run.
 
     python benchmarks/two_policies.py                      # MPE simple_spread, 3 agents, 5 pairs of 20 s
     python benchmarks/two_policies.py --repeats 7 --seconds 30 --srl dataflow.inference=policy_worker

@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from srl import checkpoint
-from srl.checks import build_config
 from srl.config import load_saved_config
+from srl.config.checks import build_config
 from srl.evaluate import score_against
 from srl.graph import build_graph, make_policy
 

@@ -11,7 +11,7 @@ ATARI_DEFAULTS (EnvPool steps them where it is installed: env_backend=auto); nat
 (env_backend auto -> vector for CartPole-v1, or envpool)
 NATIVE_DEFAULTS; other per-env rings (env_backend loop) a size from one env built and stepped
 here first (`loop_ring_size`). With launch.layout=machine the machine sizes the actors instead
-(srl.sizing). A bench that stepped nothing says why and exits 1.
+(srl.graph.sizing). A bench that stepped nothing says why and exits 1.
 
 Before: `srl bench sampling CrafterReward-v1` built 512 Crafter envs per actor (the loop
 default then, sized for CartPole), which took longer than the 10 s window counted from the
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srl.checks import build_config
 from srl.config import apply_overrides, parse_overrides, translate_moved
+from srl.config.checks import build_config
 from srl.envs.atari import is_atari_id
 from srl.envs.native_backends import resolve_backend
 from srl.launch.run import run_experiment
@@ -115,7 +115,7 @@ def loop_ring_size(probe: EnvProbe | None) -> int:
 def _defaults(env_id: str, overrides: dict[str, Any], probe: EnvProbe | None = None) -> dict[str, Any]:
     """SAMPLING_DEFAULTS plus the ones for the env's kind (Atari, natively batched, per-env: sized by
     `probe`, one env built and stepped here). With launch.layout=machine the machine sizes the
-    actors (srl.sizing): the bench's own sizes are left out."""
+    actors (srl.graph.sizing): the bench's own sizes are left out."""
     defaults = _kind_defaults(env_id, overrides, probe)
     if (overrides.get("launch") or {}).get("layout") == "machine":
         defaults["launch"] = {k: v for k, v in defaults["launch"].items() if k != "num_actor_workers"}

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     config = load_config(args.experiment, args.overrides)
     return run_experiment(config, started_s=_STARTED_S)
@@ -25,12 +25,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from srl.config import show_config
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config(args.experiment, args.overrides)
     print(show_config(config, changed_only=args.changed), end="")
     print(f"# {_policy_line(config)}")  # a YAML comment: the output stays a config file
-    from srl.sizing import choice_lines
+    from srl.graph.sizing import choice_lines
 
     for line in choice_lines(config):
         print(f"# {line}")
@@ -42,8 +42,8 @@ def _policy_line(config: ExperimentConfig) -> str:
     import gymnasium as gym
 
     from srl.config import ConfigError
-    from srl.default_policy import choose_policy
     from srl.envs import describe_spaces
+    from srl.graph.default_policy import choose_policy
 
     if config.policies:
         return "policies: each of `policies` acts as named (srl graph lists them)"
@@ -82,8 +82,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
+    from srl.config.load import load_config
     from srl.graph import build_graph
-    from srl.load import load_config
 
     graph = build_graph(load_config(args.experiment, args.overrides))
     if args.out is None:
@@ -91,7 +91,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         return 0
     from pathlib import Path
 
-    from srl.graph_draw import draw
+    from srl.graph.draw import draw
 
     draw(graph, Path(args.out))
     print(f"wrote {args.out}")
@@ -136,7 +136,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_doc(args: argparse.Namespace) -> int:
-    from srl.config_doc import config_reference
+    from srl.config.doc import config_reference
 
     print(config_reference())
     return 0

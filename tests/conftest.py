@@ -90,7 +90,7 @@ def no_cuda_outside_gpu_tests(request, monkeypatch):
     """A test not marked gpu sees no CUDA device, on any machine: `auto` means the CPU for it, as on
     CI. On a GPU machine it would otherwise put trainers on CUDA, and once a gpu test or an inline
     run has initialised CUDA in this process, every later local launch (forked workers) would be
-    refused (srl.checks). Runs a test starts as new processes (`srl run`) see the machine as it is."""
+    refused (srl.config.checks). Runs a test starts as new processes (`srl run`) see the machine as it is."""
     if request.node.get_closest_marker("gpu") is None:
         monkeypatch.setattr(devices, "cuda_count", lambda: 0)
 

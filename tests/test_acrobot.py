@@ -2,8 +2,8 @@
 
 import json
 
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 BUDGET_ENV_STEPS = 150_000  # seeds 1-3 reach the target in 33k-46k steps
 

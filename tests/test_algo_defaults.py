@@ -17,8 +17,8 @@ import torch
 
 from srl.algos.dqn import DQN, DQNConfig
 from srl.algos.sac import SAC, SACConfig
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, batch_fields, segment_transitions, transition_fields
 from srl.evaluate import evaluate_run

@@ -13,9 +13,9 @@ from test_ppo import ScriptedPolicy
 from srl.algos import APPO, APPOConfig, IMPALAConfig
 from srl.api import registry
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.models import ActorCriticMLP
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)

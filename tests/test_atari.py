@@ -33,7 +33,7 @@ def test_pong_steps_84x84_grayscale_frames_four_at_a_time():
 
 def test_pong_ppo_steps_pong_without_sticky_actions():
     """pong-ppo turns v5's sticky actions off (the PPO paper's protocol); the emulator must see it."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config("pong-ppo", [])
     venv = make_vector_env(config.env, config.env_kwargs, num_envs=1)

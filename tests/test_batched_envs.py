@@ -351,8 +351,8 @@ def test_actor_workers_train_on_a_batched_env_with_the_inline_launcher(run_dir):
     """The adapter in the ordinary dataflow: actor -> policy -> trainer, inline launcher."""
     import json
 
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     config = load_config(
         "cartpole-ppo",

@@ -7,8 +7,8 @@ import json
 import torch
 
 from srl import checkpoint
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 def summary_of(run_dir):

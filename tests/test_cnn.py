@@ -35,7 +35,7 @@ def test_refuses_what_it_cannot_act_on():
 
 
 def test_pong_ppo_config_is_valid():
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config("pong-ppo", [])
     assert config.policy == "actor-critic-cnn" and config.env == "ALE/Pong-v5"
@@ -85,8 +85,8 @@ def test_bfloat16_trunk_computes_in_bfloat16_and_stays_close_to_float32():
 
 def test_trunk_precision_is_checked_and_auto_follows_the_hardware():
     from srl.config import ConfigError
+    from srl.config.load import load_config
     from srl.graph import build_graph
-    from srl.load import load_config
     from srl.models.cnn import native_bfloat16
 
     spaces = (gym.spaces.Box(0, 255, (84, 84), np.uint8), gym.spaces.Discrete(6))

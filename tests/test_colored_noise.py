@@ -13,8 +13,8 @@ import torch
 
 from srl.algos.colored_noise import ColoredActionNoise
 from srl.api.registry import register_policy
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.models.squashed_gaussian import SquashedGaussianMLP
 from srl.streams.inference import Request
 from srl.streams.params import FixedParams
@@ -123,8 +123,8 @@ def test_mountaincar_sac_with_pink_noise_learns_to_reach_the_flag_cheaply(run_di
     episodes: this run's first 8 episodes averaged 56.5), and with white noise the car never left
     the valley (-26.7 after 37k env steps, docs/results.md). The time to the zoo's 94.7 against SB3
     is benchmarks/tuned_vs_sb3.py's (docs/results.md)."""
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     config = load_config("mountaincar-continuous-sac", [
         "run.seed=3", "stop.total_env_steps=25000", "stop.target_return=90", "monitor.display=off",

@@ -17,11 +17,11 @@ import pytest
 
 import srl.builtins  # noqa: F401  (registers what the parametrizations below iterate)
 from srl.api import registry
-from srl.checks import build_config
-from srl.compat import check_combination, declared_class, fitting_policies
 from srl.config import ConfigError
+from srl.config.checks import build_config
+from srl.config.compat import check_combination, declared_class, fitting_policies
+from srl.config.load import load_config
 from srl.graph import build_graph
-from srl.load import load_config
 
 # the built-in algorithms (other test modules register their own, which the suite may collect first)
 ALGORITHMS = [n for n in registry.algorithms.names() if registry.algorithms.get(n).algorithm_cls.__module__.startswith("srl.")]

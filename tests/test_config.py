@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import srl.config as config_module
+import srl.config.overrides as config_module
 from srl.config import RESET, ConfigError, Replace, parse_overrides
+from srl.config.load import load_config
 from srl.experiments.multiagent import SPREAD_KWARGS
-from srl.load import load_config
 
 
 def error_of(*overrides: str, experiment: str = "cartpole-ppo") -> str:
@@ -208,7 +208,7 @@ def test_resolved_config_is_saved_and_reloads(tmp_path):
 def test_config_reference_in_docs_is_current():
     from pathlib import Path
 
-    from srl.config_doc import config_reference
+    from srl.config.doc import config_reference
 
     doc = Path(__file__).parent.parent / "docs" / "config.md"
     assert doc.read_text().strip() == config_reference().strip(), "regenerate: srl config-doc > docs/config.md"

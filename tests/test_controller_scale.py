@@ -19,8 +19,8 @@ import json
 import numpy as np
 import pytest
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.graph import build_graph
 from srl.launch.monitor import RunMonitor
 from srl.launch.supervise import (
@@ -251,7 +251,7 @@ def test_a_process_past_its_declared_sockets_gets_a_clear_error(tmp_path):
 
 
 def test_a_run_whose_process_would_open_more_sockets_than_zeromq_allows_is_refused(monkeypatch):
-    from srl.machine import check_machine
+    from srl.graph.machine import check_machine
 
     graph = build_graph(build_config({"experiment": "s", "run": {"run_dir": "/tmp/s"}}))
     monkeypatch.setattr(type(graph), "sockets_per_process", lambda self: 70_000)

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.graph import build_graph, initial_policy
-from srl.load import load_config
 from srl.models.cnn import ActorCriticCNN
 from srl.models.mlp import ActorCriticMLP
 from srl.streams.inference import Request

@@ -11,8 +11,8 @@ import pytest
 import srl.launch.local as local_launcher
 import srl.launch.shell as shell
 from srl.config import RUN_ID_PREFIX_ENV, ConfigError, ExperimentConfig
+from srl.config.load import load_config
 from srl.graph import build_graph
-from srl.load import load_config
 from srl.monitor.timing import TimeBreakdown
 
 

@@ -13,9 +13,9 @@ import pytest
 
 import srl.streams.samples
 from srl.api import Worker, register_worker
+from srl.config.load import load_config
 from srl.graph import Graph, build_graph
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 STEPS = ["stop.total_env_steps=1500", "stop.target_return=null", "monitor.display=off"]
 POLICY_WORKERS = ["dataflow.inference=policy_worker", "launch.num_actor_workers=2", "launch.num_policy_workers=2", "eval.episodes=1",

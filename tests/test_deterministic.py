@@ -23,11 +23,11 @@ from test_faults import kill_now, kill_the_trainer_once_saved, wait_for_metrics
 from test_kernels import FIELDS, ROWS, RecordingAlgorithm, T
 from test_shutdown import spawn, srl_command
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.launch.monitor import RunMonitor
-from srl.load import load_config
 from srl.monitor.episodes import EpisodeTally
 from srl.streams.control import Role
 from srl.streams.gradients import GradientGroup

@@ -13,9 +13,9 @@ import torch
 
 from srl import devices
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.evaluate import evaluate_run
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 def test_names_resolve_in_one_place(monkeypatch):
@@ -99,7 +99,7 @@ def test_dqn_and_sac_replay_trainers_on_cuda_learn(tmp_path):
 def test_a_local_run_is_refused_where_cuda_is_initialised_already(monkeypatch):
     """The local launcher forks its workers: a child of a process that used CUDA cannot use it."""
     monkeypatch.setattr(devices, "cuda_count", lambda: 1)
-    monkeypatch.setattr("srl.checks.torch_cuda_initialized", lambda: True)
+    monkeypatch.setattr("srl.config.checks.torch_cuda_initialized", lambda: True)
     with pytest.raises(ConfigError, match="launch.launcher=inline"):
         load_config("cartpole-ppo", ["devices.trainer=cuda"])
     assert load_config("cartpole-ppo", ["devices.trainer=cpu"]).launch.launcher == "local"  # every role on the CPU

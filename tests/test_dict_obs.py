@@ -13,8 +13,8 @@ import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 import torch
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.envs import GymVectorEnv, SerialVectorEnv
 from srl.evaluate import evaluate_run
 from srl.graph import build_graph, make_policy

@@ -10,9 +10,9 @@ import torch
 from srl.algos.dqn import DQN, DQNConfig
 from srl.algos.exploration import EpsilonGreedy, apex_epsilons, slot_epsilons
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.graph import build_graph
-from srl.load import load_config
 from srl.models.qmlp import QMLP
 
 OBS_SPACE, ACTIONS = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)

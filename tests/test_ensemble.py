@@ -15,10 +15,10 @@ import torch
 from srl import checkpoint
 from srl.cli import main
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.evaluate import evaluate_run
 from srl.graph import build_graph, initial_policy
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.population import leaderboard
 from srl.workers.member import make_member
 

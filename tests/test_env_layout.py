@@ -12,14 +12,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from srl import devices, machine
+from srl import devices
+from srl.config.load import load_config
 from srl.envs import make_vector_env, native_backends
 from srl.envs.native_backends import backend_choice
+from srl.graph import build, machine
+from srl.graph.sizing import ActorSizing, choice_lines, env_threads, machine_layout
 from srl.launch.shell import lower_priority
-from srl.load import load_config
-from srl.sizing import ActorSizing, choice_lines, env_threads, machine_layout
 from srl.streams.control import Role
-from srl.workers import build
 
 PONG = "ALE/Pong-v5"
 

@@ -15,12 +15,12 @@ import pytest
 
 import srl
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.envs import make_vector_env
 from srl.envs.wrappers import resolve
 from srl.evaluate import evaluate_run
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 TESTS = Path(__file__).parent
 LIMIT = 5  # steps per episode under the TimeLimit below; CartPole's own episodes run longer at random

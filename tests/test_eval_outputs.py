@@ -10,10 +10,10 @@ import torch
 from srl import checkpoint
 from srl.cli import main
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.evaluate import evaluate_run
 from srl.graph import build_graph, make_policy
 from srl.launch.outputs import RunOutputs
-from srl.load import load_config
 from srl.monitor.plot import CURVE_FILE, PlotUnavailable, plot_learning_curve, read_curves
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -13,11 +13,11 @@ import torch
 import srl.testing.counting_vector  # noqa: F401  # registers srl/CountingVector-v0
 from srl.api.policy import Policy
 from srl.cli import main
+from srl.config.load import load_config
 from srl.envs import make_vector_env
 from srl.envs.central_state import AgentStateBox
 from srl.evaluation import Match, Player, RandomPlayer, play
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 class Echo(Policy):

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.envs import make_vector_env
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.models import ActorCriticMLP
 from srl.workers.evaluator import EvaluatorKernel, Player
 

@@ -13,9 +13,9 @@ import yaml
 
 import srl
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.graph import build_graph
 from srl.launch.outputs import RunOutputs
-from srl.load import load_config
 
 REFERENCE = """\
 base: mpe-mappo

@@ -20,7 +20,7 @@ import recording  # noqa: F401  (registers the "record" algorithm)
 from test_shutdown import spawn, srl_command, wait_for_metrics
 
 from srl import checkpoint
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.launch.run import run_experiment
 from srl.testing import check_counts
 

@@ -10,7 +10,7 @@ import torch.distributed as dist
 
 from srl import devices
 from srl.config import ConfigError
-from srl.load import load_config
+from srl.config.load import load_config
 from srl.streams import gradients
 from srl.streams.gradients import GradientGroup, bucket_params
 from srl.testing.trainer_group import run_trainer_group

@@ -10,8 +10,8 @@ import pytest
 
 from srl.api import Worker, register_worker
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.graph import CONTROLLER, Delivery, StreamSpec, build_graph, check_streams
-from srl.load import load_config
 from srl.streams.queues import NEWEST_ONLY
 
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.data.her import LENGTH, STEP, EpisodeAssembler, HerReplayMemory
 from srl.data.replay import batch_fields
 from srl.envs.goals import GoalLayout, GoalObservation, goal_env_problem
 from srl.graph import build_graph, space_spec
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 # Test observations are [episode id | achieved code | desired code]: the achieved code of the
 # observation at step t of episode e is CODE * e + t, so a goal says which episode and step it is from.

@@ -17,10 +17,10 @@ import torch
 import yaml
 from gymnasium.spaces import Box, Dict, Discrete
 
-from srl.checks import build_config
 from srl.cli import main
-from srl.default_policy import choose_policy
+from srl.config.checks import build_config
 from srl.graph import build_graph, make_policy
+from srl.graph.default_policy import choose_policy
 from srl.images import image_layout, is_image, value_range
 from srl.launch.run import run_experiment
 from srl.models.cnn import ActorCriticCNN
@@ -120,7 +120,7 @@ def test_a_small_grid_in_a_dict_gets_the_cnn_and_is_not_divided_by_255():
 
 
 def _graph(*overrides: str):
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     return build_graph(load_config("cartpole-ppo", list(overrides)))
 

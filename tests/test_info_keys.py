@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from srl.api.env import Environment, EnvStep
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.envs import GymVectorEnv, SerialVectorEnv
 from srl.launch.monitor import RunMonitor
 from srl.launch.reports import payload_problem

@@ -22,12 +22,12 @@ import recording  # noqa: F401  (registers the "record" algorithm)
 import torch
 
 from srl import checkpoint
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.faults import first_nonfinite
 from srl.launch.run import run_experiment
 from srl.launch.rundir import claim_run_dir
-from srl.load import load_config
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

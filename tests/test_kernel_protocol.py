@@ -10,12 +10,12 @@ import typing
 import pytest
 
 from srl.api import Worker, register_worker
+from srl.config.load import load_config
 from srl.graph import build_graph, param_subscribers, with_param_relays
-from srl.load import load_config
+from srl.graph.build import make_kernel
 from srl.monitor.timing import TimeBreakdown
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
-from srl.workers.build import make_kernel
 from srl.workers.kernel import Kernel
 from srl.workers.member import PodMember
 

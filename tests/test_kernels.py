@@ -12,7 +12,7 @@ import srl.launch.monitor as monitor_module
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
 from srl.api.policy import FieldSpec
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.data import columns as C
 from srl.envs import SerialVectorEnv
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
@@ -288,7 +288,7 @@ def send(producer, tag, versions):
 
 def test_learner_settings_are_the_configs(tmp_path):
     """One LearnerSettings from the config, for the trainer, the replay trainer and the pod alike."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     c = load_config("cartpole-ppo", [f"run.run_dir={tmp_path}", "run.run_id=abc", "run.checkpoint_interval_s=7",
                                      "launch.max_nonfinite_updates=3", "stop.max_updates=9", "dataflow.max_policy_lag=4",

@@ -168,7 +168,7 @@ def test_a_second_league_is_refused_before_launch_naming_both():
     import pytest
 
     from srl.config import ConfigError
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     two = ["env_kwargs.sides=[learner,league,league2]", "policies.league2={league: {of: learner}}",
            "policy_mapping.league2=league2"]  # fmt: skip
@@ -187,8 +187,9 @@ def test_the_keeper_sends_a_snapshot_of_the_learners_parameters_and_a_late_joine
 
     import torch
 
+    from srl.config.load import load_config
     from srl.graph import build_graph, make_policy
-    from srl.load import load_config
+    from srl.graph.wiring import policy_and_params
     from srl.population import keeper as keeper_module
     from srl.population import league_streams
     from srl.population.keeper import LeagueKeeper
@@ -196,7 +197,6 @@ def test_the_keeper_sends_a_snapshot_of_the_learners_parameters_and_a_late_joine
     from srl.streams.params import ParamPublisher, tensor_bytes
     from srl.streams.prefixed import PrefixedTransport
     from srl.workers.params import ParamServiceKernel
-    from srl.workers.wiring import policy_and_params
 
     clock = SimpleNamespace(now=100.0)
     clock.monotonic = lambda: clock.now

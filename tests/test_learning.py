@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from srl.config.load import load_config
 from srl.evaluate import evaluate_run
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 BUDGET_ENV_STEPS = 400_000
 

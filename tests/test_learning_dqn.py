@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 def test_cartpole_dqn_learns_through_the_buffer_worker(run_dir):

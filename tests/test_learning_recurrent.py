@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
+from srl.config.load import load_config
 from srl.evaluate import evaluate_run
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 BUDGET_ENV_STEPS = 80_000
 THRESHOLD = 100.0  # mean return of the last 100 episodes (MLP: 46, LSTM: 198 at the budget)

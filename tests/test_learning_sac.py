@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 def test_pendulum_sac_learns_to_swing_up(run_dir):

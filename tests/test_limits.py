@@ -23,15 +23,15 @@ import torch
 from test_faults import kill_now
 from test_shutdown import spawn, srl_command, wait_for_metrics
 
-from srl import checkpoint, cli, machine, storage
+from srl import checkpoint, cli, storage
 from srl.config import ConfigError
-from srl.graph import build_graph
+from srl.config.load import load_config
+from srl.graph import build_graph, machine
 from srl.launch import memory as memory_module
 from srl.launch import monitor as monitor_module
 from srl.launch.memory import MemoryWatch
 from srl.launch.monitor import RunMonitor
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.streams.control import Role
 from srl.streams.incarnations import Incarnations
 from srl.streams.inline import InlineTransport

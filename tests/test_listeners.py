@@ -24,7 +24,7 @@ from test_faults import kill_now
 from test_rendezvous import watch_a_run_with_kills
 from test_shutdown import spawn, srl_command, wait_for_metrics, workers_of
 
-from srl.load import load_config
+from srl.config.load import load_config
 from srl.streams.listeners import HANDSHAKE_IVL_MS, connection_cap
 from srl.streams.tcp import TcpTransport, Wire
 from srl.streams.tcp_setup import free_ports

@@ -34,7 +34,7 @@ from test_restarts import FakeWorkers
 from test_streams import loopback_wire
 
 from srl.api.policy import FieldSpec
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.data import columns as C
 from srl.data.replay import batch_fields
 from srl.graph import build_graph

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.envs.central_state import AgentStateBox
-from srl.load import load_config
 from srl.models.mappo import MAPPOPolicy, group_of_agents
 
 AGENTS = ("adversary_0", "agent_0", "agent_1")

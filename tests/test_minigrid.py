@@ -7,8 +7,8 @@ every episode fetches the key, opens the door and walks to the goal in about 25 
 
 import json
 
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 TARGET_RETURN = 0.9
 BUDGET_ENV_STEPS = 200_000  # seeds 1-3 reached it in 30k-39k env steps (local launcher); seed 1 in lock step: 38,104

@@ -274,7 +274,7 @@ def test_a_runs_final_rate_is_over_the_whole_run(tmp_path, capsys):
     """summary.json's env_steps_per_s counts every env step over the run's whole time, so it lies
     between the steps over the wall time (longer) and over the span of the metrics rows (shorter);
     the last row's own rate is over the fraction of a second since the row before."""
-    from srl.checks import build_config
+    from srl.config.checks import build_config
     from srl.launch.run import run_experiment
 
     config = build_config({"experiment": "rate", "env": "CartPole-v1", "policy": "random", "algorithm": "none",

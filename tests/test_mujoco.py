@@ -28,8 +28,8 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
 
 
 def test_halfcheetah_sac_smoke(run_dir):
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     # the experiment's envs, policy and algorithm; fewer updates per env step so it takes seconds
     overrides = ["stop.total_env_steps=2000", "replay.warmup=1000", "replay.capacity=10000", "replay.replay_ratio=64",

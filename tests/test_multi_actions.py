@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.envs import make_vector_env
 from srl.evaluate import evaluate_run
 from srl.graph import space_spec
@@ -217,7 +217,7 @@ def test_the_custom_env_page_multidiscrete_example_learns_and_dqn_is_refused(tmp
 def test_the_action_space_table_in_the_docs_is_what_the_classes_declare():
     import srl.builtins  # noqa: F401  (registers the algorithms and policies)
     from srl.api import registry
-    from srl.compat import fitting_policies
+    from srl.config.compat import fitting_policies
 
     doc = (Path(__file__).parent.parent / "docs" / "spaces.md").read_text()
     header = "| action space | ppo | appo | impala | dqn | r2d2 | sac |"

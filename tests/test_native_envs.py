@@ -8,8 +8,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.envs import make_vector_env
 from srl.envs.native import NativeVectorEnv
 from srl.testing import check_counts

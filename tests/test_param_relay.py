@@ -28,8 +28,8 @@ import torch
 
 import srl
 import srl.streams.params as params_module
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.graph import WorkerSpec, build_graph, param_subscribers, with_param_relays
 from srl.launch.relays import relay_groups
 from srl.launch.supervise import restart_graph
@@ -57,7 +57,7 @@ SUBSCRIBERS = 3
 
 class Host:
     """A trainer's publisher and the service on one transport; a relay and its subscribers too,
-    the subscribers on the relay's streams as a relayed worker opens them (srl.workers.build)."""
+    the subscribers on the relay's streams as a relayed worker opens them (srl.graph.build)."""
 
     def __init__(self) -> None:
         self.transport = InlineTransport()

@@ -61,7 +61,7 @@ def test_srl_rate_from_metrics_leaves_start_up_out():
 def test_srl_trains_pong_with_the_peers_sticky_actions(tmp_path):
     """The peers step ALE/Pong-v5 with its sticky actions; pong-ppo turns them off, so srl's side
     of the comparison turns them back on, and keeps the caller's overrides after its own."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     overrides = srl_side.train_overrides("pong", 1000, tmp_path / "run", ["env_backend=envpool"])
     config = load_config("pong-ppo", overrides)

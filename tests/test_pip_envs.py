@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 SHORT = {"launch": {"launcher": "inline"}, "monitor": {"display": "off"}}
 
@@ -108,12 +108,12 @@ def test_modules_can_call_the_function_that_registers_a_packages_ids(monkeypatch
     and srl's record of calls are given back as they were before any."""
     import gymnasium as gym
 
-    import srl.config
+    import srl.config.schema
 
     registry = {k: v for k, v in gym.envs.registry.items() if not k.startswith("MinAtar/")}
     monkeypatch.setattr(gym.envs.registration, "registry", registry)
     monkeypatch.setattr(gym.envs, "registry", registry)
-    monkeypatch.setattr(srl.config, "_CALLED", set())
+    monkeypatch.setattr(srl.config.schema, "_CALLED", set())
     with pytest.raises(ConfigError, match="unknown environment 'MinAtar/Breakout-v1'|MinAtar/Breakout-v1"):
         build_graph(build_config({"env": "MinAtar/Breakout-v1"}))
     config = build_config({"env": "MinAtar/Breakout-v1", "modules": "minatar.gym:register_envs"})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.launch.run import run_experiment
 from srl.testing import check_counts
 

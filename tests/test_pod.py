@@ -9,12 +9,12 @@ import torch
 
 from srl import checkpoint
 from srl.api.algorithm import Algorithm, AlgorithmConfig
-from srl.checks import build_config
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.envs.batched import BatchedCartPole, BatchedSpread
 from srl.faults import RunHalted
 from srl.launch.monitor import RunMonitor
-from srl.load import load_config
 from srl.models.mlp import ActorCriticMLP
 from srl.streams.control import Role
 from srl.testing.pod import pod_settings, train_pod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from srl.api import registry
-from srl.load import load_config
+from srl.config.load import load_config
 from srl.testing.pod import pod_settings, train_pod
 
 

@@ -148,7 +148,7 @@ def test_train_pod_lock_step_stops_at_the_target_one_update_late():
 @pytest.mark.slow
 def test_cartpole_pod_gpu_preset_reaches_475_on_the_cpu_too():
     """The GPU preset's settings learn wherever they run (on the CPU 1,024 envs take ~20-40 s)."""
-    from srl.load import load_config
+    from srl.config.load import load_config
     from srl.testing.pod import pod_settings
 
     settings = pod_settings(load_config("cartpole-pod-gpu", ["run.run_dir=/nonexistent", "pod.device=cpu"]))
@@ -158,8 +158,8 @@ def test_cartpole_pod_gpu_preset_reaches_475_on_the_cpu_too():
 
 
 def test_cuda_graphs_on_without_cuda_is_refused_naming_the_field():
-    from srl.checks import ConfigError
-    from srl.load import load_config
+    from srl.config.checks import ConfigError
+    from srl.config.load import load_config
 
     with pytest.raises(ConfigError, match="field 'pod.cuda_graphs'.*allowed: auto"):
         load_config("cartpole-pod", ["pod.cuda_graphs=on"])

@@ -1,4 +1,4 @@
-"""Several policies in one run (config `policies` + `policy_mapping`, srl.lanes): bad mappings are
+"""Several policies in one run (config `policies` + `policy_mapping`, srl.graph.lanes): bad mappings are
 refused before anything starts; each agent's rows reach its own policy's trainer, every transition
 once, on every launcher and transport; each policy has its own metrics, checkpoints and summary;
 deterministic runs stay bit-identical; mpe-tag's trained predators and prey beat random ones."""
@@ -21,8 +21,8 @@ import recording  # noqa: F401  (registers the "record" algorithm)
 from test_faults import kill_now
 
 from srl.api import Worker, register_worker
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 from srl.graph import build_graph
 from srl.launch.run import run_experiment
 from srl.testing import check_counts
@@ -256,7 +256,7 @@ def test_mpe_tag_trained_predators_catch_more_and_the_trained_prey_scores_more_t
     The built-in's own bars (predators 3 times random ones, random predators touching the trained
     prey less often than random prey) take its whole run: benchmarks/mpe_tag_bars.py, figures in
     docs/results.md; run here, they made CI 13.6 minutes longer."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config("mpe-tag", ["launch.launcher=inline", "run.deterministic=true", "run.seed=1",
                                      f"stop.total_env_steps={TAG_BUDGET_ENV_STEPS}", "monitor.display=off",
@@ -323,7 +323,7 @@ def test_a_learner_beats_a_scripted_random_legal_opponent_in_tictactoe_from_eith
     """Turn-based: the learner (PPO) against the scripted random-legal player, the two changing
     seats every episode (env_kwargs.sides). Random against random, a side's mean return is about
     0; after 30k env steps the learner's is far above it (seed 1)."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     config = load_config("tictactoe-ppo", [
         "env_kwargs.sides=[learner, opponent]", "policies={learner: {}, opponent: {trainable: false, policy: random-legal}}",
@@ -398,7 +398,7 @@ def test_a_self_play_league_snapshots_the_learner_and_rates_each_snapshot(run_di
     changing seats. Snapshots of the learner's checkpoints join the pool every 5 updates; the
     league-pool policy draws an opponent per episode and the games played against each snapshot
     move its Elo and the learner's, in league.json, which srl leaderboard prints."""
-    from srl.load import load_config
+    from srl.config.load import load_config
     from srl.population.league import FILE, League
 
     config = load_config("tictactoe-ppo", [
@@ -492,8 +492,8 @@ def test_a_killed_trainer_of_one_policy_resumes_from_that_policys_checkpoint(a_t
 
 def test_a_one_policy_run_is_one_lane_under_the_run_names():
     """One policy is a single lane with the empty prefix: its workers, streams and blocks are the
-    run's own, named as they always were, and its kernels are built from it (srl.workers.build)."""
-    from srl.load import load_config
+    run's own, named as they always were, and its kernels are built from it (srl.graph.build)."""
+    from srl.config.load import load_config
 
     graph = build_graph(load_config("cartpole-ppo", ["eval.episodes=1"]))
     [lane] = graph.lanes

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.monitor import LiveDisplay
 from srl.monitor.progress import (
     Estimate,

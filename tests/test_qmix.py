@@ -17,11 +17,11 @@ from srl.algos.qmix import QMIX, QMIXConfig, VDNConfig
 from srl.api.env import Environment, EnvStep
 from srl.api.policy import FieldSpec
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.data.replay import ReplayMemory, replay_columns
 from srl.data.team import team_fields, team_transitions
 from srl.envs.central_state import AgentStateBox, CentralStateEnvironment
-from srl.load import load_config
 from srl.models.agent_q import AgentQ
 
 

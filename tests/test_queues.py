@@ -23,10 +23,10 @@ from test_declared_streams import EXTRA
 from test_tcp import gather, make_wire
 
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.graph import build_graph
 from srl.launch import local as local_launcher
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.streams import queues
 from srl.streams.framing import pack
 from srl.streams.local import HEADER_MESSAGE_BYTES, LocalTransport

@@ -25,8 +25,8 @@ from test_custom_docs import doc_module_code, srl_env, srl_script
 from test_faults import kill_now
 from test_shutdown import spawn, srl_command
 
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
 
 SLOW_START = ["launch.heartbeat_timeout_s=120"]  # a Ray worker process may take a while to start on a busy machine
 

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from srl.algos.ppo import PPO, PPOConfig
-from srl.checks import build_config
 from srl.config import ConfigError
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.envs import SerialVectorEnv, make_vector_env
 from srl.graph import actor_block, build_graph, make_policy, sub_arrays
-from srl.load import load_config
 from srl.streams.inline import InlineTransport
 from srl.streams.layout import poison
 from srl.streams.params import ParamPublisher, ParamSubscriber, tensor_bytes

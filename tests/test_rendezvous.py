@@ -30,8 +30,8 @@ import zmq
 from test_faults import kill_now
 
 import srl.launch.local as local_launcher
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.streams.framing import pack
 from srl.streams.gradients import GradientGroup, TrainerGroupStore
 from srl.streams.rendezvous import REPLIES, REQUESTS, SET, RendezvousClient

@@ -82,11 +82,11 @@ def test_the_file_holds_no_pickle(tmp_path):
 def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
     """cartpole-dqn runs, stops (its buffer saves the replay at exit); the buffer worker a resumed
     run builds holds exactly what was saved; the resumed run completes and goes on storing."""
+    from srl.config.load import load_config
     from srl.graph import build_graph
+    from srl.graph.build_replay import make_buffer
     from srl.launch.run import run_experiment
-    from srl.load import load_config
     from srl.streams.inline import InlineTransport
-    from srl.workers.build_replay import make_buffer
 
     first = ["stop.total_env_steps=2000", "replay.warmup=500", "stop.target_return=null", f"run.run_dir={run_dir}",
              "monitor.display=off", "monitor.learning_curve=false"]
@@ -114,13 +114,14 @@ def test_a_resumed_run_starts_from_the_saved_replay(run_dir):
 
 
 def test_a_restarted_buffer_worker_loads_the_saved_replay(tmp_path):
-    from srl.graph import Role, WorkerSpec, build_graph
+    from srl.config.load import load_config
+    from srl.graph import WorkerSpec, build_graph
     from srl.launch.supervise import restart_graph
-    from srl.load import load_config
+    from srl.streams.control import Role
 
     graph = build_graph(load_config("cartpole-dqn", [f"run.run_dir={tmp_path}"]))
     assert graph.lanes[0].graph.config.run.resume is None
-    again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))  # built from its lane's graph (srl.workers.build)
+    again = restart_graph(graph, WorkerSpec(Role.BUFFER, 0))  # built from its lane's graph (srl.graph.build)
     assert again.lanes[0].graph.config.run.resume == str(tmp_path)
     assert restart_graph(graph, WorkerSpec(Role.ACTOR, 0)).lanes[0].graph.config.run.resume is None
 

@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pytest
 
+from srl.config.load import load_config
 from srl.launch.monitor import RunMonitor
 from srl.launch.reports import FIELDS, payload_problem
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.streams.control import Kind, Role
 from srl.streams.reports import LANE_EPISODES, MEMBER_EVAL, POLICY_EVAL, REPORTS, Key
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.graph import build_graph, lane_of
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import WorkerFailed
@@ -148,7 +148,7 @@ class FakeWorkers:
         self.lives, self.codes, self.log = lives, {}, []
 
     def start(self, spec, graph):
-        lane = lane_of(graph.lanes, spec.name)  # a policy's worker is built from its lane's graph (srl.workers.build)
+        lane = lane_of(graph.lanes, spec.name)  # a policy's worker is built from its lane's graph (srl.graph.build)
         self.log.append(("start", spec.name, self.lives.of(spec.name), lane and lane.graph.config.run.resume))
         self.codes.pop(spec.name, None)
 

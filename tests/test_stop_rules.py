@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from srl.checks import build_config
 from srl.config import LeagueSpec
+from srl.config.checks import build_config
 from srl.launch.monitor import RunMonitor
 from srl.launch.observers import ObservedReport
 from srl.streams.control import Role

@@ -19,7 +19,7 @@ import yaml
 import srl
 from srl.cli import main
 from srl.config import ConfigError
-from srl.load import load_config
+from srl.config.load import load_config
 from srl.sweep.run import plan_sweep, run_sweep
 from srl.sweep.spec import parse_spec
 from srl.sweep.study import INTERRUPTED, STUDY_FILE, STUDY_NAME, open_study, suggest

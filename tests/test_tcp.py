@@ -268,8 +268,8 @@ def test_a_replay_run_over_tcp_trains(run_dir):
     no byte is lost or altered on the way is the test above's."""
     import json
 
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
 
     overrides = ["dataflow.transport=tcp", "stop.total_env_steps=3000", "replay.warmup=500", "stop.target_return=null",
                  f"run.run_dir={run_dir}", "monitor.display=off", "monitor.learning_curve=false"]
@@ -298,9 +298,9 @@ def test_a_bind_host_that_is_no_address_of_this_machine_is_one_line_before_anyth
 
 
 def test_a_wildcard_bind_host_is_said_in_one_line_with_what_guards_the_streams(capsys):
+    from srl.config.load import load_config
     from srl.graph import build_graph
-    from srl.load import load_config
-    from srl.machine import check_machine
+    from srl.graph.machine import check_machine
 
     check_machine(build_graph(load_config("cartpole-ppo", ["dataflow.transport=tcp"])))
     assert capsys.readouterr().err == "", "loopback: nothing to say"
@@ -316,8 +316,8 @@ def test_a_launcher_that_fails_before_its_workers_start_leaves_no_socket_directo
     import os
     from pathlib import Path
 
+    from srl.config.load import load_config
     from srl.launch.run import run_experiment
-    from srl.load import load_config
     from srl.streams.local import IPC_PREFIX
 
     def refused(graph):

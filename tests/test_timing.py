@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from srl.checks import build_config
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.monitor.timing import (
     CATEGORIES,
     ENV_STEP,

@@ -15,8 +15,8 @@ import yaml
 from wandb_records import read_offline_run
 
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.monitor.plot import CURVE_FILE
 from srl.monitor.trackers import flat_params, missing_package
 

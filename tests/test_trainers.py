@@ -24,8 +24,8 @@ from test_ppo import OBS_SPACE, make_batch
 from srl.algos import PPO, PPOConfig
 from srl.checkpoint import params_sha256
 from srl.config import ConfigError
+from srl.config.load import load_config
 from srl.launch.run import run_experiment
-from srl.load import load_config
 from srl.models import ActorCriticMLP
 from srl.streams.gradients import GradientGroup
 from srl.testing.trainer_group import run_trainer_group

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from srl import transfer
-from srl.dataflow import WorkerSpec
+from srl.config.load import load_config
 from srl.graph import build_graph
-from srl.load import load_config
+from srl.graph.build import make_kernel
+from srl.graph.dataflow import WorkerSpec
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.streams.params import SERVICE_IN, ParamPublisher, state_frames
-from srl.workers.build import make_kernel
 
 CPU = torch.device("cpu")
 

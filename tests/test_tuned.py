@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from srl.config import show_config
+from srl.config.load import load_config
 from srl.envs import make_vector_env
 from srl.experiments import tuned
 from srl.graph import build_graph
-from srl.load import load_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

@@ -14,11 +14,11 @@ import torch
 import turn_env
 
 from srl.algos.gae import compute_gae
-from srl.checks import build_config
+from srl.config.checks import build_config
+from srl.config.load import load_config
 from srl.data import columns as C
 from srl.envs import make_vector_env
 from srl.launch.run import run_experiment
-from srl.load import load_config
 
 
 def _stream(batches: list[dict[str, np.ndarray]], column: str) -> np.ndarray:

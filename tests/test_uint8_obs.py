@@ -9,7 +9,7 @@ import pytest
 import recording  # noqa: F401  (registers the "record" algorithm)
 import torch
 
-from srl.checks import build_config
+from srl.config.checks import build_config
 from srl.envs import GymVectorEnv, make_vector_env
 from srl.graph import build_graph, space_spec
 from srl.launch.run import run_experiment

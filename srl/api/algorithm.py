@@ -35,14 +35,14 @@ class Algorithm(ABC):
     """Updates `policy` from batches of samples."""
 
     # What the algorithm trains, checked against the policy's declarations (srl.api.Policy) and
-    # the env's action space before launch (srl.compat); the defaults accept anything.
+    # the env's action space before launch (srl.config.compat); the defaults accept anything.
     policy_kind: ClassVar[str | None] = None  # the Policy.kind it needs; None = any policy
     action_spaces: ClassVar[tuple[type[gym.Space], ...]] = ()  # the action spaces it handles; () = any
     needs_replay: ClassVar[bool] = False  # learns from a buffer worker's replay batches (`replay`), not segments
     team_transitions: ClassVar[bool] = False  # its replay items hold every agent of an env (srl.data.team)
     trains_recurrent: ClassVar[bool] = False  # can train a recurrent policy
     needs_recurrent: ClassVar[bool] = False  # trains recurrent policies only
-    # What `algorithm=<name>` alone brings (srl.checks.algorithm_defaults): the policy when the
+    # What `algorithm=<name>` alone brings (srl.config.checks.algorithm_defaults): the policy when the
     # config names none (None: the config's default, actor-critic-mlp), and for a replay algorithm
     # the `replay` fields when it sets none. default_replay holds a replay_ratio: without one the
     # trainer updates as fast as it can, thousands of times per transition on a slow env.
@@ -58,7 +58,7 @@ class Algorithm(ABC):
     def require_kind(cls, policy: Policy) -> None:
         """For an algorithm that calls its kind's own methods (q_values, sample, q_sequence): raise
         TypeError unless `policy` declares `policy_kind`, and recurrence as this algorithm trains it.
-        (Before launch srl.compat says the same, naming the config fields.)"""
+        (Before launch srl.config.compat says the same, naming the config fields.)"""
         recurrence_fits = cls.trains_recurrent if policy.recurrent else not cls.needs_recurrent
         if policy.kind != cls.policy_kind or not recurrence_fits:
             wanted = ("a recurrent " if cls.needs_recurrent else "a feed-forward " if not cls.trains_recurrent else "a ")

@@ -106,7 +106,7 @@ class VectorEnv(ABC):
     def agent_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """Each agent's own (observation, action) space as srl's arrays hold it. Where agents'
         observation Boxes differ in length, `observation_space` is the longest, their rows zero-padded
-        to it, and a run maps them to policies of their own (config `policies`, srl.lanes)."""
+        to it, and a run maps them to policies of their own (config `policies`, srl.graph.lanes)."""
         return {agent: (self.observation_space, self.action_space) for agent in self.agents}
 
     def reset_env(self, index: int) -> np.ndarray | dict[str, np.ndarray]:

@@ -44,7 +44,7 @@ class Policy(torch.nn.Module, ABC):
 
     # Capability flags: what the policy is and offers, declared on its class. srl reads them and
     # never probes a policy for attributes: the check of algorithm, policy and env before launch
-    # (srl.compat), the algorithms (Algorithm.require_kind) and the workers that act with it.
+    # (srl.config.compat), the algorithms (Algorithm.require_kind) and the workers that act with it.
     # kind: what an algorithm may ask for (Algorithm.policy_kind): "actor-critic" (rollout emits
     # log_prob and value; analyze gives log_prob, entropy, value), "q-network" (`q_values`, or with
     # recurrent `q_sequence`: Q values per discrete action), "squashed-gaussian" (reparameterised

@@ -24,7 +24,7 @@ leaves the row with its own goal.
 An episode's last transition keeps its own goal: its next observation is not stored (the actor
 resets on the step it ends, srl.data.nstep), so neither its achieved goal nor a relabelled reward
 is known; m = length - 1. Only 1-step transitions: with n > 1 a relabelled return would need every
-reward of the n steps recomputed (srl.checks refuses replay.n_step > 1 with her).
+reward of the n steps recomputed (srl.config.checks refuses replay.n_step > 1 with her).
 
 Episodes still running are held by the assembler, not the memory: a checkpoint saves the memory
 (with the her.* columns), and the steps of episodes that were running are lost on a restart.

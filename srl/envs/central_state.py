@@ -38,7 +38,7 @@ class AgentStateBox(gym.spaces.Box):
         self.mask_dim = int(mask_dim)
         self.state_dim = len(self.agents) * self.own_dim if state_dim is None else int(state_dim)
         # the agents whose rows one policy's team transition holds (QMIX mixes their Qs): every
-        # agent of the env, or those a run maps to that policy (srl.lanes); not part of a row's layout
+        # agent of the env, or those a run maps to that policy (srl.graph.lanes); not part of a row's layout
         self.team = len(self.agents) if team is None else int(team)
         size = self.own_dim + len(self.agents) + self.state_dim
         super().__init__(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)

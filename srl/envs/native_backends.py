@@ -18,7 +18,7 @@ so a seed gives other episodes than the loop backend's (docs/envs.md).
 
 EnvPool runs in sync mode: one `step` sends every env of a ring group its action and returns when
 all have stepped, on `num_threads` threads (env_kwargs.num_threads; else an actor gives each of its
-pools its share of the machine, srl.sizing.env_threads; else one per CPU up to one per env). Async mode (batch_size <
+pools its share of the machine, srl.graph.sizing.env_threads; else one per CPU up to one per env). Async mode (batch_size <
 num_envs, send/recv) returns whichever envs finish first, while an actor's ring group must get back
 the envs it sent actions to; srl overlaps at the ring level instead (ring_splits: one group steps
 while another waits for actions). Measured on the 2-core machine, 16 Pong envs, random actions:
@@ -60,8 +60,8 @@ def envpool_installed() -> bool:
 
 def envpool_threads(num_envs: int) -> int:
     """EnvPool threads for one pool of `num_envs` built on its own: one per CPU this process may run
-    on, never more than one per env (an actor passes its share: srl.sizing.env_threads)."""
-    from srl.devices import cpu_count  # not srl.machine: it imports srl.graph, which imports srl.envs
+    on, never more than one per env (an actor passes its share: srl.graph.sizing.env_threads)."""
+    from srl.devices import cpu_count  # not srl.graph.machine: it imports srl.graph, which imports srl.envs
 
     return max(1, min(num_envs, cpu_count()))
 

@@ -3,7 +3,7 @@
 Rows are env-major: row = env_index * num_agents + agent_index. Every agent of every env must
 share one action space, and one observation space, except that agents' 1-D Boxes of different
 lengths are zero-padded to the longest (`agent_spaces` keeps each agent's own: a run maps such
-agents to policies of their own, srl.lanes).
+agents to policies of their own, srl.graph.lanes).
 
 Observation arrays: Box observations are stored as float32 (the reported `observation_space`
 is the float32 version of the env's Box), except uint8 Boxes (images), which stay uint8 (policies

@@ -1,4 +1,4 @@
-"""`srl eval RUN_DIR` of a run with several policies (srl.lanes): each policy loaded from its own
+"""`srl eval RUN_DIR` of a run with several policies (srl.graph.lanes): each policy loaded from its own
 newest usable checkpoint (run_dir/policies/<name>), all acting together in one env for N episodes;
 each policy's mean return per agent.
 
@@ -104,7 +104,7 @@ def _network(lane: Lane) -> Policy:
 
 def _graph(run_dir: Path) -> Graph:
     config = saved_config(run_dir)
-    config.run.run_dir = str(run_dir)  # the lanes' checkpoints are found under it (srl.lanes.policy_config)
+    config.run.run_dir = str(run_dir)  # the lanes' checkpoints are found under it (srl.graph.lanes.policy_config)
     return build_graph(config)
 
 

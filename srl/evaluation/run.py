@@ -23,8 +23,8 @@ import numpy as np
 
 from srl import checkpoint
 from srl.api.policy import Policy
-from srl.checks import build_config
 from srl.config import ConfigError, EnvWrapper, ExperimentConfig, load_saved_config
+from srl.config.checks import build_config
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
 from srl.evaluation.opponents import resolve_opponent
@@ -146,7 +146,7 @@ def _trained(run_dir: Path) -> tuple[ExperimentConfig, Graph, Policy, dict[str, 
     """The run's config, graph, and policy loaded from its newest usable checkpoint."""
     config = saved_config(run_dir)
     graph = build_graph(config)
-    policy = make_policy(config, graph.observation_space, graph.action_space)
+    policy, _ = graph.checked_models()  # the policy build_graph checked, not another one
     state = checkpoint.load_latest(run_dir, config.run.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
     if state is None:
         raise ConfigError(f"{str(run_dir)!r}: {checkpoint.nothing_to_load(run_dir)}: nothing to evaluate")

@@ -98,7 +98,7 @@ TAG_KWARGS = {"module": "mpe2.simple_tag_v3", "num_good": 1, "num_adversaries": 
 def mpe_tag() -> ExperimentConfig:
     """PettingZoo MPE simple_tag: three predators (adversary_*) chase one faster prey (agent_0)
     among two obstacles, 25 steps an episode. Two policies trained at once, each with its own
-    trainer and parameters (srl.lanes): a predator scores 10 for every touch of the prey by any
+    trainer and parameters (srl.graph.lanes): a predator scores 10 for every touch of the prey by any
     predator; the prey loses 10 for each and is penalised for leaving the arena.
 
     `srl eval RUN_DIR --against random` plays each policy against random opponents beside

@@ -14,6 +14,7 @@ import torch
 
 from srl.faults import RunHalted
 from srl.graph import Graph, WorkerSpec
+from srl.graph.build import make_kernel
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs
 from srl.launch.shell import REPORT_INTERVAL_S
@@ -22,7 +23,6 @@ from srl.monitor.timing import OTHER, WAITING
 from srl.streams.control import Role
 from srl.streams.inline import InlineTransport
 from srl.streams.reports import Key
-from srl.workers.build import make_kernel
 from srl.workers.kernel import Kernel
 
 

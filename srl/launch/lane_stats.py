@@ -1,4 +1,4 @@
-"""The controller's statistics of one policy: a lane of the run (srl.lanes), the same object for a
+"""The controller's statistics of one policy: a lane of the run (srl.graph.lanes), the same object for a
 run's one policy (the lane named "") as for each of several.
 
 The run monitor (srl.launch.monitor) holds one per lane and hands each the reports that are its

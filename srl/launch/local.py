@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from srl.graph import CONTROLLER, Graph, WorkerSpec, with_param_relays
+from srl.graph.wiring import incarnations
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, WorkerFailed
 from srl.launch.relays import relay_groups
@@ -31,7 +32,6 @@ from srl.streams.control import CONTROL_OUT, CONTROLLER_IN, STOP
 from srl.streams.gradients import TrainerGroupStore
 from srl.streams.local import SharedBlocks, make_ipc_dir
 from srl.streams.tcp import WILDCARDS
-from srl.workers.wiring import incarnations
 
 STOP_GRACE_S = 10.0
 FAILURE_GRACE_S = 3.0  # a failed run may hold a hung worker: do not wait long for it

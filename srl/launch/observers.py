@@ -25,7 +25,7 @@ class ObservedReport:
     role: Role
     index: int
     payload: dict[str, Any]
-    policy: str | None  # the worker's policy: its lane's name (srl.lanes; "" a run's one policy), None for the actors
+    policy: str | None  # the worker's policy: its lane's name (srl.graph.lanes; "" a run's one policy), None for the actors
     leads: bool  # it counts updates: a pod, or the trainer that speaks for its group (or policy)
     env_steps: int  # the run's env steps so far, this report's included
     final: bool = False

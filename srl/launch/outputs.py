@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from srl.checks import devices_used
 from srl.config import ExperimentConfig
+from srl.config.checks import devices_used
 from srl.faults import json_safe
 from srl.launch.launches import LaunchStart, RunCounts, launch_list
 from srl.launch.monitor import RunMonitor

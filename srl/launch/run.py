@@ -12,17 +12,16 @@ from rich.console import Console
 from rich.markup import escape
 
 from srl import checkpoint
-from srl.api import registry
 from srl.config import ConfigError, ExperimentConfig
 from srl.faults import RunHalted
-from srl.graph import Graph, build_graph, make_policy
+from srl.graph import Graph, build_graph
+from srl.graph.machine import check_machine, raise_open_files_limit
+from srl.graph.sizing import choice_lines
 from srl.launch.lane_stats import LaneStats
 from srl.launch.launches import start_launch
 from srl.launch.monitor import RunMonitor
 from srl.launch.outputs import RunOutputs, RunStalled, WorkerFailed
 from srl.launch.rundir import claim_run_dir
-from srl.machine import check_machine, raise_open_files_limit
-from srl.sizing import choice_lines
 from srl.storage import WriteFailed
 from srl.streams.tcp_setup import check_queues
 
@@ -102,7 +101,7 @@ def _resume_point(graph: Graph, launch: int) -> tuple[int, int | None]:
 
 def _trainer_dirs(graph: Graph) -> list[tuple[Graph, list[Path]]]:
     """(the graph of a trained policy, the run dirs its trainers keep checkpoints in): the run's own;
-    each member's (srl.workers.member); each training policy's (srl.lanes: run_dir/policies/<name>)."""
+    each member's (srl.workers.member); each training policy's (srl.graph.lanes: run_dir/policies/<name>)."""
     c = graph.config
     if c.pod.ensemble.population > 1:
         from srl.population.ensemble import check_population
@@ -129,13 +128,9 @@ def _start_fresh_or_refuse(config: ExperimentConfig, missing: dict[Path, str], u
 
 def _loader(graph: Graph) -> Callable[[dict], None]:
     """What loads a checkpoint into a policy and algorithm as `graph` configures them (raising where
-    it does not fit); one for all members of an ensemble."""
-    import torch
-
-    c = graph.config
-    with torch.random.fork_rng():  # built only to try the checkpoints on: leave torch's RNG as it was
-        policy = make_policy(c, graph.observation_space, graph.action_space)
-        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
+    it does not fit); one for all members of an ensemble. The checkpoints are tried on the policy and
+    algorithm that build_graph checked (Graph.checked_models), not on new ones."""
+    policy, algorithm = graph.checked_models()
 
     def apply(state: dict) -> None:
         policy.load_state_dict(state["policy"])
@@ -155,7 +150,7 @@ def _monitor(graph: Graph, outputs: RunOutputs, resumed_env_steps: int) -> RunMo
 
         monitor.observers.append(PopulationManager(config, outputs.started_s))
     leagues = [(name, spec.league) for name, spec in config.policies.items() if spec.league is not None]
-    if leagues:  # a self-play league (one: srl.checks): its snapshots and table are kept here (srl.population.keeper)
+    if leagues:  # a self-play league (one: srl.config.checks): its snapshots and table are kept here (srl.population.keeper)
         from srl.population.keeper import LeagueKeeper
 
         monitor.observers += [LeagueKeeper(config, name, spec, graph) for name, spec in leagues]
@@ -169,7 +164,7 @@ def _launch(graph: Graph, outputs: RunOutputs, monitor: RunMonitor) -> int:
     # escaped: rich would take any "[...]" in it for a style tag and drop it
     console.print(f"[bold]srl[/] {escape(config.experiment)}: launch.launcher={config.launch.launcher} "
                   f"run.run_dir={escape(str(outputs.run_dir))}", soft_wrap=True)
-    if graph.policy_choice.name:  # which policy acts and why (srl.default_policy); of several: srl graph
+    if graph.policy_choice.name:  # which policy acts and why (srl.graph.default_policy); of several: srl graph
         console.print(graph.policy_choice.line(), markup=False, highlight=False, soft_wrap=True)
     for line in choice_lines(config):  # the env backend and, with launch.layout=machine, the layout
         console.print(line, markup=False, highlight=False, soft_wrap=True)

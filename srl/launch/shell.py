@@ -105,8 +105,8 @@ def _last_counts(kernel: Kernel, link: Any, transport: Any) -> None:
 
 def make_link(graph: Any, spec: Any, transport: Any) -> Any:
     """The worker's control link; over tcp it also keeps this process's copy of the epochs."""
+    from srl.graph.wiring import incarnations
     from srl.streams.control import WorkerLink
-    from srl.workers.wiring import incarnations
 
     epochs = None if transport.shares_memory else incarnations(graph, transport).epochs
     return WorkerLink(transport, spec.role, spec.index, epochs)
@@ -148,7 +148,7 @@ def lower_priority(graph: Any, spec: Any) -> None:
 def serve(graph: Any, spec: Any, transport: Any, parent_pid: int | None = None) -> None:
     """A worker's life on its open transport: build its kernel, run the loop until stopped; an
     error is reported to the controller, then raised. The transport is closed at the end."""
-    from srl.workers.build import make_kernel
+    from srl.graph.build import make_kernel
 
     lower_priority(graph, spec)
     link = make_link(graph, spec, transport)

@@ -10,9 +10,8 @@ from srl.models.random_policy import RandomPolicy
 from srl.models.recurrent import RecurrentActorCritic
 from srl.models.scripted import Connect4Lookahead, RandomLegal
 from srl.models.squashed_gaussian import SquashedGaussianMLP
-from srl.population.league_pool import LeaguePool
 
 __all__ = [
-    "ActorCriticCNN", "AgentQ", "ActorCriticMLP", "Connect4Lookahead", "LeaguePool", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
+    "ActorCriticCNN", "AgentQ", "ActorCriticMLP", "Connect4Lookahead", "MAPPOPolicy", "MultiInputActorCritic", "QMLP",
     "RandomLegal", "RandomPolicy", "RecurrentActorCritic", "SquashedGaussianMLP",
 ]

@@ -33,7 +33,7 @@ PREFIX = "info/"
 
 
 def info_keys_problem(keys: list[str]) -> str | None:
-    """Why `monitor.info_keys` cannot be used, or None (srl.checks)."""
+    """Why `monitor.info_keys` cannot be used, or None (srl.config.checks)."""
     if len(keys) > MAX_INFO_KEYS:
         return f"field 'monitor.info_keys': {len(keys)} keys, at most {MAX_INFO_KEYS}"
     bad = [k for k in keys if not KEY_PATTERN.match(k)]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from srl.dataflow import CONTROLLER, Delivery, StreamSpec
+from srl.graph.dataflow import CONTROLLER, Delivery, StreamSpec
 from srl.streams.control import Role
 from srl.streams.params import SERVICE_IN, SERVICE_OUT, FixedParams
 from srl.streams.schema import COUNT, Kinds, Malformed, Schema, checked, one_of

@@ -9,7 +9,7 @@ to adopt) travel as frames after the JSON one, at most MAX_ATTACHED, each replac
 {ATTACHED: its number} (`detach`) and put back on arrival (`attach`): the weights go with the
 message that names them, over whatever carries the run's streams, so no worker needs the
 controller's disk (a run on Ray over tcp with no shared run directory). Their largest size is
-the graph's to declare (srl.dataflow.control_streams); a run that declares none sends none.
+the graph's to declare (srl.graph.dataflow.control_streams); a run that declares none sends none.
 
 Each end takes only messages of these shapes (srl.streams.schema): a worker, a STOP or one frame
 of (worker, epoch) pairs of this run; the controller, reports of its own workers whose payloads hold what it

@@ -55,7 +55,7 @@ class Incarnations:
 
     def renamed(self, names: dict[str, str]) -> Incarnations:
         """The same epochs, with each worker in `names` also known by its key (a policy lane's
-        own name for it: srl.lanes)."""
+        own name for it: srl.graph.lanes)."""
         if not names:
             return self
         view = Incarnations([], self.epochs)

@@ -1,4 +1,4 @@
-"""A policy lane's view of its process's transport (srl.lanes): the lane's workers and the shared
+"""A policy lane's view of its process's transport (srl.graph.lanes): the lane's workers and the shared
 actors' parts for it open the lane's streams and blocks, whose names carry its prefix, while the
 stream code names them as in a one-policy run. Everything else is the process's transport.
 

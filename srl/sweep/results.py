@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from srl.config import RESET, Replace, parse_overrides
-from srl.experiment_file import BASE, REPLACE_TAG, is_experiment_file
+from srl.config.files import BASE, REPLACE_TAG, is_experiment_file
 from srl.storage import write_text_atomic
 from srl.sweep.spec import SweepSpec, override_text
 from srl.sweep.study import INTERRUPTED

@@ -218,7 +218,7 @@ def check_against_config(spec: SweepSpec, experiment: str, extra: list[str]) -> 
     """The config with the fixed overrides, and every key of the space, at its range's ends (every
     choice), loads as a config with them: a bad key or value is a ConfigError naming it before any
     trial starts."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     fixed, nowhere = [*spec.overrides, *extra], "run.run_dir=/nonexistent/srl-sweep-check"
     try:

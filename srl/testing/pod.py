@@ -151,7 +151,7 @@ def graphs_against_eager(polls: int = 8, seed: int = 1, device: str = "cuda", ex
     report after `polls` iterations, as JSON-able lists (the gpu test compares them). The eager
     iterations after the first run under torch.cuda.set_sync_debug_mode("error"): any op that
     waits for the device there raises, naming itself."""
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     settings = pod_settings(load_config(experiment, ["run.run_dir=/nonexistent"]))
     settings["total_env_steps"] = settings.pop("schedule_env_steps")
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
     import json
 
-    from srl.load import load_config
+    from srl.config.load import load_config
 
     parser = argparse.ArgumentParser()
     parser.add_argument("check", choices=["graphs", "reach"])

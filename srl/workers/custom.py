@@ -1,5 +1,5 @@
 """The kernel of a worker of the user's own kind (srl.api.worker), given the endpoints of the
-streams the graph declares for it (srl.dataflow.custom_streams)."""
+streams the graph declares for it (srl.graph.dataflow.custom_streams)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from srl.api import registry
-from srl.dataflow import SAMPLES, USER_PREFIX, WorkerSpec
+from srl.graph.dataflow import SAMPLES, USER_PREFIX, WorkerSpec
 from srl.streams.samples import SampleTap
 from srl.streams.transport import Transport
 

@@ -9,7 +9,7 @@ costs the training workers little; each poll plays at most `steps_per_poll` step
 launcher's other kernels keep their turn. A round is a `srl.evaluation.Match`, the loop `srl eval`
 plays.
 
-With several policies (srl.lanes) each acts for its own agents' rows of the one env, each with the
+With several policies (srl.graph.lanes) each acts for its own agents' rows of the one env, each with the
 newest version of its own parameters (one that does not train, with the weights it acts with),
 and each policy's mean return per agent is reported beside the mean over every agent
 (`<policy>/eval/episode_return_mean`).

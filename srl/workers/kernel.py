@@ -1,6 +1,6 @@
 """The worker-kernel contract: what every launcher calls on a worker, and nothing else.
 
-    kernel = make_kernel(graph, spec, transport)  # srl.workers.build: wired to its streams
+    kernel = make_kernel(graph, spec, transport)  # srl.graph.build: wired to its streams
     kernel.start()                                # once, before the first poll
     until the controller says stop:
         if not kernel.poll():                     # False: nothing to do now

@@ -1,4 +1,4 @@
-"""An actor of a run with several policies (srl.lanes): one ring, a lane per policy.
+"""An actor of a run with several policies (srl.graph.lanes): one ring, a lane per policy.
 
 The actor kernel (srl.workers.actor) runs as in a one-policy run, over inference and segment
 slots of every agent's rows held in its own memory (`full_slots`, `full_segments`). The two
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from srl.data import columns as C
-from srl.lanes import VERSION, lane_column
+from srl.graph.lanes import VERSION, lane_column
 from srl.monitor.episodes import EpisodeTally, episodes_report
 from srl.streams.inference import Slot
 from srl.streams.reports import Key

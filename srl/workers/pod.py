@@ -525,7 +525,7 @@ def make_pod(
     name = env if isinstance(env, str) else type(env).__name__
     if isinstance(env, str):
         env = make_batched_env(env, num_envs, device=device, seed=seed, **dict(env_kwargs or {}))
-    from srl.default_policy import choose_by_names  # `auto` (the config's default): chosen by the spaces
+    from srl.graph.default_policy import choose_by_names  # `auto` (the config's default): chosen by the spaces
 
     policy = choose_by_names(policy, algorithm, env.observation_space, env.action_space).name
     net = registry.policies.get(policy)(env.observation_space, env.action_space, **dict(policy_kwargs or {}))

@@ -157,7 +157,7 @@ class Acting:
                 else:
                     noise = np.concatenate([self.action_noise.draw(r.actor, r.split, len(slot[C.ACTION]))
                                             for slot, r in zip(slots, requests)])  # fmt: skip
-                    # a rollout that takes `noise` (srl.checks asks the policy for one when action noise is on)
+                    # a rollout that takes `noise` (srl.config.checks asks the policy for one when action noise is on)
                     tensors = self.policy.rollout(  # type: ignore[call-arg]
                         map_obs(self._tensor, obs), noise=self._tensor(noise))
                 out = {name: tensors[name].cpu().numpy() for name in self.outputs}  # no copy on the CPU

@@ -105,7 +105,7 @@ class StopRules:
 
 class LockStepStop:
     """The rules checked at an update boundary, from the trained data: the episodes' returns in
-    a fixed order, so the target's window is the same in every run (no time limit: srl.checks)."""
+    a fixed order, so the target's window is the same in every run (no time limit: srl.config.checks)."""
 
     def __init__(self, rules: StopRules) -> None:
         self.rules = rules

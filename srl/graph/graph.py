@@ -10,7 +10,7 @@
 
 `build_graph` is the one place that turns a config into workers and streams: each `StreamSpec`
 is a stream as it runs (its transport name, the worker that binds it, who writes and reads it,
-its largest message and its delivery). The builder (srl.workers.build), the tcp set-up
+its largest message and its delivery). The builder (srl.graph.build), the tcp set-up
 (srl.streams.tcp_setup), the launchers (which only decide where each worker runs) and `srl graph`
 read it; tests/test_declared_streams.py checks that real runs open exactly these streams.
 """
@@ -26,14 +26,23 @@ import gymnasium as gym
 import numpy as np
 
 from srl.api import registry
+from srl.api.algorithm import Algorithm
 from srl.api.policy import FieldSpec, Policy
 from srl.config import ConfigError, ExperimentConfig
 from srl.data import columns as C
-from srl.dataflow import CONTROLLER, Delivery, StreamSpec, WorkerSpec, control_streams, custom_streams, extra_workers
-from srl.default_policy import AUTO, PolicyChoice, choose_policy
-from srl.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
+from srl.graph.dataflow import (
+    CONTROLLER,
+    Delivery,
+    StreamSpec,
+    WorkerSpec,
+    control_streams,
+    custom_streams,
+    extra_workers,
+)
+from srl.graph.default_policy import AUTO, PolicyChoice, choose_policy
+from srl.graph.lanes import VERSION, lane_column, lane_spaces, map_agents, policy_config
+from srl.graph.sizing import choice_lines
 from srl.population.league_streams import with_league_streams
-from srl.sizing import choice_lines
 from srl.spaces import Obs, UnsupportedSpace, is_composite, leaf_fields, map_obs, obs_fields
 from srl.streams.batches import BATCHES_NAME, RELEASED_NAME
 from srl.streams.control import Role
@@ -65,7 +74,7 @@ def space_spec(space: gym.Space) -> FieldSpec:
 
 
 def policy_name(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space | None = None) -> str:
-    """The policy that acts (srl.default_policy: `auto` chosen by the spaces and algorithm; the
+    """The policy that acts (srl.graph.default_policy: `auto` chosen by the spaces and algorithm; the
     MLP, which reads one Box, becomes multi-input for any other observation)."""
     return choose_policy(config, observation_space, action_space).name
 
@@ -86,6 +95,17 @@ def initial_policy(graph: Graph, device: torch.device | None = None) -> Policy:
 
 
 @dataclass
+class Checked:
+    """The policy, and the algorithm on it, that build_graph made to check the config (a policy that
+    cannot act in the env, an algorithm that cannot train it, fail before launch); kept so that what
+    only tries weights on them (a resume's checkpoints, a fixed policy's, srl eval's) builds neither
+    again (each of them built its own before, only to load weights into it)."""
+
+    policy: Policy
+    algorithm: Algorithm | None = None  # None for a pod, whose trainer builds its own
+
+
+@dataclass
 class Graph:
     config: ExperimentConfig
     agents: tuple[str, ...]
@@ -103,13 +123,13 @@ class Graph:
     # transport=tcp, a restarted worker: the controller's clock (ns since the epoch) at its restart;
     # its receivers refuse what was sent before, meant for its dead predecessor (or recorded)
     restarted_ns: int = 0
-    # a lane per policy, each a graph of its own (srl.lanes): one policy is one lane under the run's
+    # a lane per policy, each a graph of its own (srl.graph.lanes): one policy is one lane under the run's
     # own names (the empty prefix); the run's graph holds the shared actors, the lanes' workers and
     # streams under the run's names
     lanes: list[Lane] = field(default_factory=list)
     # a lane's graph, as at_run gives it: every worker of the run (whose epochs it reads), and its workers' run names
     run_workers: tuple[str, ...] = ()
-    # the policy that acts and why (srl.default_policy); config.policy holds its name once built
+    # the policy that acts and why (srl.graph.default_policy); config.policy holds its name once built
     policy_choice: PolicyChoice = PolicyChoice("", "")
     names: dict[str, str] = field(default_factory=dict)
     # a lane of a policy that does not train: it acts with these weights (None: as it is made)
@@ -118,6 +138,25 @@ class Graph:
     # dataflow.param_relay: each relayed subscriber's relay (its index), set by the launcher, which
     # knows where workers run (with_param_relays); the others subscribe to the service itself
     param_relays: dict[str, int] = field(default_factory=dict)
+    # what build_graph made to check the config, for what only tries something on it (Checked)
+    checked: Checked | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        """Sent to a worker (Ray) without the checked policy and algorithm: a worker builds its own."""
+        return {**self.__dict__, "checked": None}
+
+    def checked_models(self) -> tuple[Policy, Algorithm]:
+        """The policy and algorithm build_graph checked, to try weights on (a resume's checkpoints,
+        srl eval's); a pod's algorithm, which the checks leave to its trainer, is made here once."""
+        import torch
+
+        assert self.checked is not None, "build_graph keeps them; a worker's graph arrives without"
+        if self.checked.algorithm is None:
+            c = self.config
+            with torch.random.fork_rng():  # made only to try weights on: leave torch's RNG as it was
+                algorithm_cls = registry.algorithms.get(c.algorithm).algorithm_cls
+                self.checked.algorithm = algorithm_cls(self.checked.policy, c.algo_config, c.stop.total_env_steps)
+        return self.checked.policy, self.checked.algorithm
 
     @property
     def rows_per_split(self) -> int:
@@ -319,20 +358,20 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     choice = choose_policy(config, observation_space, action_space)
     if config.policy == AUTO:
         config.policy = choice.name
-    policy = _checked_policy(config, observation_space, action_space)
+    policy = _checked_policy(config, choice.name, observation_space, action_space)
     if config.pod.enabled and policy.recurrent:
         raise ConfigError(f"field 'pod.enabled': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
     graph = Graph(config, agents, observation_space, action_space, policy.rollout_fields(),
-                  policy_inputs=policy.input_fields(), policy_choice=choice)
+                  policy_inputs=policy.input_fields(), policy_choice=choice, checked=Checked(policy))
     _check_recurrent(graph, policy.recurrent)
     if config.pod.enabled:  # one worker, nothing streamed but its reports; an ensemble is K of them, pod:0 ..
-        # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.launch.ensemble)
+        # pod:K-1, their evaluations in their reports and the manager's adopts on control.out (srl.population.ensemble)
         graph.workers = [WorkerSpec(Role.POD, k) for k in range(config.pod.ensemble.population)]
         # its reports attach each evaluation's weights and optimizer state, its adopts a leader's
         # (srl.workers.member): the weights, Adam's two moments of them, and room for the rest
         attached = 4 * sum(tensor_bytes(policy)) + (1 << 20) if config.pod.ensemble.population > 1 else 0
         graph.streams = control_streams(tuple(w.name for w in graph.workers), attached)
-        _check_batch(graph)  # the rest of its config was checked by srl.checks
+        _check_batch(graph)  # the rest of its config was checked by srl.config.checks
         return graph
     workers = [WorkerSpec(Role.ACTOR, a) for a in range(config.launch.num_actor_workers)]
     if config.dataflow.inference == "policy_worker":
@@ -351,14 +390,15 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     return graph
 
 
-def _checked_policy(config: ExperimentConfig, observation_space: gym.Space, action_space: gym.Space) -> Policy:
-    """The policy, built once here so that a policy that cannot act in the env fails now, and
-    checked with the algorithm and env (srl.compat) by what its class declares."""
-    from srl.compat import check_combination
+def _checked_policy(config: ExperimentConfig, name: str, observation_space: gym.Space, action_space: gym.Space
+                    ) -> Policy:
+    """Policy `name` (chosen: graph_for), built once here so that a policy that cannot act in the env
+    fails now, and checked with the algorithm and env (srl.config.compat) by what its class declares."""
+    from srl.config.compat import check_combination
 
     try:
-        factory = registry.policies.get(policy_name(config, observation_space, action_space))
-        policy = make_policy(config, observation_space, action_space)
+        factory = registry.policies.get(name)
+        policy = factory(observation_space, action_space, **config.policy_kwargs)
     except registry.UnknownNameError as e:
         raise ConfigError(f"field 'policy': {e}") from None
     except (TypeError, ValueError) as e:
@@ -380,7 +420,7 @@ FLATTEN_WRAPPER = "gymnasium.wrappers.FlattenObservation"
 def composite_hint(config: ExperimentConfig) -> str:
     """What takes a Dict or Tuple observation with the config's algorithm: the registered policies
     that read one (Policy.composite_observations), else the wrapper that makes it one Box."""
-    from srl.compat import declared_class, fitting_policies
+    from srl.config.compat import declared_class, fitting_policies
 
     readers = [n for n in fitting_policies(config.algorithm) if declared_class(registry.policies.get(n)).composite_observations]
     if readers:
@@ -521,9 +561,10 @@ def _check_algorithm(graph: Graph, policy: Policy) -> None:
     global state in its rows) fails now, not in a trainer restarted until it gives up."""
     c = graph.config
     try:
-        registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
+        algorithm = registry.algorithms.get(c.algorithm).algorithm_cls(policy, c.algo_config, c.stop.total_env_steps)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"field 'policy': algorithm {c.algorithm!r} cannot train policy {c.policy!r}: {e}") from None
+    graph.checked = Checked(policy, algorithm)
 
 
 def _check_recurrent(graph: Graph, recurrent: bool) -> None:
@@ -540,7 +581,7 @@ def _check_recurrent(graph: Graph, recurrent: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Several policies (config `policies`): a lane per policy, see srl.lanes
+# Several policies (config `policies`): a lane per policy, see srl.graph.lanes
 
 
 @dataclass
@@ -561,7 +602,7 @@ class Lane:
         return self.prefix == ""
 
     def line(self, agents: tuple[str, ...]) -> str:
-        """Its line in `srl graph`: the run's one policy, which and why (srl.default_policy); else its
+        """Its line in `srl graph`: the run's one policy, which and why (srl.graph.default_policy); else its
         agents, policy, algorithm and workers."""
         if self.spans_run:
             return self.graph.policy_choice.line()
@@ -651,7 +692,8 @@ def _acting_only(graph: Graph, name: str, weights_file: str | None) -> None:
     graph.streams = [s for s in graph.streams if s.kind in ("requests", "replies", "control")]
     graph.trains, graph.weights_file = False, weights_file
     if weights_file is not None:
-        policy = make_policy(graph.config, graph.observation_space, graph.action_space)
+        assert graph.checked is not None  # graph_for keeps the policy it checked: these weights must load into it
+        policy = graph.checked.policy
         try:
             checkpoint.load_file(Path(weights_file), apply=lambda state: policy.load_state_dict(state["policy"]))
         except (checkpoint.CheckpointError, RuntimeError) as e:  # RuntimeError: another policy's shapes

@@ -14,7 +14,7 @@ For the algorithms that train an actor-critic (ppo, appo, impala):
 - any other Box (a vector, a float image) -> actor-critic-mlp.
 Other algorithms have no CNN policy. Those that declare a default policy (dqn's q-mlp, sac's
 squashed-gaussian-mlp, r2d2's recurrent-q: Algorithm.default_policy) get it before this is asked
-(srl.checks.algorithm_defaults); for the rest `auto` is actor-critic-mlp, as the old default was,
+(srl.config.checks.algorithm_defaults); for the rest `auto` is actor-critic-mlp, as the old default was,
 and the refusal names the policies that fit.
 
 A policy named in the config acts as named, except that `actor-critic-mlp`, which reads one Box,
@@ -57,7 +57,7 @@ def choose_by_names(policy: str, algorithm: str, observation_space: gym.Space,
         if policy == MLP and not isinstance(observation_space, gym.spaces.Box):
             return PolicyChoice(MULTI, f"policy={MLP} reads one Box; multi-input acts in its place for "
                                        f"the {_kind(observation_space)} observation")
-        if policy == _algorithm_default(algorithm):  # algorithm=dqn alone brings q-mlp (srl.checks.algorithm_defaults)
+        if policy == _algorithm_default(algorithm):  # algorithm=dqn alone brings q-mlp (srl.config.checks.algorithm_defaults)
             note = f"; algorithm {algorithm} has no CNN policy" if images.is_image(observation_space) else ""
             return PolicyChoice(policy, f"policy={policy}, algorithm {algorithm}'s own{note}")
         return PolicyChoice(policy, f"policy={policy} as given")
@@ -90,7 +90,7 @@ def trains_actor_critic(algorithm: str) -> bool:
     try:
         algo = registry.algorithms.get(algorithm).algorithm_cls
     except registry.UnknownNameError:
-        return False  # srl.checks names it
+        return False  # srl.config.checks names it
     return algo.policy_kind == "actor-critic" and not algo.needs_recurrent
 
 

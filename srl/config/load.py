@@ -1,9 +1,9 @@
 """From what `srl run` is given to the config a run uses: `load_config(experiment, overrides)`.
 
-`experiment` is a registered experiment's name or an experiment file (srl.experiment_file); its
-values, with the `key=value` overrides over them, are checked by srl.checks.build_config. A
+`experiment` is a registered experiment's name or an experiment file (srl.config.files); its
+values, with the `key=value` overrides over them, are checked by srl.config.checks.typed_config. A
 module of its own: experiment files build on the config's types, so the loading that resolves
-them cannot live in srl.config without an import circle.
+them cannot live in the schema (srl.config.schema) without an import circle.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from srl.api import registry
-from srl.checks import build_config
 from srl.config import (
     ConfigError,
     ExperimentConfig,
@@ -22,10 +21,12 @@ from srl.config import (
     drop_stale_settings,
     import_modules,
     load_saved_config,
+    module_entries,
     parse_overrides,
     translate_moved,
 )
-from srl.experiment_file import is_experiment_file, load_experiment_file
+from srl.config.checks import typed_config
+from srl.config.files import is_experiment_file, load_experiment_file
 from srl.experiments import experiment_values
 
 
@@ -36,16 +37,19 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
 
     top = translate_moved(parse_overrides(overrides or []))
     given = apply_overrides({}, top)
-    import_modules(given.get("modules", []))
+    imported = module_entries(given.get("modules", []))
+    import_modules(imported)  # before the experiment is looked up: they may register it
     run = given.get("run")
     if resume := run.get("resume") if isinstance(run, dict) else None:
         base = load_saved_config(Path(str(resume)))
         # a resumed run goes on writing where it was; a start_fresh of an earlier launch is not this one's
         base["run"] = {**base.get("run", {}), "run_dir": str(resume), "if_no_checkpoint": "refuse"}
     else:
-        base = _experiment_values(experiment)
+        base = _experiment_values(experiment, imported)
     base = drop_stale_settings(base, top)
-    config = build_config(apply_overrides(base, top))
+    values = apply_overrides(base, top)  # each read once, old keys moved as it was read
+    import_modules([m for m in module_entries(values.get("modules", [])) if m not in imported])
+    config = typed_config(values)
     if config.run.run_dir is None:
         name = _run_name(str(base.get("experiment", experiment)), base, config.env)
         stem = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -56,10 +60,11 @@ def load_config(experiment: str, overrides: list[str] | None = None) -> Experime
     return config
 
 
-def _experiment_values(experiment: str) -> dict[str, Any]:
-    """The config values of a registered experiment, or of an experiment file (srl.experiment_file)."""
+def _experiment_values(experiment: str, imported: list[str]) -> dict[str, Any]:
+    """The config values of a registered experiment, or of an experiment file (srl.config.files,
+    which adds the modules it imports to `imported`)."""
     if is_experiment_file(experiment):
-        return load_experiment_file(Path(experiment))
+        return load_experiment_file(Path(experiment), imported=imported)
     try:
         return {**experiment_values(experiment), "experiment": experiment}
     except registry.UnknownNameError as e:

@@ -1,9 +1,9 @@
 """Every check of the config that spans fields, in one place, before any process starts.
 
-`build_config` validates a config dict field by field (srl.config's models), then `check_config`
-raises one ConfigError naming the field and what is allowed. Both live here, not in srl.config,
+`build_config` validates a config dict field by field (srl.config.schema's models), then `check_config`
+raises one ConfigError naming the field and what is allowed. Both live here, not in the schema,
 which these checks build on. What needs the env's spaces (rows per segment,
-batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.compat).
+batch sizes, the policy's kind) is checked where the graph is built (srl.graph, srl.config.compat).
 """
 
 from __future__ import annotations
@@ -28,17 +28,26 @@ from srl.config import (
     translate_moved,
     with_cwd_on_path,
 )
-from srl.default_policy import AUTO
 from srl.envs.native_backends import backend_choice, vector_entry_point
-from srl.sizing import machine_layout
+from srl.graph.default_policy import AUTO
+from srl.graph.sizing import machine_layout
 
 
 def build_config(values: dict[str, Any]) -> ExperimentConfig:
-    """Validate a full config dict; `algo` is checked against the algorithm's own config class."""
-    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
-
+    """Validate a full config dict as given (old keys moved here, its `modules` imported here);
+    `algo` is checked against the algorithm's own config class."""
     values = translate_moved(values)
     import_modules(values.get("modules", []))
+    return typed_config(values)
+
+
+def typed_config(values: dict[str, Any]) -> ExperimentConfig:
+    """`build_config` of values already read: old keys moved (srl.config.overrides.translate_moved)
+    and their `modules` imported. srl.config.load reads each input once, so a load translates the
+    overrides and imports each module once (it did both twice, once more here)."""
+    import srl.builtins  # noqa: F401  (registers built-in envs, policies, algorithms)
+
+    values = dict(values)
     algo_values = values.pop("algo", {}) or {}
     try:
         config = ExperimentConfig.model_validate(values)
@@ -62,7 +71,7 @@ def build_config(values: dict[str, Any]) -> ExperimentConfig:
 
 def machine_defaults(config: ExperimentConfig) -> None:
     """launch.layout=machine: the actors' count, size and niceness that the config leaves unset,
-    from this machine (srl.sizing.machine_layout); num_actor_workers rounded up to a multiple of
+    from this machine (srl.graph.sizing.machine_layout); num_actor_workers rounded up to a multiple of
     num_trainers. Not for an inline run, a pod, or a Ray cluster (ray_address: not this machine)."""
     launch = config.launch
     if launch.layout != "machine" or launch.launcher == "inline" or config.pod.enabled or launch.ray_address:
@@ -129,7 +138,7 @@ def check_config(config: ExperimentConfig) -> None:
 def _names(config: ExperimentConfig) -> str | None:
     """The registered names the config chooses (its algorithm's: build_config, which types `algo` by it)."""
     named: list[tuple[str, registry.Registry[Any], str]] = []
-    if config.policy != AUTO:  # auto is chosen where the spaces are known (srl.default_policy)
+    if config.policy != AUTO:  # auto is chosen where the spaces are known (srl.graph.default_policy)
         named.append(("policy", registry.policies, config.policy))
     named += [(f"extra_workers[{i}].kind", registry.workers, w.kind) for i, w in enumerate(config.extra_workers)]
     for field, table, name in named:
@@ -365,7 +374,7 @@ def _policies(config: ExperimentConfig) -> str | None:
         if extra.policy not in trains:
             return (f"field 'extra_workers[{k}].policy': {extra.policy!r}; with several policies each extra worker "
                     f"joins one that trains: {trains}")
-    from srl.lanes import policy_config
+    from srl.graph.lanes import policy_config
 
     leagues = sorted(n for n, s in config.policies.items() if s.league is not None)
     if len(leagues) > 1:  # the controller keeps one league's table (srl.population.keeper): a second would be lost

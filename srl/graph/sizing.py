@@ -67,7 +67,7 @@ def env_threads(cores: int, num_actor_workers: int, envs: int) -> int:
 
 def choice_lines(config: ExperimentConfig) -> list[str]:
     """What srl chose for the run where the config let it (srl run, srl show, srl graph): the env backend
-    (env_backend=auto: srl.envs.native_backends) and the machine's layout (srl.sizing)."""
+    (env_backend=auto: srl.envs.native_backends) and the machine's layout (srl.graph.sizing)."""
     from srl.devices import cpu_count
     from srl.envs.native_backends import backend_line
 

@@ -48,7 +48,7 @@ def policy_config(config: ExperimentConfig, name: str) -> ExperimentConfig:
         "num_policy_workers": spec.num_policy_workers or config.launch.num_policy_workers,
     })  # fmt: skip
     flow = config.dataflow
-    if config.run.deterministic:  # each of its trainers takes one segment of each of its actors' groups (srl.checks)
+    if config.run.deterministic:  # each of its trainers takes one segment of each of its actors' groups (srl.config.checks)
         flow = flow.model_copy(update={"batch_segments": lock_step_batch_segments(launch, flow)})
     run_dir = None if config.run.run_dir is None else str(Path(config.run.run_dir) / POLICIES_DIR / name)
     resume = None if config.run.resume is None else str(Path(config.run.resume) / POLICIES_DIR / name)

@@ -42,6 +42,7 @@ from srl.config import (
     import_modules,
     leaves,
     models_in,
+    module_entries,
     refuse_moved_twice,
     translate_moved,
     unknown_fields,
@@ -85,9 +86,11 @@ def _construct_replace(loader: _Loader, node: yaml.Node) -> Replace:
 _Loader.add_constructor(REPLACE_TAG, _construct_replace)
 
 
-def load_experiment_file(path: Path, _within: tuple[Path, ...] = ()) -> dict[str, Any]:
+def load_experiment_file(path: Path, _within: tuple[Path, ...] = (), imported: list[str] | None = None
+                         ) -> dict[str, Any]:
     """The config values of experiment file `path`: its base experiment's, with the file's over them.
-    `_within`: the files whose `base:` led here (a file met twice would be its own base)."""
+    `_within`: the files whose `base:` led here (a file met twice would be its own base). `imported`
+    gets the `modules` entries imported here (srl.config.load imports the rest, each once)."""
     raw = _read(path)
     refuse_moved_twice(leaves(raw), f"{path}: ")  # target_return and stop.target_return: one would mask the other
     raw = translate_moved(raw)
@@ -101,10 +104,13 @@ def load_experiment_file(path: Path, _within: tuple[Path, ...] = ()) -> dict[str
     base = None if base is RESET else base
     if base is not None and not isinstance(base, str):
         raise ConfigError(f"{path}: '{BASE}' names a built-in or registered experiment, or a .yaml file, got {base!r}")
-    import_modules(apply_overrides({}, tree).get("modules", []))  # they may register the base experiment
+    modules = module_entries(apply_overrides({}, tree).get("modules", []))
+    import_modules(modules)  # they may register the base experiment
+    if imported is not None:
+        imported += modules
     values: dict[str, Any] = {}
     if base is not None and is_experiment_file(base):
-        values = _base_file(path, base, _within)
+        values = _base_file(path, base, _within, imported)
     elif base is not None:
         try:
             values = experiment_values(base)
@@ -116,7 +122,7 @@ def load_experiment_file(path: Path, _within: tuple[Path, ...] = ()) -> dict[str
     return values
 
 
-def _base_file(path: Path, base: str, within: tuple[Path, ...]) -> dict[str, Any]:
+def _base_file(path: Path, base: str, within: tuple[Path, ...], imported: list[str] | None) -> dict[str, Any]:
     """The values of experiment file `base` (relative to `path`'s directory), itself read with its
     own base; the run is named after `path`, not after its base."""
     file = Path(base).expanduser()
@@ -128,7 +134,7 @@ def _base_file(path: Path, base: str, within: tuple[Path, ...]) -> dict[str, Any
     if not file.is_file():
         raise ConfigError(f"{path}: {BASE}: no experiment file {str(file)!r} (a base ending in .yaml is a file, "
                           "relative to the file that names it)")
-    values = load_experiment_file(file, chain)
+    values = load_experiment_file(file, chain, imported)
     values.pop("experiment", None)
     return values
 

@@ -1,6 +1,6 @@
 """What every worker's builder reads of the graph and its transport: the workers' epochs, an
 actor's slots, the policy an actor or policy worker acts with and its exploration
-(srl.workers.build and the builders beside it)."""
+(srl.graph.build and the builders beside it)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def segments_of(graph: Graph, transport: Transport, actors: list[int]) -> dict[t
 
 def incarnations(graph: Graph, transport: Transport) -> Incarnations:
     """The epochs of every worker (the controller bumps one on each restart); a policy's lane
-    (srl.lanes) reads the run's under its own workers' names."""
+    (srl.graph.lanes) reads the run's under its own workers' names."""
     names = list(graph.run_workers) or [w.name for w in graph.workers]
     epochs = transport.arrays(INCARNATIONS_BLOCK, incarnations_layout(names))["epoch"]
     if graph.epochs and not transport.shares_memory:  # tcp: a restarted worker starts from the controller's copy

@@ -50,26 +50,29 @@ def _policy_problems(config: ExperimentConfig, algo: type[Algorithm], policy: Po
     declared = declared_class(policy)
     kind, recurrent = declared.kind, declared.recurrent
     name, problems = config.policy, []
-    fit = f"policies that fit: {_list(fitting_policies(config.algorithm, space if env_fits else None))}"
+
+    def fit() -> str:  # every registered policy looked at: only for a message that names a problem
+        return f"policies that fit: {_list(fitting_policies(config.algorithm, space if env_fits else None))}"
+
     if algo.policy_kind is not None and kind is not None and kind != algo.policy_kind:
         problems.append(
-            f"field 'policy': algorithm {config.algorithm!r} needs a policy of kind {algo.policy_kind} ({fit}), "
+            f"field 'policy': algorithm {config.algorithm!r} needs a policy of kind {algo.policy_kind} ({fit()}), "
             f"{name!r} is of kind {kind}"
         )
     elif recurrent and not algo.trains_recurrent:
         can = _list(n for n in registry.algorithms.names() if _algorithm(n).trains_recurrent)
         problems.append(
             f"field 'algorithm': {config.algorithm!r} cannot train the recurrent policy {name!r} "
-            f"(algorithms that can: {can}; {fit})"
+            f"(algorithms that can: {can}; {fit()})"
         )
     elif algo.needs_recurrent and not recurrent and kind is not None:
-        problems.append(f"field 'policy': algorithm {config.algorithm!r} needs a recurrent policy ({fit}), "
+        problems.append(f"field 'policy': algorithm {config.algorithm!r} needs a recurrent policy ({fit()}), "
                         f"{name!r} is feed-forward")
     spaces = declared.action_spaces
     if env_fits and not _fits(space, spaces):  # else the env's problem above says it
         problems.append(
             f"field 'policy': {name!r} acts in {_names(spaces)} action spaces, env {config.env!r} has "
-            f"{_name(space)} ({fit})"
+            f"{_name(space)} ({fit()})"
         )
     return problems
 

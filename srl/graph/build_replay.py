@@ -19,6 +19,7 @@ from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.goals import find_goal_wrapper
 from srl.envs.gym_env import GymVectorEnv
 from srl.graph import Graph, initial_policy, sub_arrays
+from srl.graph.wiring import segments_of
 from srl.streams.batches import BUFFER_BLOCK, Batch, BatchClient, BatchServer
 from srl.streams.params import ParamPublisher
 from srl.streams.samples import SampleConsumer
@@ -26,7 +27,6 @@ from srl.streams.transport import Transport
 from srl.workers.buffer import BufferKernel
 from srl.workers.learner import LearnerSettings
 from srl.workers.replay_trainer import ReplayTrainerKernel
-from srl.workers.wiring import segments_of
 
 Segment = dict[str, np.ndarray]
 Items = Callable[[Segment, Hashable], Transitions]  # what the buffer stores of a segment from a lane

@@ -13,8 +13,17 @@ from srl.devices import cpu_count, resolve
 from srl.envs import make_vector_env, single_env_kwargs
 from srl.envs.native_backends import backend_choice
 from srl.graph import Graph, Lane, WorkerSpec, initial_policy, lane_of, lane_outputs
+from srl.graph.sizing import env_threads
+from srl.graph.wiring import (
+    acting,
+    actor_arrays,
+    incarnations,
+    policy_and_params,
+    policy_ports,
+    segments_of,
+    split_actor_arrays,
+)
 from srl.monitor.timing import TimeBreakdown
-from srl.sizing import env_threads
 from srl.spaces import obs_fields
 from srl.streams.control import Role
 from srl.streams.gradients import GRADIENTS, GradientGroup
@@ -32,15 +41,6 @@ from srl.workers.params import ParamRelayKernel, ParamServiceKernel
 from srl.workers.policy import PolicyWorkerKernel
 from srl.workers.stop import LockStepStop, StopRules
 from srl.workers.trainer import TrainerKernel
-from srl.workers.wiring import (
-    acting,
-    actor_arrays,
-    incarnations,
-    policy_and_params,
-    policy_ports,
-    segments_of,
-    split_actor_arrays,
-)
 
 if TYPE_CHECKING:
     from srl.evaluation import Player
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 def actor_env_kwargs(c: ExperimentConfig) -> dict[str, Any]:
     """env_kwargs of an actor's ring groups: where EnvPool steps them and the config names no
-    num_threads, each pool gets the actor's share of this machine's cores (srl.sizing.env_threads);
+    num_threads, each pool gets the actor's share of this machine's cores (srl.graph.sizing.env_threads);
     by EnvPool's own default each of 16 actors' pools would start one thread per core."""
     if "num_threads" in c.env_kwargs or backend_choice(c.env, c.env_kwargs, c.env_backend)[0] != "envpool":
         return c.env_kwargs
@@ -94,7 +94,7 @@ def actor_ports(graph: Graph, transport: Transport, actor: int, clock: TimeBreak
         lg, view = lane.at_run(graph), PrefixedTransport(transport, lane.prefix)
         port, producer, lane_infer = policy_ports(lg, view, actor, clock)
         lane_obs = {k: s.shape for k, s in obs_fields(lg.observation_space).items()}
-        factory = registry.policies.get(lg.config.policy)  # a league's tag: its opponent (srl.models.league_pool)
+        factory = registry.policies.get(lg.config.policy)  # a league's tag: its opponent (srl.population.league_pool)
         tag = factory.episode_tag if isinstance(factory, type) and issubclass(factory, Policy) else None
         lanes.append(lane_rows(lane.name, lane.rows, len(graph.agents), graph.config.dataflow.envs_per_split, full_obs,
                                lane_obs, tuple(lane_outputs(lg)), tag))
@@ -207,11 +207,11 @@ def _lane_kernel(graph: Graph, spec: WorkerSpec, transport: Transport) -> Kernel
         server = InferenceServer(transport, spec.index, actors, incarnations(graph, transport), slots=slots)
         return PolicyWorkerKernel(acting(graph, transport, resolve(c.devices.policy, spec.index)), server, slots)
     if spec.role == Role.BUFFER:
-        from srl.workers.build_replay import make_buffer
+        from srl.graph.build_replay import make_buffer
 
         return make_buffer(graph, transport)
     if spec.role == Role.TRAINER and c.replay is not None:
-        from srl.workers.build_replay import make_replay_trainer
+        from srl.graph.build_replay import make_replay_trainer
 
         return make_replay_trainer(graph, transport)
     if spec.role == Role.TRAINER:

@@ -1,5 +1,5 @@
 """docs/config.md, generated (`srl config-doc`): every field of the experiment config and of each
-registered algorithm. Apart from srl.config, which must not import the built-ins it documents."""
+registered algorithm. Apart from the schema (srl.config.schema), which must not import the built-ins it documents."""
 
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ def config_reference() -> str:
         rows = ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
         for name, f in model.model_fields.items():
             kind = f.annotation.__name__ if isinstance(f.annotation, type) else str(f.annotation)
-            kind = kind.replace("typing.", "").replace("srl.api.algorithm.", "").replace("|", "\\|")
+            kind = kind.replace("typing.", "").replace("srl.api.algorithm.", "").replace("srl.config.schema.", "srl.config.").replace("|", "\\|")
             default = "(required)" if f.is_required() else f.get_default(call_default_factory=True)
             default = "(section below)" if isinstance(default, BaseModel) else repr(default)
             rows.append(f"| `{name}` | `{kind}` | `{default}` | {f.description or ''} |")
         return rows
 
-    lines = ["# Config reference", "", "Generated from `srl/config.py` by `srl config-doc`; do not edit.", ""]
+    lines = ["# Config reference", "", "Generated from `srl/config/schema.py` by `srl config-doc`; do not edit.", ""]
     lines += [("`key=value` overrides are YAML values over the experiment's: `a.b=1` or `a={b: 1}` merge into a "
                "dict, `a=!{b: 1}` replaces it whole, `a=null` drops the experiment's value (the default applies), "
                "`a=!null` is None itself. A new `algorithm` (`policy`) drops the experiment's `algo.*` "
@@ -42,7 +42,7 @@ def config_reference() -> str:
         if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             lines += [f"## `{name}.*`: {field.description}", "", *table(field.annotation), ""]
     lines += [("An experiment file (`srl run FILE.yaml key=value ...`) holds the same keys, read by the same "
-               "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.experiment_file, "
+               "rules, with `!replace VALUE` for `!` and `base: EXPERIMENT` to start from (srl.config.files, "
                "docs/custom.md)."), ""]
     lines += ["## `env_wrappers` entries", "", *table(EnvWrapper), ""]
     lines += ["## `replay.*` (the buffer worker)", "", *table(ReplayConfig), ""]
