@@ -36,8 +36,10 @@ from srl.config.overrides import (
 from srl.config.schema import (
     GOAL_WRAPPER,
     RAY_ROLES,
+    RUN_ID_PREFIX_ENV,
     ConfigError,
     DataflowConfig,
+    DebugConfig,
     DeviceConfig,
     EnsembleConfig,
     EnvWrapper,
@@ -63,7 +65,8 @@ from srl.config.schema import (
 )
 
 __all__ = [
-    "GOAL_WRAPPER", "MOVED", "RAY_ROLES", "RESET", "ConfigError", "DataflowConfig", "DeviceConfig", "EnsembleConfig",
+    "GOAL_WRAPPER", "MOVED", "RAY_ROLES", "RESET", "RUN_ID_PREFIX_ENV", "ConfigError", "DataflowConfig", "DebugConfig",
+    "DeviceConfig", "EnsembleConfig",
     "EnvWrapper", "EvalConfig", "ExperimentConfig", "ExtraWorker", "HerConfig", "LaunchConfig", "LeagueSpec",
     "MonitorConfig", "PodConfig", "PolicySpec", "RayResources", "Replace", "ReplayConfig", "RunConfig", "Settings",
     "StopConfig", "apply_overrides", "drop_stale_settings", "format_error", "import_modules", "leaves",
