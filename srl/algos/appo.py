@@ -22,6 +22,7 @@ import torch
 from pydantic import Field
 
 from srl.algos.actor_critic import ActorCritic, ActorCriticConfig, normalized
+from srl.algos.ppo import STAT_NAMES as PPO_STATS
 from srl.algos.vtrace import compute_vtrace
 from srl.api.algorithm import AlgorithmConfig
 from srl.api.policy import Policy
@@ -29,15 +30,7 @@ from srl.api.registry import register_algorithm
 from srl.data.columns import ACTION, LOG_PROB, REWARD, TERMINATED, TRUNCATED, VALUE
 from srl.spaces import map_obs, obs_columns, obs_of
 
-STAT_NAMES = (
-    "losses/policy_loss",
-    "losses/value_loss",
-    "losses/entropy",
-    "losses/approx_kl",
-    "losses/clipfrac",
-    "losses/rho_clipfrac",
-    "losses/explained_variance",
-)
+STAT_NAMES = (*PPO_STATS, "losses/rho_clipfrac", "losses/explained_variance")  # PPO's, and V-trace's clip
 
 
 class APPOConfig(ActorCriticConfig):

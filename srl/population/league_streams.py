@@ -26,7 +26,7 @@ from typing import Any
 from srl.graph.dataflow import CONTROLLER, Delivery, StreamSpec
 from srl.streams.control import Role
 from srl.streams.params import SERVICE_IN, SERVICE_OUT, FixedParams
-from srl.streams.schema import COUNT, Kinds, Malformed, Schema, checked, one_of
+from srl.streams.schema import COUNT, Kinds, Schema, checked, json_object, one_of
 from srl.streams.transport import Message, Receiver, Transport
 
 OUT, IN = "league.out", "league.in"  # under the league lane's prefix
@@ -73,12 +73,7 @@ def in_schema() -> Kinds:
 
 
 def _json_object(message: Message) -> None:
-    try:
-        table = json.loads(bytes(message.frames[0]))
-    except (ValueError, RecursionError) as error:
-        raise Malformed(f"a league table that is not JSON: {type(error).__name__}") from None
-    if type(table) is not dict:
-        raise Malformed("a league table that is not a JSON object")
+    json_object(message.frames[0], "a league table")
 
 
 class LeagueParams(FixedParams):

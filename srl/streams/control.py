@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from srl.streams.schema import EPOCH, INDEX, Kinds, Malformed, Schema, checked, one_of
+from srl.streams.schema import EPOCH, INDEX, Kinds, Malformed, Schema, checked, json_object, one_of
 from srl.streams.transport import Message, Receiver, Transport
 
 CONTROLLER_IN = "controller.in"
@@ -82,12 +82,7 @@ def command_schema(epochs: np.ndarray | None) -> Kinds:
 
 
 def _check_command(message: Message) -> None:
-    try:
-        payload = json.loads(bytes(message.frames[0]))
-    except (ValueError, RecursionError) as error:
-        raise Malformed(f"a command that is not JSON: {type(error).__name__}") from None
-    if type(payload) is not dict:
-        raise Malformed("a command that is not a JSON object")
+    payload = json_object(message.frames[0], "a command")
     try:
         attach(payload, message.frames[1:], bytes(message.frames[0]))
     except ValueError as error:

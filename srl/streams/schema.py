@@ -18,6 +18,7 @@ stream, but the same check runs there: a few integer comparisons per message, no
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,17 @@ class Malformed(ValueError):
 
 def one_of(*values: int) -> frozenset[int]:
     return frozenset(int(v) for v in values)
+
+
+def json_object(frame: bytes | memoryview, what: str) -> dict[str, Any]:
+    """A frame that must hold a JSON object (a command, a league table); Malformed naming `what` if not."""
+    try:
+        value = json.loads(bytes(frame))
+    except (ValueError, RecursionError) as error:
+        raise Malformed(f"{what} that is not JSON: {type(error).__name__}") from None
+    if type(value) is not dict:
+        raise Malformed(f"{what} that is not a JSON object")
+    return value
 
 
 class Schema:
