@@ -144,13 +144,15 @@ def test_a_restarted_worker_holds_none_of_the_controller_s_listening_sockets(run
     """tcp: the controller listens on controller.in and control.out while it forks a restarted actor."""
     config = load_config("cartpole-ppo", [
         "dataflow.transport=tcp", "launch.num_actor_workers=2", "stop.total_env_steps=10000000000",
-        "stop.target_return=null", "stop.time_limit_s=12", f"run.run_dir={run_dir}", "monitor.display=off",
+        "stop.target_return=null", "stop.time_limit_s=20", f"run.run_dir={run_dir}", "monitor.display=off",
         "monitor.learning_curve=false",
     ])  # fmt: skip
     killed: list[str | None] = []
 
-    def killer() -> None:
-        until(lambda: (run_dir / "metrics.jsonl").exists(), 60)
+    def killer(watch) -> None:
+        # the kill once the watch has looked at the run's 4 workers (2 actors, trainer, params): a
+        # worker killed before it was seen would leave its restart uncounted
+        until(lambda: (run_dir / "metrics.jsonl").exists() and len(watch.seen_workers) >= 4, 60)
         killed.append(kill_now(os.getpid(), ("actor",), random.Random(0)))
 
     watch = watch_a_run_with_kills(config, killer, join_s=70)

@@ -230,17 +230,22 @@ class ListenerWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            listening = _listening_inodes(os.getpid())
+            self.listening.update(listening)
             try:
-                listening = _listening_inodes(os.getpid())
-                self.listening.update(listening)
-                for child in psutil.Process().children(recursive=True):
+                children = psutil.Process().children(recursive=True)
+            except psutil.Error:  # one ended while they were listed
+                children = []
+            for child in children:
+                try:  # each child alone: a zombie (an earlier test's, a killed worker not yet reaped) raises
+                    # on every look, and once stopped the whole sweep, so that the watch saw no worker at all
                     title = child.cmdline()
                     if not (title and title[0].startswith("srl:")):
                         continue  # not yet past its fork (or no worker): its descriptors are not its own yet
                     self.held += [(child.pid, i) for i in _socket_inodes(child.pid) & set(listening)]
                     self.seen_workers.add(child.pid)
-            except (psutil.Error, OSError):  # a worker that ended meanwhile
-                pass
+                except (psutil.Error, OSError):  # a worker that ended meanwhile
+                    pass
             time.sleep(0.05)
 
     def stop(self) -> None:
@@ -248,11 +253,11 @@ class ListenerWatch:
         self._thread.join(timeout=30)
 
 
-def watch_a_run_with_kills(config, kill: Callable[[], None], join_s: float) -> ListenerWatch:
-    """Run `config` in this process with `kill` on a thread beside it and a ListenerWatch over
-    it; the watch, stopped, once the run has ended (its exit code asserted 0)."""
+def watch_a_run_with_kills(config, kill: Callable[[ListenerWatch], None], join_s: float) -> ListenerWatch:
+    """Run `config` in this process with `kill(watch)` on a thread beside it and a ListenerWatch
+    over it; the watch, stopped, once the run has ended (its exit code asserted 0)."""
     watch = ListenerWatch()
-    thread = threading.Thread(target=kill, daemon=True)
+    thread = threading.Thread(target=kill, args=(watch,), daemon=True)
     thread.start()
     try:
         assert run_experiment(config) == 0
@@ -315,7 +320,7 @@ def test_trainers_restarted_while_the_store_serves_do_not_hold_it(run_dir):
     ])  # fmt: skip
     killed: list[str | None] = []
 
-    def killer() -> None:
+    def killer(watch: ListenerWatch) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("*")):
             time.sleep(0.2)

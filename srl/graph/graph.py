@@ -358,7 +358,9 @@ def graph_for(config: ExperimentConfig, agents: tuple[str, ...], observation_spa
     choice = choose_policy(config, observation_space, action_space)
     if config.policy == AUTO:
         config.policy = choice.name
-    policy = _checked_policy(config, choice.name, observation_space, action_space)
+    # what the workers build from config.policy (make_policy): an MLP chosen or named for an
+    # observation that is not one Box acts as multi-input
+    policy = _checked_policy(config, policy_name(config, observation_space, action_space), observation_space, action_space)
     if config.pod.enabled and policy.recurrent:
         raise ConfigError(f"field 'pod.enabled': policy {config.policy!r} is recurrent; pods run feed-forward policies only")
     graph = Graph(config, agents, observation_space, action_space, policy.rollout_fields(),
