@@ -35,6 +35,11 @@ class ConfigError(ValueError):
     """Invalid experiment config; the message names the field and the allowed values."""
 
 
+def comma_list(value: Any) -> Any:
+    """A list field given as one string on the command line (`a,b`): its items, blanks dropped."""
+    return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
+
+
 class Settings(BaseModel):
     """A part of the config: an unknown key is an error, and so is a nan or inf (it means nothing here)."""
 
@@ -421,14 +426,14 @@ class MonitorConfig(Settings):
     @classmethod
     def _split_info_keys(cls, value: Any) -> Any:
         """`monitor.info_keys=is_success,crashed` on the command line: two keys."""
-        return [k.strip() for k in value.split(",") if k.strip()] if isinstance(value, str) else value
+        return comma_list(value)
 
     @field_validator("tracker", mode="before")
     @classmethod
     def _split_trackers(cls, value: Any) -> Any:
         if value is None or value == "none":
             return []
-        return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+        return comma_list(value)
 
     @field_validator("tracker")
     @classmethod
@@ -633,7 +638,7 @@ class ExperimentConfig(Settings):
     @field_validator("modules", mode="before")
     @classmethod
     def _split_modules(cls, value: Any) -> Any:
-        return [m.strip() for m in value.split(",") if m.strip()] if isinstance(value, str) else value
+        return comma_list(value)
 
     @field_validator("env_wrappers", mode="before")
     @classmethod
