@@ -5,9 +5,9 @@
 RUN_DIR: a run of a single-agent Gymnasium env; without one, a short cartpole-ppo run is trained
 into a temporary directory first. Both loops step one env with the run's policy loaded from its
 checkpoint, deterministic, the same seed, on the same machine, interleaved (srl, raw, srl, raw,
-...); each figure is the median of `--repeats`. The srl side is `srl.evaluation.run.evaluate_run`
-as `srl eval` calls it, timed from the env's construction (its checkpoint and config loading, a
-fixed cost, are timed apart as `srl_load_s`); the raw side is `gymnasium.make`, `reset`, and per
+...); each figure is the median of `--repeats`. The srl side is the env and play loop
+`srl.evaluation.run.together` steps, timed from the env's construction (the run's loading,
+`srl.evaluation.trained.load`, a fixed cost, is timed apart as `srl_load_s`); the raw side is `gymnasium.make`, `reset`, and per
 step one `policy.rollout` on `torch.as_tensor(obs[None])` and one `env.step`. Prints one JSON line.
 Each side is timed by the wall clock and by this thread's CPU time (`time.thread_time`): on a
 machine shared with other jobs the wall-clock ratio swings with their load, the CPU-time one much less.
@@ -27,7 +27,8 @@ import torch
 
 from srl.config.load import load_config
 from srl.evaluation import Player, play
-from srl.evaluation.run import _make_env, _trained
+from srl.evaluation.run import make_env
+from srl.evaluation.trained import load
 from srl.launch.run import run_experiment
 
 
@@ -39,7 +40,7 @@ def train(run_dir: Path) -> None:
 
 def srl_loop(config, policy, episodes: int, seed: int) -> tuple[int, float]:
     started = time.perf_counter()
-    env = _make_env(config.env, dict(config.env_kwargs), config.env_wrappers)
+    env = make_env(config.env, dict(config.env_kwargs), config.env_wrappers)
     steps = [0]
 
     def count() -> None:
@@ -82,7 +83,8 @@ def main() -> None:
         if not args.run_dir:
             train(run_dir)
         started = time.perf_counter()
-        config, _, policy, _ = _trained(run_dir)
+        run = load(run_dir)
+        config, policy = run.graph.config, run.policies[""]
         load_s = time.perf_counter() - started
         srl_rates, raw_rates, srl_cpu_rates, raw_cpu_rates, steps = [], [], [], [], 0
         for _ in range(args.repeats):

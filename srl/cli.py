@@ -68,7 +68,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
     from srl.evaluation.command import evaluate
-    from srl.evaluation.run import saved_config
+    from srl.evaluation.trained import saved_config
     from srl.faults import json_safe
 
     # It acts as the run's actors did, with their torch threads: at torch's default of one per core

@@ -157,3 +157,27 @@ def test_every_evaluation_steps_the_one_play_loop(cartpole_run, monkeypatch):
         assert env_steps(lambda: returns.append(member.evaluate())) >= 8 and returns[0] >= 8  # CartPole lasts >= 8 steps
     finally:
         member.close()
+
+
+def test_srl_eval_refuses_what_a_run_of_one_policy_cannot_do_in_one_line(cartpole_run, tmp_path, capsys):
+    """One evaluation for one policy or several: a --video with --against, or a --snapshot of a run
+    that played no league, is refused, not dropped unread (each was ignored before)."""
+    assert srl_eval(cartpole_run, "--against", "random", "--video", tmp_path / "x.mp4")[0] == 2
+    assert "--video records the run's policies playing together" in capsys.readouterr().err
+    assert not (tmp_path / "x.mp4").exists()
+    assert srl_eval(cartpole_run, "--snapshot", "best")[0] == 2
+    assert "played no self-play league" in capsys.readouterr().err
+
+
+def test_a_run_of_one_policy_is_evaluated_as_its_one_lane(cartpole_run):
+    """srl eval loads every run lane by lane: one policy is the lane "", loaded from the run's own
+    checkpoints into the policy build_graph checked, its figures at the top level."""
+    from srl import checkpoint
+    from srl.evaluation.trained import load
+
+    run = load(cartpole_run)
+    assert [lane.name for lane in run.lanes] == [""] and run.one and not run.takes_every_seat
+    assert run.policies[""] is run.graph.checked.policy
+    assert run.versions == {"": checkpoint.latest_meta(cartpole_run)["version"]} and run.versions[""] > 0
+    _, result = srl_eval(cartpole_run, "--episodes", "2")
+    assert result["policy_version"] == run.versions[""] and "policies" not in result and len(result["returns"]) == 2

@@ -371,8 +371,12 @@ def test_srl_eval_of_several_policies_plays_each_against_a_scripted_player_or_sa
     assert run_experiment(config) == 0
     result = evaluate_policies(run_dir, episodes=4, seed=1, against="random-legal")
     assert set(result["policies"]) == {"x", "o"} and result["against"] == "random-legal"
-    assert set(result["policies"]["x"]) == {"return_mean", "won_drawn_lost", "random_return_mean", "opponents"}
-    assert sum(result["policies"]["x"]["won_drawn_lost"]) == 4
+    x = result["policies"]["x"]  # what a run of one policy reports against random, and the game's result
+    assert set(x) == {"return_mean", "return_std", "returns", "random_return_mean", "random_return_std",
+                      "random_returns", "return_difference", "won_drawn_lost", "opponents"}
+    assert sum(x["won_drawn_lost"]) == len(x["returns"]) == len(x["random_returns"]) == 4
+    assert x["return_difference"] == pytest.approx(x["return_mean"] - x["random_return_mean"])
+    assert set(x["opponents"]) == {"o"} and sum(x["opponents"]["o"]["won_drawn_lost"]) == 4
     with pytest.raises(ConfigError, match=r"no heuristic player for 'pettingzoo.classic.tictactoe_v3'"):
         evaluate_policies(run_dir, episodes=4, seed=1, against="heuristic")
     with pytest.raises(ConfigError, match=r"--against 'nobody': .*scripted policy \(.*random-legal"):

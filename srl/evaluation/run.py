@@ -1,16 +1,16 @@
-"""`srl eval RUN_DIR`: the run's latest checkpoint, acting for N episodes in one process.
+"""What `srl eval` plays with a run's policies (srl.evaluation.trained), lane by lane: a run of one
+policy is one lane, so each way of playing is written once for one policy and for several.
 
-The checkpoint is the newest of the run that loads into its policy with finite parameters; each
-one passed over (truncated, of another run, NaN, outside checkpoints/) is named on one line.
-
-With `video=FILE.mp4` the env is made with render_mode='rgb_array' and the frame of every step
-goes to the file (srl.monitor.video), the episodes one after another.
-
-`--against random` of a run that is not a turn-based game: the random policy plays the same
-episodes (same seed) beside it, and both returns and their difference are reported. In a
-turn-based game (`--against` anyone, srl.evaluation.opponents) it plays matches instead
-(`score_against`: win / draw / loss, seats alternating). A run with several policies is
-evaluated by srl.evaluation.policies.
+- `together`: every lane's policy acting in one env for N episodes (with `video=FILE.mp4`, the
+  env is made with render_mode='rgb_array' and the frame of every step goes to the file,
+  srl.monitor.video); each lane's returns.
+- `each_against`: each lane in turn, its policy playing against what `--against` names in every
+  other lane (srl.evaluation.opponents), beside the same episodes (the same seed) with a random
+  player in its place: a trained predator should catch more than a random one does, a trained prey
+  be caught less. A run of one policy has no other lane: `--against random` gives its returns
+  beside a random policy's.
+- `score_against`: one policy in every seat of a turn-based game plays matches against an
+  opponent, its seat rotating over the games (win / draw / loss).
 """
 
 from __future__ import annotations
@@ -21,91 +21,53 @@ from typing import Any
 
 import numpy as np
 
-from srl import checkpoint
 from srl.api.policy import Policy
-from srl.config import ConfigError, EnvWrapper, ExperimentConfig, load_saved_config
-from srl.config.checks import build_config
+from srl.config import ConfigError, EnvWrapper
 from srl.envs import is_gymnasium_env, make_vector_env, single_env_kwargs
 from srl.envs.central_state import AgentStateBox
-from srl.evaluation.opponents import resolve_opponent
 from srl.evaluation.play import play
-from srl.evaluation.players import Actor, Player, RandomPlayer
-from srl.graph import Graph, build_graph, make_policy
-from srl.monitor.video import (
-    FrameRecorder,
-    check_renders_rgb_array,
-    check_video_path,
-    no_frames,
-    rendering_env,
-)
-
-EVAL_RUN_DIR = "eval RUN_DIR"  # what names the directory in its errors (not run.resume=, whose function it shares)
+from srl.evaluation.players import ALL_ROWS, Actor, Player, RandomPlayer
+from srl.evaluation.trained import Trained
+from srl.graph import Lane
+from srl.monitor.video import FrameRecorder, check_renders_rgb_array, no_frames, rendering_env
 
 
-def evaluate_run(
-    run_dir: str | Path, episodes: int, seed: int, deterministic: bool = True, video: str | Path | None = None
-) -> dict[str, Any]:
-    run_dir = Path(run_dir)
-    _check_episodes(episodes)
-    if video is not None:
-        check_video_path(Path(video))
-    config, graph, policy, state = _trained(run_dir)
-    kwargs = single_env_kwargs(config.env_kwargs, config.env_backend)
-    if video is not None:
-        if not is_gymnasium_env(config.env):
-            raise ConfigError(f"--video: env {config.env!r} is not a Gymnasium env (only those render rgb_array)")
-        check_renders_rgb_array(config.env, kwargs)
-        kwargs = {**kwargs, "render_mode": "rgb_array"}
-    env = _make_env(config.env, kwargs, config.env_wrappers)
-    recorder = None if video is None else FrameRecorder(Path(video), rendering_env(env, config.env), config.env)
-    try:  # the state each action is chosen in goes to the video
-        returns = _returns(play(env, [Player(policy, deterministic=deterministic)], episodes, seed,
-                                before_step=None if recorder is None else recorder.capture))
-    finally:
-        env.close()
-        if recorder is not None:
-            recorder.close()
-    result = {"run_dir": str(run_dir), "policy_version": state["version"], "episodes": episodes, **_stats("", returns)}
-    if recorder is not None:
-        result.update(video=str(video), video_frames=recorder.frames)
+def together(run: Trained, episodes: int, seed: int, deterministic: bool, video: Path | None = None
+             ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Each lane's returns, every lane's policy acting; and with `video`, the file and its frame
+    count (one video of the whole env)."""
+    played, frames = _play(run, run.policies, episodes, seed, deterministic, video)
+    recorded = {} if video is None else {"video": str(video), "video_frames": frames}
+    return {lane.name: _stats("", played[lane.name], game=len(run.lanes) > 1) for lane in run.lanes}, recorded
+
+
+def each_against(run: Trained, against: str, episodes: int, seed: int, deterministic: bool
+                 ) -> dict[str, dict[str, Any]]:
+    """Each lane's returns against `against` in every other lane, beside a random player's in its
+    place (the same episodes); `return_difference` = the first's mean less the second's (> 0: it
+    learned something)."""
+    if len(run.lanes) == 1 and against != "random":
+        raise ConfigError(f"--against {against!r}: {run.graph.config.env!r} is not a turn-based game; a run of one "
+                          "policy plays only against random there (its returns beside a random policy's)")
+    result = {}
+    for lane in run.lanes:
+        others = {other.name: run.opponent(against, other, seed) for other in run.lanes if other is not lane}
+        mine, _ = _play(run, {lane.name: run.policies[lane.name], **others}, episodes, seed, deterministic)
+        instead, _ = _play(run, others, episodes, seed, deterministic)  # a random player in its place
+        result[lane.name] = {**_stats("", mine[lane.name], game=bool(others)), **_stats("random_", instead[lane.name]),
+                             "return_difference": float(np.mean(mine[lane.name]) - np.mean(instead[lane.name]))}
+        if others:
+            result[lane.name]["opponents"] = {name: _stats("", mine[name], game=True) for name in others}
     return result
 
 
-def evaluate_against(run_dir: str | Path, against: str, games: int, seed: int, episodes: int = 10,
-                     deterministic: bool = True) -> dict[str, Any]:
-    """`srl eval RUN_DIR --against WHO`: win / draw / loss of the run's policy in a turn-based
-    game, seats alternating, against `random` (legal moves), `heuristic` (the game's scripted
-    player), a registered scripted policy, a snapshot of the run's league (league.json), or a
-    checkpoint file (srl.evaluation.opponents). Any other env: `random` only, as
-    `against_random` plays it."""
-    run_dir = Path(run_dir)
-    config, graph, policy, state = _trained(run_dir)
-    space = graph.observation_space
-    if not (isinstance(space, AgentStateBox) and space.mask_dim):
-        if against != "random":
-            raise ConfigError(f"--against {against!r}: {config.env!r} is not a turn-based game; a run of one policy "
-                              "plays only against random there (its returns beside a random policy's)")
-        return {"run_dir": str(run_dir), "policy_version": state["version"],
-                **against_random(config, graph, policy, episodes, seed, deterministic)}
+def matches(run: Trained, against: str, games: int, seed: int) -> dict[str, float]:
+    """The run's one policy in a turn-based game against `against`, seats alternating."""
     if games < 1:
         raise ConfigError(f"--games must be >= 1, got {games}")
-    opponent = resolve_opponent(against, run_dir, config.env_kwargs.get("module"), space, graph.action_space, seed,
-                                network=lambda: make_policy(config, space, graph.action_space))
-    score = score_against(policy, config.env, config.env_kwargs, games, seed, opponent)
-    return {"run_dir": str(run_dir), "policy_version": state["version"], "against": against, "games": games, **score}
-
-
-def against_random(config: ExperimentConfig, graph: Graph, policy: Policy, episodes: int, seed: int,
-                   deterministic: bool = True) -> dict[str, Any]:
-    """The policy's returns and, on the same episodes (the same seed), a random policy's;
-    `return_difference` = the first's mean less the second's (> 0: it learned something)."""
-    _check_episodes(episodes)
-    kwargs = single_env_kwargs(config.env_kwargs, config.env_backend)
-    trained = _episode_returns(config, kwargs, Player(policy, deterministic=deterministic), episodes, seed)
-    at_random = _episode_returns(config, kwargs, RandomPlayer(graph.observation_space, graph.action_space, seed),
-                                 episodes, seed)
-    return {"episodes": episodes, "against": "random", **_stats("", trained), **_stats("random_", at_random),
-            "return_difference": float(np.mean(trained) - np.mean(at_random))}
+    opponent = run.opponent(against, run.lanes[0], seed)
+    c = run.graph.config
+    return score_against(run.policies[run.lanes[0].name], c.env, c.env_kwargs, games, seed, opponent)
 
 
 def score_against(
@@ -142,52 +104,52 @@ def _seated(policy: Policy | None, rows: list[int], space: AgentStateBox, venv: 
     return Player(policy, rows=rows)
 
 
-def _trained(run_dir: Path) -> tuple[ExperimentConfig, Graph, Policy, dict[str, Any]]:
-    """The run's config, graph, and policy loaded from its newest usable checkpoint."""
-    config = saved_config(run_dir)
-    graph = build_graph(config)
-    policy, _ = graph.checked_models()  # the policy build_graph checked, not another one
-    state = checkpoint.load_latest(run_dir, config.run.run_id, apply=lambda s: policy.load_state_dict(s["policy"]))
-    if state is None:
-        raise ConfigError(f"{str(run_dir)!r}: {checkpoint.nothing_to_load(run_dir)}: nothing to evaluate")
-    return config, graph, policy.eval(), state
-
-
-def saved_config(run_dir: Path) -> ExperimentConfig:
-    """The config the run in `run_dir` ran with, checked; a ConfigError names the directory where it
-    holds none, its config.yaml where that does not hold a valid config."""
-    values = load_saved_config(run_dir, named_by=EVAL_RUN_DIR)
+def _play(run: Trained, policies: Mapping[str, Policy | None], episodes: int, seed: int, deterministic: bool,
+          video: Path | None = None) -> tuple[dict[str, list[float]], int]:
+    """Each lane's mean return per agent, episode by episode (lanes not in `policies` act at random),
+    and the frames that went to `video`: every step's state acted in."""
+    c = run.graph.config
+    kwargs = single_env_kwargs(c.env_kwargs, c.env_backend)
+    if video is not None:
+        if not is_gymnasium_env(c.env):
+            raise ConfigError(f"--video: env {c.env!r} is not a Gymnasium env (only those render rgb_array)")
+        check_renders_rgb_array(c.env, kwargs)
+        kwargs = {**kwargs, "render_mode": "rgb_array"}
+    env = make_env(c.env, kwargs, c.env_wrappers)
+    recorder = None if video is None else FrameRecorder(video, rendering_env(env, c.env), c.env)
+    players = [_player(run, lane, policies.get(lane.name), seed, deterministic) for lane in run.lanes]
     try:
-        return build_config(values)
-    except ConfigError as e:
-        raise ConfigError(f"{run_dir / 'config.yaml'}: {e}") from None
-
-
-def _episode_returns(config: ExperimentConfig, kwargs: dict[str, Any], player: Actor, episodes: int, seed: int
-                     ) -> list[float]:
-    env = _make_env(config.env, kwargs, config.env_wrappers)
-    try:
-        return _returns(play(env, [player], episodes, seed))
+        played = play(env, players, episodes, seed, before_step=None if recorder is None else recorder.capture)
     finally:
         env.close()
+        if recorder is not None:
+            recorder.close()
+    returns = {lane.name: [float(e.returns[list(lane.rows)].mean()) for e in played] for lane in run.lanes}
+    return returns, 0 if recorder is None else recorder.frames
 
 
-def _returns(episodes: list[Any]) -> list[float]:
-    """Each episode's mean return over its env's agents."""
-    return [float(e.returns.mean()) for e in episodes]
+def _player(run: Trained, lane: Lane, policy: Policy | None, seed: int, deterministic: bool) -> Actor:
+    """Who acts for `lane`'s agents: its policy, or a random player. The run's one policy acts for
+    every row as the env gives them (Player's direct path: no cut, no copy)."""
+    rows, own = (ALL_ROWS, None) if lane.spans_run else (list(lane.rows), lane.own_obs)
+    if policy is None:
+        return RandomPlayer(lane.graph.observation_space, run.graph.action_space, seed, rows=rows, own=own)
+    return Player(policy, name=lane.name, rows=rows, own=own, deterministic=deterministic)
 
 
-def _stats(prefix: str, returns: list[float]) -> dict[str, Any]:
-    return {f"{prefix}return_mean": float(np.mean(returns)), f"{prefix}return_std": float(np.std(returns)),
-            f"{prefix}returns": returns}
+def _stats(prefix: str, returns: list[float], game: bool = False) -> dict[str, Any]:
+    """Mean and spread of a lane's returns, the returns, and (`game`: lanes playing each other) the
+    games it won, drew and lost (return > 0, 0, < 0: a two-player game's result)."""
+    stats = {f"{prefix}return_mean": float(np.mean(returns)), f"{prefix}return_std": float(np.std(returns)),
+             f"{prefix}returns": returns}
+    if game:
+        r = np.asarray(returns)
+        stats["won_drawn_lost"] = [int(np.sum(r > 0)), int(np.sum(r == 0)), int(np.sum(r < 0))]
+    return stats
 
 
-def _check_episodes(episodes: int) -> None:
-    if episodes < 1:
-        raise ConfigError(f"--episodes must be >= 1, got {episodes}")
-
-
-def _make_env(name: str, kwargs: dict[str, Any], wrappers: list[EnvWrapper]):
+def make_env(name: str, kwargs: dict[str, Any], wrappers: list[EnvWrapper]):
+    """One env of the run, as its actors made them."""
     try:
         return make_vector_env(name, kwargs, num_envs=1, env_index_offset=0, wrappers=wrappers)
     except TypeError as e:  # an env class without metadata that does not take render_mode
