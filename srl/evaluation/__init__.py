@@ -1,6 +1,7 @@
 """Evaluation, in one place: who acts (`players`: a policy with its weights, a scripted player, a
-random one), who `--against` names (`opponents`), the one loop they play in (`play`), and what
-`srl eval` reports (`run`: one policy; `policies`: several, srl.graph.lanes). The in-run evaluator
+random one), who `--against` names (`opponents`), the one loop they play in (`play`), and `srl
+eval`: the run and its lanes' policies (`trained`: one policy is one lane), what it plays with them
+(`run`) and what it prints (`command`). The in-run evaluator
 (srl.workers.evaluator) and an ensemble member's evaluation (srl.workers.member) step the same loop.
 
 Only the light modules are imported here: the worker kernels import this package, and `run`
