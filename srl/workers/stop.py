@@ -19,7 +19,7 @@ import enum
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from srl.monitor.episodes import WINDOW  # episodes the target's mean is over
 from srl.streams.reports import Key, StopReport
@@ -48,7 +48,7 @@ class Stop:
         return {Key.STOP_REASON: self.reason, Key.STOP_KIND: self.kind.value}
 
     @staticmethod
-    def from_report(payload: dict[str, Any]) -> Stop | None:
+    def from_report(payload: StopReport) -> Stop | None:
         reason, kind = payload.get(Key.STOP_REASON), payload.get(Key.STOP_KIND)
         return Stop(StopKind(kind), reason) if reason and kind else None
 
