@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.streams.control import Role
-from srl.streams.reports import Key
+from srl.streams.reports import Key, PolicyEval, TrainsReport
 
 if TYPE_CHECKING:
     from srl.config import ExperimentConfig
@@ -32,10 +32,10 @@ class LaneStats:
     leaders: frozenset[str]  # those that count its updates: its first trainer (it speaks for a group), its pods
     trains: bool = True  # False: a policy that only acts (no trainer, no updates)
     episodes: ReturnWindow = field(default_factory=lambda: ReturnWindow(WINDOW))  # of its agents (several policies)
-    trainer: dict[str, Any] = field(default_factory=dict)  # its leader's last report that made updates (or its first)
+    trainer: TrainsReport | None = None  # its leader's last report that made updates (or its first)
     updates: int = 0  # this launch's
-    final: dict[str, Any] = field(default_factory=dict)  # its leader's final report
-    eval: dict[str, Any] = field(default_factory=dict)  # its part of the last evaluation round (several policies)
+    final: TrainsReport | None = None  # its leader's final report
+    eval: PolicyEval | None = None  # its part of the last evaluation round (several policies)
 
     @classmethod
     def of(cls, lane: Lane) -> LaneStats:
@@ -54,39 +54,44 @@ class LaneStats:
         """One of several policies: its counts are its own, beside the run's."""
         return bool(self.name)
 
-    def on_leader_report(self, payload: dict[str, Any], final: bool) -> None:
+    def on_leader_report(self, payload: TrainsReport, final: bool) -> None:
         self.updates += payload[Key.UPDATES]
         if final:
             self.final = payload
-        if payload[Key.UPDATES] or not self.trainer:
+        if payload[Key.UPDATES] or self.trainer is None:
             self.trainer = payload
 
     def updates_made(self) -> int:
         """What max_updates is held against for it: its parameters' version, which counts a resumed
         run's earlier updates and ones a restarted life never reported."""
-        return max(self.updates, self.trainer.get(Key.POLICY_VERSION, 0))
+        return max(self.updates, self.version())
+
+    def version(self) -> int:
+        """Its parameters' version, as its leader last reported (0 before)."""
+        return 0 if self.trainer is None else self.trainer.get(Key.POLICY_VERSION, 0)
 
     def metrics(self) -> dict[str, Any]:
-        losses = {self.key(k): v for k, v in self.trainer.items() if "/" in k}
+        # the algorithm's stats, merged into the leader's reports (srl.streams.reports.with_stats)
+        losses = {self.key(k): v for k, v in (self.trainer or {}).items() if "/" in k}
         if not self.named:  # the run's one policy: its other counts are the run's
             return losses
         return {self.key("episode_return_mean"): self.episodes.mean_return,
                 self.key("episode_length_mean"): self.episodes.mean_length, self.key("episodes"): self.episodes.count,
-                self.key("policy_version"): self.trainer.get(Key.POLICY_VERSION, 0), self.key("updates"): self.updates,
+                self.key("policy_version"): self.version(), self.key("updates"): self.updates,
                 **losses}  # fmt: skip
 
     def eval_metrics(self) -> dict[str, Any]:
         if not self.named:  # the run's one policy: the run's eval/... (RunMonitor)
             return {}
-        returns = self.eval.get(Key.EPISODE_RETURNS, [])
+        returns = [] if self.eval is None else self.eval[Key.EPISODE_RETURNS]
         return {self.key("eval/episode_return_mean"): sum(returns) / len(returns) if returns else None,
-                self.key("eval/policy_version"): self.eval.get(Key.POLICY_VERSION)}
+                self.key("eval/policy_version"): None if self.eval is None else self.eval[Key.POLICY_VERSION]}
 
     def summary(self) -> dict[str, Any]:
         """Its entry in summary.json's `policies`: its episodes, updates and final parameters."""
         return {"episode_return_mean": self.episodes.mean_return, "episodes": self.episodes.count,
-                "updates": self.updates, "policy_version": self.final.get(Key.POLICY_VERSION),
-                "params_sha256": self.final.get(Key.PARAMS_SHA256)}
+                "updates": self.updates, "policy_version": None if self.final is None else self.final.get(Key.POLICY_VERSION),
+                "params_sha256": None if self.final is None else self.final.get(Key.PARAMS_SHA256)}
 
     def key(self, name: str) -> str:
         """A metric of its own: under its name, or as it is for the run's one policy."""

@@ -23,8 +23,8 @@ What restarts cost is counted here too (metrics and summary):
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from srl.config import ExperimentConfig
 from srl.launch.lane_stats import LaneStats
@@ -34,7 +34,7 @@ from srl.monitor.episodes import WINDOW, ReturnWindow
 from srl.monitor.info import InfoWindows
 from srl.monitor.timing import BreakdownTable
 from srl.streams.control import Role
-from srl.streams.reports import BUSY_TIMES, Key
+from srl.streams.reports import BUSY_TIMES, ActorReport, EvalReport, Key, PlaysReport, ShellReport, TrainsReport
 from srl.workers.stop import Stop, StopKind, StopRules
 
 
@@ -49,7 +49,7 @@ class RunMonitor:
         self.episodes = ReturnWindow(WINDOW)
         self.updates = 0
         self.segments_dropped = 0
-        self.final: dict[str, Any] = {}
+        self.final: TrainsReport | None = None  # the run's trainer's (or first pod's) final report
         self.busy_s: dict[str, float] = {}  # worker -> seconds in env / inference / training
         self.time_breakdown = BreakdownTable()  # worker -> seconds per category (srl.monitor.timing)
         self._last_steps, self._last_s = start_env_steps, self.started_s
@@ -59,7 +59,7 @@ class RunMonitor:
         self.segments_lost = 0
         self.env_steps_lost = 0.0
         self.updates_lost = 0
-        self._last: dict[str, tuple[float, float, dict[str, Any]]] = {}  # worker -> (time, interval, report)
+        self._last: dict[str, tuple[float, float, Mapping[str, Any]]] = {}  # worker -> (time, interval, report)
         self._resuming: dict[str, int] = {}  # restarted trainer (or pod) -> last version its old life reported
         self.eval_returns: list[float] = []  # the last finished evaluation round
         self.eval_version: int | None = None
@@ -109,56 +109,82 @@ class RunMonitor:
             return self.launch_s()
         return None if self.first_steps_s is None else time.monotonic() - self.first_steps_s
 
-    def on_report(self, role: Role, index: int, payload: dict[str, Any], final: bool = False) -> None:
+    def on_report(self, role: Role, index: int, payload: Mapping[str, Any], final: bool = False) -> None:
+        """A worker's report. Read through its role's type (srl.streams.reports): the controller's
+        check passed it (srl.launch.reports: each key its role declares holds a value of the
+        declared type, the required ones present), an inline run's come from the kernels, which
+        return that type; so the casts below only name what was checked."""
         worker = f"{role.title}:{index}"
         now = time.monotonic()
         previous = self._last.get(worker)
         self._last[worker] = (now, now - previous[0] if previous else 0.0, payload)
         self.last_report_s[worker] = now
-        self.segments_lost += payload.get(Key.SEGMENTS_LOST, 0)
-        self.on_rejected(payload.get(Key.REJECTED) or {})
-        self.on_dropped(payload.get(Key.DROPPED) or {})
-        for key in BUSY_TIMES:
+        self.segments_lost += payload.get(Key.SEGMENTS_LOST, 0)  # an actor's, trainer's or buffer's
+        for key in BUSY_TIMES:  # one per role that labels its busy time
             if key in payload:
                 self.busy_s[worker] = self.busy_s.get(worker, 0.0) + payload[key]
-        if Key.TIME_BREAKDOWN in payload:
-            self.time_breakdown.add(worker, payload[Key.TIME_BREAKDOWN])
+        self._on_shell(worker, cast(ShellReport, payload))
         if role in (Role.ACTOR, Role.POD):
-            played = (payload[Key.EPISODE_RETURNS], payload[Key.EPISODE_LENGTHS], payload.get(Key.EPISODES))
-            self.env_steps += payload[Key.ENV_STEPS]
-            if payload[Key.ENV_STEPS] and self.first_steps_s is None:
-                self.first_steps_s = now
-            self.episodes.add(*played)
-            if role == Role.POD and self.member_episodes is not None:
-                self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
-            self.nonfinite_episodes_skipped += payload.get(Key.NONFINITE_EPISODES_SKIPPED, 0)
-            self.info.add(payload.get(Key.EPISODE_INFO, {}))
-            policies = payload.get(Key.POLICIES, {})  # several: each one's episodes (srl.workers.lanes)
-            for stats in self.lanes:
-                if stats.name in policies:
-                    mine = policies[stats.name]
-                    stats.episodes.add(mine[Key.EPISODE_RETURNS], mine[Key.EPISODE_LENGTHS], mine[Key.EPISODES])
-        if role == Role.EVAL and payload[Key.EVAL_EPISODE_RETURNS]:
-            self.eval_returns = payload[Key.EVAL_EPISODE_RETURNS]
-            self.eval_version = payload[Key.EVAL_POLICY_VERSION]
-            policies = payload.get(Key.EVAL_POLICIES, {})  # several: each one's part of the round
-            for stats in self.lanes:
-                stats.eval = policies.get(stats.name, {})
+            self._on_played(worker, role, cast(PlaysReport, payload), now)
+        if role == Role.ACTOR:
+            self._on_lanes_played(cast(ActorReport, payload))
+        if role == Role.EVAL:
+            self._on_eval(cast(EvalReport, payload))
         if role in (Role.TRAINER, Role.POD):
-            self.segments_dropped += payload[Key.SEGMENTS_DROPPED]
-        if self._leads(worker):
-            self.updates += payload[Key.UPDATES]
-            self.nonfinite_updates_skipped += payload.get(Key.NONFINITE_UPDATES_SKIPPED, 0)
-            self._count_resumed(worker, payload)
-            self._leaders[worker].on_leader_report(payload, final)
-            if final:
-                self.final = payload
-            self.trainer_stop = Stop.from_report(payload) or self.trainer_stop
+            self._on_trained(worker, cast(TrainsReport, payload), final)
         lane = self._lane_of.get(worker)
         observed = ObservedReport(role, index, payload, None if lane is None else lane.name, self._leads(worker),
                                   self.env_steps, final)
         for observer in self.observers:
             observer.on_report(observed)
+
+    def _on_shell(self, worker: str, report: ShellReport) -> None:
+        """What every worker's shell adds (srl.launch.shell)."""
+        self.on_rejected(report.get(Key.REJECTED) or {})
+        self.on_dropped(report.get(Key.DROPPED) or {})
+        if Key.TIME_BREAKDOWN in report:
+            self.time_breakdown.add(worker, report[Key.TIME_BREAKDOWN])
+
+    def _on_played(self, worker: str, role: Role, report: PlaysReport, now: float) -> None:
+        """An actor's or pod's env steps and episodes."""
+        played = (report[Key.EPISODE_RETURNS], report[Key.EPISODE_LENGTHS], report.get(Key.EPISODES))
+        self.env_steps += report[Key.ENV_STEPS]
+        if report[Key.ENV_STEPS] and self.first_steps_s is None:
+            self.first_steps_s = now
+        self.episodes.add(*played)
+        if role == Role.POD and self.member_episodes is not None:
+            self.member_episodes.setdefault(worker, ReturnWindow(WINDOW)).add(*played)
+        self.nonfinite_episodes_skipped += report.get(Key.NONFINITE_EPISODES_SKIPPED, 0)
+        self.info.add(report.get(Key.EPISODE_INFO, {}))
+
+    def _on_lanes_played(self, report: ActorReport) -> None:
+        """Several policies: each one's episodes (srl.workers.lanes)."""
+        policies = report.get(Key.POLICIES, {})
+        for stats in self.lanes:
+            if stats.name in policies:
+                mine = policies[stats.name]
+                stats.episodes.add(mine[Key.EPISODE_RETURNS], mine[Key.EPISODE_LENGTHS], mine[Key.EPISODES])
+
+    def _on_eval(self, report: EvalReport) -> None:
+        """The evaluator's last round (none yet: empty returns)."""
+        if report[Key.EVAL_EPISODE_RETURNS]:
+            self.eval_returns = report[Key.EVAL_EPISODE_RETURNS]
+            self.eval_version = report[Key.EVAL_POLICY_VERSION]
+            policies = report.get(Key.EVAL_POLICIES, {})  # several: each one's part of the round
+            for stats in self.lanes:
+                stats.eval = policies.get(stats.name)
+
+    def _on_trained(self, worker: str, report: TrainsReport, final: bool) -> None:
+        """A trainer's or pod's updates; a leader's (srl.launch.lane_stats) are counted."""
+        self.segments_dropped += report[Key.SEGMENTS_DROPPED]
+        if self._leads(worker):
+            self.updates += report[Key.UPDATES]
+            self.nonfinite_updates_skipped += report.get(Key.NONFINITE_UPDATES_SKIPPED, 0)
+            self._count_resumed(worker, report)
+            self._leaders[worker].on_leader_report(report, final)
+            if final:
+                self.final = report
+            self.trainer_stop = Stop.from_report(report) or self.trainer_stop
 
     def connect(self, transport: Any) -> None:
         """The controller's transport, for the observers with streams of their own (a league's
@@ -219,9 +245,10 @@ class RunMonitor:
         }
 
     @property
-    def trainer(self) -> dict[str, Any]:
-        """The run's trainer: the last report of the first policy's leader that made updates (or its first)."""
-        return next((lane.trainer for lane in self.lanes if lane.trains), {})
+    def trainer(self) -> Mapping[str, Any]:
+        """The run's trainer: the last report of the first policy's leader that made updates (or its
+        first; none yet: empty)."""
+        return next((lane.trainer or {} for lane in self.lanes if lane.trains), {})
 
     def policy_summary(self) -> dict[str, dict[str, Any]]:
         """For summary.json's `policies`: each of several policies' episodes, updates and final
@@ -295,7 +322,7 @@ class RunMonitor:
         self.last_report_s[worker] = now
         last = self._last.pop(worker, None)
         if self._leads(worker):  # the version its parameters were counted up to
-            trainer = self._leaders[worker].trainer
+            trainer: Mapping[str, Any] = self._leaders[worker].trainer or {}
             counted = last[2].get(Key.POLICY_VERSION) if last is not None else trainer.get(Key.POLICY_VERSION)
             if counted is not None or self.config.run.resume is None:
                 self._resuming[worker] = counted or 0
@@ -312,7 +339,7 @@ class RunMonitor:
         the first, which speaks for the group (with several policies, each policy's first trainer)."""
         return worker in self._leaders
 
-    def _count_resumed(self, worker: str, payload: dict[str, Any]) -> None:
+    def _count_resumed(self, worker: str, payload: TrainsReport) -> None:
         """A restarted trainer's first report: the version it resumed from is its version less
         the updates it made since. Updates past that, counted from its old life's reports, are
         lost; updates up to it that its old life made but never reported (killed first) were kept."""

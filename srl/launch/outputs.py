@@ -162,8 +162,8 @@ class RunOutputs:
             "dropped_messages": sum(monitor.dropped.values()),  # at a queue's bound (srl.streams.queues)
             "dropped_messages_by_stream": dict(sorted(monitor.dropped.items())),
             "env_steps_lost": round(monitor.env_steps_lost),
-            "policy_version": monitor.final.get(Key.POLICY_VERSION),
-            "params_sha256": monitor.final.get(Key.PARAMS_SHA256),
+            "policy_version": None if monitor.final is None else monitor.final.get(Key.POLICY_VERSION),
+            "params_sha256": None if monitor.final is None else monitor.final.get(Key.PARAMS_SHA256),
             "worker_busy_s": {k: round(v, 3) for k, v in sorted(monitor.busy_s.items())},
             "restarts": dict(sorted(monitor.restarts.items())),
             "nonfinite_episodes_skipped": monitor.nonfinite_episodes_skipped,

@@ -5,8 +5,9 @@ counts and seconds from it, keeps returns, compares versions (srl.launch.monitor
 signed by the run that named no worker of the run, or lacked one of those fields, or held text
 where a count goes, a negative or huge count, returns and lengths that do not pair up, would
 raise in the controller and end the run. It is dropped and counted instead, as every malformed
-message is (srl.streams.schema). Fields the controller only copies into metrics are not checked:
-any JSON value is written as it is.
+message is (srl.streams.schema). Every other declared field (one the controller only copies into
+metrics) must hold what its type in srl.streams.reports says; an algorithm's stats, undeclared,
+are written as they come.
 
 Counts that are well formed must also be possible: what a worker's reports add to a count the
 controller sums (env steps, episodes, updates, drops, seconds) is bounded by what that worker can
@@ -21,12 +22,15 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+
+from typing_extensions import get_type_hints, is_typeddict
 
 from srl.monitor.episodes import WINDOW
 from srl.monitor.info import episode_info_ok
 from srl.streams.control import Kind, Role, attach, decode_report
-from srl.streams.reports import BUSY_TIMES, REPORTS, Key
+from srl.streams.reports import BUSY_TIMES, REPORT_TYPES, REPORTS, ErrorReport, Key, ShellReport
 from srl.streams.schema import Malformed
 from srl.streams.transport import Message
 from srl.workers.stop import StopKind
@@ -102,8 +106,46 @@ def _policy_episodes(v: Any) -> bool:  # an actor's episodes of one policy (srl.
             and len(returns) == len(lengths) <= min(v[Key.EPISODES], WINDOW))
 
 
-# every field the controller computes with, and what it must hold where present (srl.streams.reports)
-FIELDS: dict[str, Callable[[Any], bool]] = {
+def _check_of(value_type: Any) -> Callable[[Any], bool]:
+    """The check of a value of `value_type`, a report field's declared type (srl.streams.reports):
+    what JSON makes of it (an int where a float goes; bool is no int)."""
+    origin, args = get_origin(value_type), get_args(value_type)
+    if origin in (Union, UnionType):
+        checks = [_check_of(arg) for arg in args]
+        return lambda v: any(check(v) for check in checks)
+    if origin is list:
+        return _list_of(_check_of(args[0]))
+    if origin is dict:  # a JSON object's keys are text
+        return _map_of(_check_of(args[1]))
+    if is_typeddict(value_type):
+        return _object_of(value_type)
+    simple: dict[Any, Callable[[Any], bool]] = {int: _int64, float: _real, str: _text, bytes: _bytes,
+                                                 type(None): lambda v: v is None}
+    if value_type not in simple:
+        raise TypeError(f"a report field of a type the check does not know: {value_type!r}")
+    return simple[value_type]
+
+
+def _object_of(report: type) -> Callable[[Any], bool]:
+    """A JSON object of TypedDict `report`: its required keys present, each key's value its type's."""
+    checks = {key: _check_of(value_type) for key, value_type in get_type_hints(report).items()}
+    required = report.__required_keys__  # type: ignore[attr-defined]
+    return lambda v: (type(v) is dict and all(key in v for key in required)
+                      and all(check(v[key]) for key, check in checks.items() if key in v))
+
+
+def declared_types() -> dict[str, Any]:
+    """Every top-level report key and its declared value type (the shell's, an error report's and
+    each role's: a key several roles send has one type, tests/test_reports_declared.py)."""
+    out: dict[str, Any] = {}
+    for report in (ShellReport, ErrorReport, *REPORT_TYPES.values()):
+        out.update(get_type_hints(report))
+    return out
+
+
+# What every field must hold where present: where the controller computes with it, more than its
+# type says (a count is not negative, seconds are bounded, returns and lengths pair up) ...
+_COMPUTED: dict[str, Callable[[Any], bool]] = {
     Key.ENV_STEPS: _count,
     Key.EPISODE_RETURNS: _list_of(_real),
     Key.EPISODE_LENGTHS: _list_of(_count),
@@ -119,7 +161,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     Key.NONFINITE_EPISODES_SKIPPED: _count,
     Key.NONFINITE_UPDATES_SKIPPED: _count,
     Key.STOP_REASON: _or_none(_text),
-    Key.STOP_KIND: lambda v: v in STOP_KINDS,  # which rule, beside a stop_reason (srl.workers.stop)
+    Key.STOP_KIND: lambda v: type(v) is str and v in STOP_KINDS,  # which rule, beside a stop_reason (srl.workers.stop)
     Key.EVALS: _list_of(_eval),
     Key.POLICIES: _map_of(_policy_episodes),
     Key.EPISODE_INFO: episode_info_ok,  # monitor.info_keys: values per key, as many as the returns (srl.monitor.info)
@@ -132,6 +174,10 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     Key.HALT: _text,
     Key.WRITE_FAILED: _write_failed,
 }
+# ... and every other declared field its declared type: the check is looked up from the type, so
+# the two cannot disagree (a field only copied into the metrics is still what its type says)
+FIELDS: dict[str, Callable[[Any], bool]] = {
+    **_COMPUTED, **{key: _check_of(t) for key, t in declared_types().items() if key not in _COMPUTED}}
 _FIELD_ORDER = {key: i for i, key in enumerate(FIELDS)}
 # what the controller reads of each role's reports: their declarations' (srl.streams.reports)
 REQUIRED: dict[Role, tuple[str, ...]] = {role: declared.required for role, declared in REPORTS.items() if declared.required}

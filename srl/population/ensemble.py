@@ -33,7 +33,7 @@ from srl.population import leaderboard
 from srl.population.tournament import Entry, Tournament
 from srl.storage import atomic_file, failing_as
 from srl.streams.control import Role
-from srl.streams.reports import Key
+from srl.streams.reports import Key, MemberEval, PodReport
 from srl.workers.member import member_folder
 
 ADOPT_FILE = "adopt.pt"  # members/m<k>/adopt.pt: the controller's copy of what member k adopts last
@@ -98,7 +98,7 @@ class PopulationManager:
     def on_report(self, observed: ObservedReport) -> None:
         if observed.role != Role.POD:
             return
-        k, report = observed.index, observed.payload
+        k, report = observed.index, observed.as_type(PodReport)
         for event in report.get(Key.EVALS, []):
             self.on_eval(k, event)
         adopt = self.adopts.get(k)
@@ -106,7 +106,7 @@ class PopulationManager:
         if adopt is not None and report.get(Key.ADOPTIONS, 0) < adopt["adoption"] and waited_s >= RESEND_S:
             self.outbox[k] = adopt
 
-    def on_eval(self, k: int, event: dict[str, Any]) -> None:
+    def on_eval(self, k: int, event: MemberEval) -> None:
         if event[Key.ADOPTIONS] < self.adopts.get(k, {}).get("adoption", 0):
             return  # evaluated before its replacement arrived: stale
         kept = leaderboard.entry_path(self.run_dir, k, event[Key.ENV_STEPS])

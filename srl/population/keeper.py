@@ -33,7 +33,7 @@ from srl.storage import atomic_file
 from srl.streams.control import Role
 from srl.streams.params import ParamSubscriber, state_frames
 from srl.streams.prefixed import PrefixedTransport
-from srl.streams.reports import Key
+from srl.streams.reports import ActorReport, Key, TrainsReport
 from srl.streams.schema import checked
 from srl.streams.transport import Transport
 
@@ -87,13 +87,13 @@ class LeagueKeeper:
         self.asks = checked(transport, transport.receiver(own + IN), own + IN, in_schema())
 
     def on_report(self, report: ObservedReport) -> None:
-        """The opponents' games in an actor's (or pod's) report; its learner's new versions."""
-        if report.role in (Role.ACTOR, Role.POD):
-            episodes = report.payload.get(Key.POLICIES, {}).get(self.opponents)
+        """The opponents' games in an actor's report (a pod plays one policy); its learner's new versions."""
+        if report.role == Role.ACTOR:
+            episodes = report.as_type(ActorReport).get(Key.POLICIES, {}).get(self.opponents)
             if episodes is not None:
                 self.on_results(episodes.get(Key.RESULTS, {}))
         if report.leads and report.policy == self.learner:
-            self.on_learner(report.payload, report.env_steps)
+            self.on_learner(report.as_type(TrainsReport), report.env_steps)
         self.poll()
 
     def on_metrics(self) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class LeagueKeeper:
     def on_finish(self) -> None:
         self.save()
 
-    def on_learner(self, payload: dict[str, Any], env_steps: int) -> None:
+    def on_learner(self, payload: TrainsReport, env_steps: int) -> None:
         """A report of the learner's trainer: a snapshot is due once it reached the next version."""
         if payload.get(Key.POLICY_VERSION, 0) >= self.next_version and self.due_env_steps is None:
             self.due_env_steps = env_steps

@@ -31,7 +31,7 @@ import numpy as np
 from srl.streams.carry import carry_out, every_array, slot_at
 from srl.streams.incarnations import NO_RESTARTS, Incarnations
 from srl.streams.layout import ArraySpec
-from srl.streams.reports import Key
+from srl.streams.reports import Key, SinkReport
 from srl.streams.schema import EPOCH, INDEX, Schema, checked
 from srl.streams.transport import Receiver, Transport
 
@@ -107,7 +107,7 @@ class SampleProducer:
         self.trainer_epoch = incarnations.of(self.trainer)
         self.receivers: list[Receiver] = [self._released]
 
-    def report(self) -> dict:
+    def report(self) -> SinkReport:
         """For the actor's report: segments sent to a trainer that died holding them, since the last."""
         lost, self.reclaimed = self.reclaimed, 0
         return {Key.SEGMENTS_LOST: lost}

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from srl.monitor.episodes import ReturnWindow
-from srl.streams.reports import Key
+from srl.streams.reports import Key, PodReport
 from srl.workers.pod import PodKernel, make_pod
 from srl.workers.stop import LockStepStop, Stop, StopKind, StopRules
 
@@ -41,7 +41,7 @@ class PodRun:
     return_mean: float | None  # mean return of the last `window` finished episodes
     episodes: int
     updates: int
-    final: dict[str, Any]  # the kernel's finish() report of the last interval
+    final: PodReport  # the kernel's finish() report of the last interval
     kernel: PodKernel = field(repr=False)
     # (env steps, seconds, mean return of the window) after every poll
     history: list[tuple[int, float, float | None]] = field(default_factory=list, repr=False)

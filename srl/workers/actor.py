@@ -27,7 +27,7 @@ from srl.monitor.info import add_values, ended_values
 from srl.monitor.timing import ENV_STEP, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, assign, obs_of
 from srl.streams.inference import Slot
-from srl.streams.reports import Key
+from srl.streams.reports import ActorReport, Key, SinkReport
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import EnvGuard
@@ -55,7 +55,7 @@ class SampleSink(Protocol):
 
     def collect_releases(self) -> None: ...
 
-    def report(self) -> dict: ...
+    def report(self) -> SinkReport: ...
 
 
 class ActorKernel(KernelDefaults):
@@ -244,8 +244,8 @@ class ActorKernel(KernelDefaults):
         rows = self.tallies[s].ended(counted).nonzero()[0]
         add_values(self.finished_info, ended_values(self.envs[s].ended_info, rows))
 
-    def report(self) -> dict:
-        out = {
+    def report(self) -> ActorReport:
+        out: ActorReport = {
             Key.ENV_STEPS: self.env_steps,
             **episodes_report(self.finished_returns, self.finished_lengths),
             Key.ENV_TIME_S: round(self.env_time_s, 4),

@@ -32,7 +32,7 @@ from srl.data.replay import ReplayMemory, segment_transitions
 from srl.data.replay_state import memory_state, restore_memory
 from srl.monitor.timing import OTHER, REPLAY, SEND_RECV, TimeBreakdown
 from srl.streams.batches import BatchServer
-from srl.streams.reports import Key
+from srl.streams.reports import BufferReport, Key
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
@@ -151,8 +151,8 @@ class BufferKernel(KernelDefaults):
             return False
         return self.replay_ratio is None or self._deficit() > 0
 
-    def report(self) -> dict:
-        out = {
+    def report(self) -> BufferReport:
+        out: BufferReport = {
             Key.REPLAY_SIZE: self.memory.size,
             Key.REPLAY_INSERTED: self.memory.inserted,
             Key.SEGMENTS_STORED: self.segments,
@@ -165,7 +165,7 @@ class BufferKernel(KernelDefaults):
         self._reset_stats()
         return out
 
-    def finish(self) -> dict:
+    def finish(self) -> BufferReport:
         if self.run_dir is not None:
             self.save_checkpoint()
         return self.report()

@@ -25,7 +25,7 @@ from srl.api.env import VectorEnv
 from srl.evaluation import Match, Player
 from srl.monitor.timing import TimeBreakdown
 from srl.spaces import Obs
-from srl.streams.reports import Key
+from srl.streams.reports import EvalReport, Key
 from srl.streams.transport import Receiver
 from srl.workers.kernel import KernelDefaults
 
@@ -91,10 +91,10 @@ class EvaluatorKernel(KernelDefaults):
         self.returns, self.versions = [e.returns for e in match.finished], self.round_versions
         self.match = None
         self.next_round_s = time.monotonic() + self.interval_s
-    def report(self) -> dict:
+    def report(self) -> EvalReport:
         """The mean over every agent of each episode's return (as `srl eval` reports one env's), and
         with several policies each one's over its own agents."""
-        out = {Key.EVAL_EPISODE_RETURNS: [float(r.mean()) for r in self.returns],
+        out: EvalReport = {Key.EVAL_EPISODE_RETURNS: [float(r.mean()) for r in self.returns],
                Key.EVAL_POLICY_VERSION: min(self.versions), Key.EVAL_TIME_S: round(self.eval_time_s, 4)}
         if len(self.players) > 1:
             out[Key.EVAL_POLICIES] = {

@@ -19,6 +19,7 @@ nothing still has one, for the loop's labels.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from srl.monitor.timing import TimeBreakdown
@@ -42,11 +43,12 @@ class Kernel(Protocol):
         """Do what is ready without blocking; True if there was anything."""
         ...
 
-    def report(self) -> dict[str, Any]:
-        """Counts since the last report (the controller sums them): reading resets them."""
+    def report(self) -> Mapping[str, Any]:
+        """Counts since the last report (the controller sums them): reading resets them. A
+        kernel's returns its role's report type (srl.streams.reports: ActorReport, ...)."""
         ...
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> Mapping[str, Any]:
         """The last report, after the last poll: a kernel that keeps state saves it first."""
         ...
 
@@ -62,10 +64,10 @@ class KernelDefaults:
     def start(self) -> None:
         pass
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> Mapping[str, Any]:
         raise NotImplementedError
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> Mapping[str, Any]:
         return self.report()  # nothing kept past the run: the last report is a report
 
     def close(self) -> None:

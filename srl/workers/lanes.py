@@ -28,7 +28,7 @@ from srl.data import columns as C
 from srl.graph.lanes import VERSION, lane_column
 from srl.monitor.episodes import EpisodeTally, episodes_report
 from srl.streams.inference import Slot
-from srl.streams.reports import Key
+from srl.streams.reports import Key, LaneEpisodes, SinkReport
 from srl.streams.samples import SampleProducer, Segment
 from srl.streams.transport import Receiver
 from srl.workers.actor import InferencePort
@@ -174,10 +174,11 @@ class LanesProducer:
             counts = self._results[k].setdefault(f"{tag:.15g}", [0, 0, 0])  # exact for versions past 1e6
             counts[0 if ret > 0 else 1 if ret == 0 else 2] += 1
 
-    def report(self) -> dict:
+    def report(self) -> SinkReport:
         lost = sum(p.report()[Key.SEGMENTS_LOST] for p in self.producers if p is not None)
-        policies = {lane.name: episodes_report(*episodes) for lane, episodes in zip(self.lanes, self._episodes)}
-        for lane, results in zip(self.lanes, self._results):
+        policies: dict[str, LaneEpisodes] = {}
+        for lane, episodes, results in zip(self.lanes, self._episodes, self._results):
+            policies[lane.name] = {**episodes_report(*episodes)}
             if results:
                 policies[lane.name][Key.RESULTS] = results
         self._episodes, self._results = [([], []) for _ in self.lanes], [{} for _ in self.lanes]

@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from srl import checkpoint
 from srl.api.algorithm import Algorithm
 from srl.api.policy import Policy
 from srl.faults import RunHalted
-from srl.streams.reports import Key
+from srl.streams.reports import Key, TrainsReport, with_stats
 from srl.workers.kernel import KernelDefaults
 from srl.workers.nonfinite import UpdateGuard, load_state
 
@@ -61,7 +61,10 @@ class LearnerSettings:
         )
 
 
-class Learner(KernelDefaults):
+ReportT = TypeVar("ReportT", bound=TrainsReport)  # a learner's report: a trainer's or a pod's (srl.streams.reports)
+
+
+class Learner(KernelDefaults, Generic[ReportT]):
     """Version, env steps trained on, checkpoints and resume; a subclass updates and reports."""
 
     leader = True  # of a trainer group (srl.streams.gradients) only the leader writes checkpoints
@@ -102,12 +105,17 @@ class Learner(KernelDefaults):
                             self.algorithm.state_dict(), run_id=self.settings.run_id)
         self._last_checkpoint_s = time.monotonic()
 
-    def finish(self) -> dict[str, Any]:
+    def report(self) -> ReportT:
+        raise NotImplementedError
+
+    def finish(self) -> ReportT:
         self.save_checkpoint()
-        return {**self.report(), Key.PARAMS_SHA256: checkpoint.params_sha256(self.policy)}
+        out = self.report()
+        out[Key.PARAMS_SHA256] = checkpoint.params_sha256(self.policy)
+        return out
 
 
-class HostLearner(Learner):
+class HostLearner(Learner[ReportT]):
     """A trainer: updates run from the host through an UpdateGuard, counted for its reports."""
 
     def __init__(self, policy: Policy, algorithm: Algorithm, settings: LearnerSettings) -> None:
@@ -120,10 +128,10 @@ class HostLearner(Learner):
         self.updates, self.train_time_s = 0, 0.0
         self.stats: dict[str, float] = {}
 
-    def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> dict[str, Any]:
-        """The report's fields since the last one; its counters start over."""
+    def _report(self, segments_dropped: int, policy_lag_mean: float | None) -> TrainsReport:
+        """The report's fields since the last one, the last update's stats with them; its counters start over."""
         skipped, self.guard.skipped = self.guard.skipped, 0
-        out = {
+        out: TrainsReport = {
             Key.NONFINITE_UPDATES_SKIPPED: skipped,
             Key.POLICY_VERSION: self.version,
             Key.TRAINED_ENV_STEPS: self.trained_env_steps,
@@ -131,11 +139,7 @@ class HostLearner(Learner):
             Key.SEGMENTS_DROPPED: segments_dropped,
             Key.POLICY_LAG_MEAN: policy_lag_mean,
             Key.TRAIN_TIME_S: round(self.train_time_s, 4),
-            **self.stats,
         }
+        out = with_stats(out, self.stats)
         self._reset_stats()
         return out
-
-    def report(self) -> dict[str, Any]:  # replay keeps every segment (the segment trainer has its own)
-        return self._report(segments_dropped=0, policy_lag_mean=None)
-

@@ -43,7 +43,7 @@ from srl.evaluation import Player, play
 from srl.monitor.episodes import ReturnWindow
 from srl.storage import write_text_atomic
 from srl.streams.control import MAX_ATTACHED
-from srl.streams.reports import Key
+from srl.streams.reports import Key, MemberEval, PodReport
 from srl.workers.learner import LearnerSettings
 from srl.workers.nonfinite import load_state
 from srl.workers.pod import PodKernel
@@ -75,7 +75,7 @@ class PodMember:
         self.hparam_names = tuple(hparam_names)
         self.updates_since_eval = 0
         self.adoptions = 0
-        self.events: list[dict[str, Any]] = []
+        self.events: list[MemberEval] = []
         self.recent = ReturnWindow(100)  # training episodes: the score when there is no eval env
         self.receivers: list = []  # a member only computes: nothing to wait on
         self.clock = pod.clock
@@ -125,7 +125,7 @@ class PodMember:
         policy.train(training)  # the Player set it acting; the pod trains on
         return float(np.mean([e.returns.mean() for e in played]))
 
-    def evaluate_and_pack(self) -> dict[str, Any]:
+    def evaluate_and_pack(self) -> MemberEval:
         """An evaluation event, with the weights evaluated: what the controller keeps if they rank."""
         eval_return = self.evaluate()
         pod = self.pod
@@ -140,7 +140,7 @@ class PodMember:
             Key.HPARAMS: self.hparams(), Key.STATE: packed.getvalue(), Key.ADOPTIONS: self.adoptions,
         }
 
-    def take_events(self) -> list[dict[str, Any]]:
+    def take_events(self) -> list[MemberEval]:
         """The oldest events queued, as many as one report attaches (the rest go in the next)."""
         events, self.events = self.events[:MAX_ATTACHED], self.events[MAX_ATTACHED:]
         return events
@@ -187,14 +187,15 @@ class PodMember:
 
     # -- reports ----------------------------------------------------------------------------------
 
-    def report(self) -> dict[str, Any]:
-        return {**self.pod.report(), **self._about()}
+    def report(self) -> PodReport:
+        return self._about(self.pod.report())
 
-    def finish(self) -> dict[str, Any]:
-        return {**self.pod.finish(), **self._about()}
+    def finish(self) -> PodReport:
+        return self._about(self.pod.finish())
 
-    def _about(self) -> dict[str, Any]:
-        return {Key.MEMBER: self.index, Key.ADOPTIONS: self.adoptions, Key.HPARAMS: self.hparams(),
+    def _about(self, report: PodReport) -> PodReport:
+        """The pod's report, and which member sent it, its adoptions, hparams and evaluations."""
+        return {**report, Key.MEMBER: self.index, Key.ADOPTIONS: self.adoptions, Key.HPARAMS: self.hparams(),
                 Key.EVALS: self.take_events()}
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ from srl.streams.params import (
     service_schema,
     weights_schema,
 )
-from srl.streams.reports import Key
+from srl.streams.reports import Key, ParamsReport, RelayReport
 from srl.streams.schema import checked
 from srl.streams.transport import Message, Receiver, Transport
 from srl.workers.kernel import KernelDefaults
@@ -86,7 +86,7 @@ class ParamServiceKernel(KernelDefaults):
         self.answers.sent(publish.header[1])
         self.published += 1
 
-    def report(self) -> dict:
+    def report(self) -> ParamsReport:
         return {Key.PARAMS_VERSION: self.version, Key.PUBLISHES: self.published}
 
 
@@ -132,7 +132,7 @@ class ParamRelayKernel(KernelDefaults):
         self._asking.ask(self.version, self._waiting_for)
         return bool(came or local)
 
-    def report(self) -> dict:
+    def report(self) -> RelayReport:
         return {**self.service.report(), Key.WANTS_UPSTREAM: self._asking.asked}
 
 

@@ -47,7 +47,7 @@ from srl.faults import RunHalted
 from srl.graph import space_spec
 from srl.monitor.episodes import WINDOW
 from srl.monitor.timing import TimeBreakdown
-from srl.streams.reports import Key
+from srl.streams.reports import Key, PodReport, with_stats
 from srl.transfer import torch_dtype
 from srl.workers.learner import Learner, LearnerSettings
 from srl.workers.nonfinite import DeviceUpdateGuard
@@ -57,7 +57,7 @@ CUDA_GRAPHS = ("auto", "on", "off")
 WARMUP_ITERATIONS = 3  # eager iterations on a side stream before capture (torch wants a few)
 
 
-class PodKernel(Learner):
+class PodKernel(Learner[PodReport]):
     """Env, policy and algorithm on one device; see the module doc.
 
     `policy` must already live on `env.device` (build the algorithm after moving it, so the
@@ -450,12 +450,12 @@ class PodKernel(Learner):
 
     # -- reports ----------------------------------------------------------------------------------
 
-    def report(self) -> dict:
+    def report(self) -> PodReport:
         """Since the last report: env steps, finished episodes, updates, times; and the latest
         update's algorithm stats and policy lag (kept until the next update). The keys of an
         actor's report and of the trainer's report together. The one read of the device."""
         self.sync()
-        out: dict[str, Any] = {
+        out: PodReport = {
             Key.ENV_STEPS: self.env_steps,
             Key.EPISODES: self._episodes_since_report,
             Key.EPISODE_RETURNS: self.finished_returns[-WINDOW:],
@@ -469,12 +469,12 @@ class PodKernel(Learner):
             Key.SEGMENTS_DROPPED: 0,
             Key.POLICY_LAG_MEAN: self.lag_mean,
             Key.NONFINITE_UPDATES_SKIPPED: self.nonfinite_skipped,
-            **self.stats,
         }
         self._version_at_report = self.version
         self.nonfinite_skipped = 0
         if self.stop is not None:
             out.update(self.stop.report())  # the stop and its kind (srl.workers.stop)
+        out = with_stats(out, self.stats)
         self._reset_stats()
         return out
 

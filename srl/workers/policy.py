@@ -29,7 +29,7 @@ from srl.monitor.timing import INFERENCE, SEND_RECV, TimeBreakdown
 from srl.spaces import Obs, concat_obs, map_obs, obs_of
 from srl.streams.inference import InferenceServer, Request, Slot
 from srl.streams.params import FixedParams, ParamSubscriber
-from srl.streams.reports import Key
+from srl.streams.reports import Key, PolicyReport
 from srl.streams.transport import Receiver
 from srl.workers.cuda_acting import CudaActing, use_graphs
 from srl.workers.hidden import HiddenStates
@@ -190,8 +190,8 @@ class Acting:
         """A batch's array as a tensor on the policy's device: a view on the CPU, one copy to a GPU."""
         return torch.from_numpy(array).to(self.device)
 
-    def report(self) -> dict:
-        out = {
+    def report(self) -> PolicyReport:
+        out: PolicyReport = {
             Key.ROWS: self.rows,
             Key.BATCHES: self.batches,
             Key.INFER_TIME_S: round(self.infer_time_s, 4),
@@ -251,7 +251,7 @@ class PolicyWorkerKernel(KernelDefaults):
         self.clock.switch(previous)
         return True
 
-    def report(self) -> dict:
+    def report(self) -> PolicyReport:
         return self.acting.report()
 
     def close(self) -> None:

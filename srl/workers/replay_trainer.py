@@ -20,11 +20,12 @@ from srl.data import columns as C
 from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.batches import BatchClient
 from srl.streams.params import ParamPublisher
+from srl.streams.reports import TrainsReport
 from srl.streams.transport import Receiver
 from srl.workers.learner import HostLearner, LearnerSettings
 
 
-class ReplayTrainerKernel(HostLearner):
+class ReplayTrainerKernel(HostLearner[TrainsReport]):
     def __init__(
         self, policy: Policy, algorithm: Algorithm, batches: BatchClient, params: ParamPublisher, settings: LearnerSettings,
     ) -> None:
@@ -73,3 +74,6 @@ class ReplayTrainerKernel(HostLearner):
             self.updates += 1
         self.clock.switch(previous)
         self.train_time_s += time.perf_counter() - started
+
+    def report(self) -> TrainsReport:  # replay keeps every segment (the segment trainer has its own)
+        return self._report(segments_dropped=0, policy_lag_mean=None)

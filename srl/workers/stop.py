@@ -19,10 +19,10 @@ import enum
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from srl.monitor.episodes import WINDOW  # episodes the target's mean is over
-from srl.streams.reports import Key
+from srl.streams.reports import Key, StopReport
 
 if TYPE_CHECKING:
     from srl.config import StopConfig
@@ -43,12 +43,12 @@ class Stop:
     kind: StopKind
     reason: str  # as printed and in summary.json's stop_reason
 
-    def report(self) -> dict[str, str | None]:
+    def report(self) -> StopReport:
         """The report fields that carry it to the controller (srl.launch.reports)."""
         return {Key.STOP_REASON: self.reason, Key.STOP_KIND: self.kind.value}
 
     @staticmethod
-    def from_report(payload: dict[str, Any]) -> Stop | None:
+    def from_report(payload: StopReport) -> Stop | None:
         reason, kind = payload.get(Key.STOP_REASON), payload.get(Key.STOP_KIND)
         return Stop(StopKind(kind), reason) if reason and kind else None
 
@@ -141,6 +141,6 @@ class LockStepStop:
     def window(self) -> int:
         return self.rules.window
 
-    def report(self) -> dict[str, str | None]:
+    def report(self) -> StopReport:
         """For the worker's report: the stop once decided (srl.launch.monitor reads it)."""
         return {Key.STOP_REASON: None} if self.stop is None else self.stop.report()

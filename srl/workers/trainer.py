@@ -30,14 +30,14 @@ from srl.monitor.episodes import EpisodeTally
 from srl.monitor.timing import OTHER, SEND_RECV, TRAINING, TimeBreakdown
 from srl.streams.gradients import GradientGroup
 from srl.streams.params import ParamPublisher
-from srl.streams.reports import Key
+from srl.streams.reports import Key, TrainerReport
 from srl.streams.samples import SampleConsumer, SegmentRef
 from srl.streams.transport import Receiver
 from srl.workers.learner import HostLearner, LearnerSettings
 from srl.workers.stop import LockStepStop
 
 
-class TrainerKernel(HostLearner):
+class TrainerKernel(HostLearner[TrainerReport]):
     def __init__(
         self,
         policy: Policy,
@@ -210,17 +210,17 @@ class TrainerKernel(HostLearner):
         # the group's trainers take equal shares of the actors: env steps trained on by all of them
         self.stop.after_update(self.version, self.trained_env_steps * trainers, returns)
 
-    def report(self) -> dict:
-        out = self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None)
+    def report(self) -> TrainerReport:
         # lost: sent by an actor that died before we took them; pending: taken (copied and
         # released) for the next update, lost with us if we die (the controller counts the last)
-        out[Key.SEGMENTS_LOST], self.samples.from_dead_actors = self.samples.from_dead_actors, 0
-        out[Key.SEGMENTS_PENDING] = self.filled
+        out: TrainerReport = {**self._report(self.dropped, self.lag_sum / self.lag_count if self.lag_count else None),
+                              Key.SEGMENTS_LOST: self.samples.from_dead_actors, Key.SEGMENTS_PENDING: self.filled}
+        self.samples.from_dead_actors = 0
         if self.stop is not None:
             out.update(self.stop.report())  # the stop and its kind (srl.workers.stop)
         return out
 
-    def finish(self) -> dict:
+    def finish(self) -> TrainerReport:
         if self.group is not None:
             self.group.leave()
         if self.digests is not None and self.run_dir is not None:
