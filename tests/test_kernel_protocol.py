@@ -4,10 +4,12 @@ in a worker process, at the end of a run (`finish`)."""
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import typing
 
 import pytest
+import typing_extensions
 
 from srl.api import Worker, register_worker
 from srl.config.load import load_config
@@ -72,7 +74,17 @@ def check_conforms(kernel: object) -> None:
         assert all(p.default is not p.empty for p in extra), f"{type(kernel).__name__}.{name}{got}: required extras"
         want_return = typing.get_type_hints(getattr(Kernel, name))["return"]
         got_return = typing.get_type_hints(getattr(type(kernel), name))["return"]
-        assert _bare(got_return) is _bare(want_return), f"{type(kernel).__name__}.{name} returns {got_return}"
+        assert _returns(got_return, want_return), f"{type(kernel).__name__}.{name} returns {got_return}"
+
+
+def _returns(got: object, want: object) -> bool:
+    """Whether `got` is the contract's return type: itself (NoneType, bool), or for a report a
+    Mapping, a dict or the role's TypedDict (srl.streams.reports)."""
+    if isinstance(got, typing.TypeVar):  # a generic kernel's (Learner[ReportT]): what it is bound to
+        got = got.__bound__
+    if _bare(want) is collections.abc.Mapping:
+        return typing_extensions.is_typeddict(got) or _bare(got) in (collections.abc.Mapping, dict)
+    return _bare(got) is _bare(want)
 
 
 def _bare(annotation: object) -> object:
